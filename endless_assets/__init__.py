@@ -1,0 +1,1 @@
+"""endless: a Dagster platform that manufactures verified terminal tasks for RL on shell agents."""

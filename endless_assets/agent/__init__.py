@@ -1,0 +1,1 @@
+"""The terminal agent: one episode loop for every policy (chat model, oracle, no-op)."""

@@ -1,0 +1,183 @@
+"""The episode loop, the same for every policy: act, observe, repeat; then grade.
+
+The container is fresh for every episode and removed afterwards whatever happened. The tests
+are copied in only after the loop ends (see sandbox/verdict.py). Infrastructure failures are
+`harness_error` with no reward, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from endless_assets.agent.policies import Action, EpisodeTask, Policy
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.shell import CommandResult, ShellSession
+from endless_assets.sandbox.verdict import Verdict, run_pytest
+
+TERMINATIONS = ("done", "turn_limit", "time_limit", "context_limit", "harness_error")
+
+
+class PolicyUnavailable(Exception):
+    """The policy could not act for reasons outside the agent (endpoint down after retries)."""
+
+
+class ContextExhausted(Exception):
+    """The conversation no longer fits the model's context, even after folding old turns."""
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    max_turns: int = 16
+    command_timeout: float = 60.0
+    episode_seconds: float = 900.0
+    output_cap: int = 50_000
+    test_timeout: float = 180.0
+
+
+@dataclass
+class Turn:
+    index: int
+    kind: str  # command | done | invalid
+    thought: str = ""
+    command: str = ""
+    output: str = ""
+    exit_code: int | None = None
+    timed_out: bool = False
+    original_bytes: int = 0
+    truncated: bool = False
+    note: str = ""
+    error: str = ""
+    seconds: float = 0.0  # the command's own time in the container
+    policy_seconds: float = 0.0  # time the policy took to decide
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+@dataclass
+class Rollout:
+    task_id: str
+    policy: str
+    model: str
+    reward: int | None
+    termination: str
+    turns: list[Turn] = field(default_factory=list)
+    verdict: Verdict | None = None
+    error: str = ""
+    seconds: float = 0.0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(t.tokens_in for t in self.turns)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(t.tokens_out for t in self.turns)
+
+    def trajectory(self) -> list[dict[str, Any]]:
+        return [asdict(t) for t in self.turns]
+
+
+def observation_text(result: CommandResult, output_cap: int) -> str:
+    """What the agent sees after a command: output, exit code, and what the harness did."""
+    parts = [result.output]
+    if result.truncated:
+        parts.append(
+            f"\n[output truncated: showing the first {output_cap} characters of "
+            f"{result.original_bytes} bytes]"
+        )
+    if result.timed_out:
+        parts.append(f"\n[command timed out and was {result.note or 'interrupted'}]")
+    elif result.shell_restarted:
+        parts.append(f"\n[{result.note}]")
+    code = "none (timed out)" if result.exit_code is None else str(result.exit_code)
+    parts.append(f"\n[exit code: {code}]")
+    return "".join(parts)
+
+
+def run_episode(
+    sandbox: Sandbox,
+    image: str,
+    task: EpisodeTask,
+    policy: Policy,
+    completion_test: str,
+    limits: EpisodeLimits = EpisodeLimits(),
+    labels: dict[str, str] | None = None,
+) -> Rollout:
+    started = time.monotonic()
+    rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
+    try:
+        policy.reset(task)
+        with sandbox.container(image, labels=labels) as container:
+            with ShellSession(container, output_cap=limits.output_cap) as shell:
+                rollout.termination = _loop(shell, policy, rollout, limits, started)
+            verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
+        rollout.verdict = verdict
+        rollout.reward = 1 if verdict.passed else 0
+    except (SandboxError, PolicyUnavailable) as exc:
+        rollout.termination = "harness_error"
+        rollout.reward = None
+        rollout.error = f"{type(exc).__name__}: {exc}"
+    except ContextExhausted as exc:  # pragma: no cover - defensive; _loop handles it
+        rollout.termination = "context_limit"
+        rollout.error = str(exc)
+    rollout.messages = policy.messages()
+    rollout.seconds = time.monotonic() - started
+    return rollout
+
+
+def _loop(
+    shell: ShellSession, policy: Policy, rollout: Rollout, limits: EpisodeLimits, started: float
+) -> str:
+    observation: str | None = None
+    for index in range(limits.max_turns):
+        remaining = limits.episode_seconds - (time.monotonic() - started)
+        if remaining <= 0:
+            return "time_limit"
+        t0 = time.monotonic()
+        try:
+            action: Action = policy.act(observation)
+        except ContextExhausted as exc:
+            rollout.error = str(exc)
+            return "context_limit"
+        turn = Turn(
+            index=index,
+            kind=action.kind,
+            thought=action.thought,
+            command=action.command,
+            error=action.error,
+            policy_seconds=time.monotonic() - t0,
+            tokens_in=action.tokens_in,
+            tokens_out=action.tokens_out,
+        )
+        rollout.turns.append(turn)
+        if action.kind == "done":
+            return "done"
+        if action.kind == "invalid":
+            observation = (
+                f"[your reply could not be used: {action.error}. Reply with exactly one "
+                "<command>...</command>, or <action>done</action> when the task is complete.]"
+            )
+            continue
+        remaining = limits.episode_seconds - (time.monotonic() - started)
+        if remaining <= 0:
+            return "time_limit"
+        result = shell.run(action.command, timeout=min(limits.command_timeout, remaining))
+        turn.output = result.output
+        turn.exit_code = result.exit_code
+        turn.timed_out = result.timed_out
+        turn.original_bytes = result.original_bytes
+        turn.truncated = result.truncated
+        turn.note = result.note
+        turn.seconds = result.seconds
+        observation = observation_text(result, limits.output_cap)
+    if limits.episode_seconds - (time.monotonic() - started) <= 0:
+        return "time_limit"
+    return "turn_limit"

@@ -1,0 +1,61 @@
+"""Task generators. Both paths (procedural and LLM) meet in one `TaskDraft`.
+
+A generator is asked three things, one per stage, and may be asked again with feedback:
+
+- `describe(batch, index, seed)`: stage I, the task and its privileged truth;
+- `write_environment(draft, feedback)`: stage II, a Dockerfile and an initial-state test;
+- `write_completion_test(draft, feedback)`: stage III, the final-state test.
+
+`repair_rounds` says how many times a stage may ask again after a failure (the paper: 3 for the
+LLM; 1 for the procedural generator, whose families are fixed code and cannot learn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from endless_assets.models import TaskDraft
+
+
+@dataclass
+class Usage:
+    """What a generator call cost. The procedural generator costs nothing."""
+
+    requests: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.requests += other.requests
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.cached += other.cached
+
+
+@dataclass
+class Environment:
+    dockerfile: str
+    context_files: dict[str, str] = field(default_factory=dict)
+    initial_test: str = ""
+
+
+class GenerationError(Exception):
+    """The generator produced something unusable (e.g. an unparsable reply). Carries the reason."""
+
+
+class TaskGenerator(Protocol):
+    name: str
+    model: str
+    repair_rounds: int
+
+    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]: ...
+
+    def write_environment(
+        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+    ) -> tuple[Environment, Usage]: ...
+
+    def write_completion_test(
+        self, draft: TaskDraft, feedback: str | None, previous: str | None
+    ) -> tuple[str, Usage]: ...

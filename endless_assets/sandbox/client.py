@@ -1,0 +1,80 @@
+"""The Docker client, the labels every object carries, and the sweeper for leftovers."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+
+import docker
+import docker.errors
+from docker import DockerClient
+
+PROJECT_LABEL = "endless.project"
+PROJECT = "endless"
+OWNER_LABEL = "endless.owner"  # host:pid of the process that created a container
+
+
+class SandboxError(RuntimeError):
+    """Infrastructure failure (daemon unreachable, API error): a harness error, not a verdict."""
+
+
+@functools.cache
+def docker_client(base_url: str | None = None) -> DockerClient:
+    """A client for `base_url`, else DOCKER_HOST, else the local socket. Cached per process."""
+    try:
+        if base_url:
+            client = DockerClient(base_url=base_url, timeout=300)
+        else:
+            client = docker.from_env(timeout=300)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = base_url or os.environ.get("DOCKER_HOST") or "the local socket"
+        raise SandboxError(
+            f"cannot reach a Docker engine at {where}: {exc}. "
+            "Run scripts/ensure-docker.sh or set DOCKER_HOST."
+        ) from exc
+    return client
+
+
+def owner_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def base_labels(**extra: str) -> dict[str, str]:
+    labels = {PROJECT_LABEL: PROJECT, OWNER_LABEL: owner_tag()}
+    labels.update({f"endless.{k}": str(v) for k, v in extra.items()})
+    return labels
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's container: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
+    """Remove project containers whose creating process is gone (or all of them). Returns count."""
+    removed = 0
+    containers = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
+    for container in containers:
+        owner = container.labels.get(OWNER_LABEL, "")
+        if everything or not _owner_alive(owner):
+            try:
+                container.remove(force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+    return removed
+
+
+def project_containers(client: DockerClient) -> list[str]:
+    found = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
+    return [c.name for c in found]

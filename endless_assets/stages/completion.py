@@ -1,0 +1,143 @@
+"""Stage III: the completion test must fail on the initial state, pass after the reference
+solution, and fail again after a do-nothing episode."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from endless_assets.agent.episode import EpisodeLimits, run_episode
+from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
+from endless_assets.generation import GenerationError, TaskGenerator, Usage
+from endless_assets.models import TaskDraft
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+
+FEEDBACK_LIMIT = 4000
+
+
+@dataclass
+class CompletionOutcome:
+    task_id: str
+    status: str
+    reject_reason: str = ""
+    completion_test: str = ""
+    fails_on_initial: bool | None = None
+    passes_with_reference: bool | None = None
+    fails_with_noop: bool | None = None
+    attempts: int = 0
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def attempt_log_json(self) -> str:
+        return json.dumps(self.attempt_log, ensure_ascii=False)
+
+
+def check_completion_test(
+    draft: TaskDraft,
+    image_tag: str,
+    generator: TaskGenerator,
+    sandbox: Sandbox,
+    *,
+    max_rounds: int | None = None,
+    reference_required: bool = True,
+    limits: EpisodeLimits = EpisodeLimits(max_turns=4),
+) -> CompletionOutcome:
+    """Write (or take) the completion test and check it against three states.
+
+    `reference_required=False` (the LLM path) records a failing reference solution instead of
+    rejecting the task: stage IV's solver then decides whether the task is solvable.
+    """
+    started = time.monotonic()
+    rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
+    outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
+    labels = {"task_id": draft.task_id, "batch": draft.batch}
+    feedback: str | None = None
+    previous: str | None = None
+    try:
+        for round_no in range(1, rounds + 1):
+            outcome.attempts = round_no
+            try:
+                test, usage = generator.write_completion_test(draft, feedback, previous)
+            except GenerationError as exc:
+                outcome.usage.add(getattr(exc, "usage", Usage()))
+                outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
+                outcome.reject_reason = f"completion test: unusable reply: {exc}"
+                feedback = f"Your previous reply could not be used: {exc}"
+                continue
+            outcome.usage.add(usage)
+            previous = test
+            outcome.completion_test = test
+            with sandbox.container(image_tag, labels={**labels, "role": "completion-initial"}) as box:
+                verdict = run_pytest(box, test, timeout=sandbox.config.test_timeout, stop_agent=False)
+            outcome.fails_on_initial = verdict.status == "failed"
+            if verdict.passed:
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "initial_state", "error": "passes on the initial state"}
+                )
+                outcome.reject_reason = "completion test passes on the initial state"
+                feedback = (
+                    "The completion test PASSES on the initial state, before any work is done, so "
+                    "it cannot tell a solved task from an untouched one. Make it check the end "
+                    f"state the task asks for. pytest output (tail):\n{verdict.output[-FEEDBACK_LIMIT:]}"
+                )
+                continue
+            if verdict.status != "failed":
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "initial_state",
+                     "error": f"{verdict.summary()}\n{verdict.output[-FEEDBACK_LIMIT:]}"}
+                )
+                outcome.reject_reason = f"completion test does not run cleanly: {verdict.summary()}"
+                feedback = (
+                    "The completion test does not run cleanly on the initial state "
+                    f"({verdict.summary()}); it must be collected and its tests must fail by "
+                    f"assertion. pytest output (tail):\n{verdict.output[-FEEDBACK_LIMIT:]}"
+                )
+                continue
+            outcome.attempt_log.append({"round": round_no, "stage": "initial_state", "error": ""})
+            break
+        else:
+            outcome.seconds = time.monotonic() - started
+            return outcome
+
+        task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
+        oracle = run_episode(
+            sandbox, image_tag, task, OraclePolicy(), outcome.completion_test, limits,
+            labels={**labels, "role": "oracle-check"},
+        )
+        if oracle.termination == "harness_error":
+            raise SandboxError(oracle.error)
+        outcome.passes_with_reference = oracle.reward == 1
+        if not outcome.passes_with_reference:
+            detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
+            tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
+            outcome.attempt_log.append(
+                {"stage": "reference_solution", "error": f"{detail}\n{tail}"}
+            )
+            if reference_required:
+                outcome.reject_reason = f"reference solution does not pass the completion test: {detail}"
+                outcome.seconds = time.monotonic() - started
+                return outcome
+
+        noop = run_episode(
+            sandbox, image_tag, task, NoopPolicy(), outcome.completion_test, limits,
+            labels={**labels, "role": "noop-check"},
+        )
+        if noop.termination == "harness_error":
+            raise SandboxError(noop.error)
+        outcome.fails_with_noop = noop.reward == 0
+        if not outcome.fails_with_noop:
+            outcome.reject_reason = "completion test passes after a do-nothing episode"
+            outcome.seconds = time.monotonic() - started
+            return outcome
+        outcome.status, outcome.reject_reason = OK, ""
+    except SandboxError as exc:
+        outcome.status = HARNESS_ERROR
+        outcome.reject_reason = f"harness: {exc}"
+    outcome.seconds = time.monotonic() - started
+    return outcome

@@ -1,0 +1,101 @@
+"""Stage II: build the task's environment and check its initial state, repairing if allowed."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from endless_assets.generation import Environment, GenerationError, TaskGenerator, Usage
+from endless_assets.models import TaskDraft
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+
+FEEDBACK_LIMIT = 4000
+
+
+@dataclass
+class EnvironmentOutcome:
+    task_id: str
+    status: str
+    reject_reason: str = ""
+    dockerfile: str = ""
+    context_files: dict[str, str] = field(default_factory=dict)
+    initial_test: str = ""
+    image_tag: str = ""
+    image_id: str = ""
+    attempts: int = 0
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
+    build_seconds: float = 0.0
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def attempt_log_json(self) -> str:
+        return json.dumps(self.attempt_log, ensure_ascii=False)
+
+
+def build_environment(
+    draft: TaskDraft, generator: TaskGenerator, sandbox: Sandbox, *, max_rounds: int | None = None
+) -> EnvironmentOutcome:
+    """Write (or take) the environment, build it, and run the initial-state test in it."""
+    started = time.monotonic()
+    rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
+    outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
+    feedback: str | None = None
+    previous: Environment | None = None
+    labels = {"task_id": draft.task_id, "batch": draft.batch}
+    try:
+        for round_no in range(1, rounds + 1):
+            outcome.attempts = round_no
+            try:
+                env, usage = generator.write_environment(draft, feedback, previous)
+            except GenerationError as exc:
+                outcome.usage.add(getattr(exc, "usage", Usage()))
+                outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
+                outcome.reject_reason = f"environment: unusable reply: {exc}"
+                feedback = f"Your previous reply could not be used: {exc}"
+                continue
+            outcome.usage.add(usage)
+            previous = env
+            outcome.dockerfile, outcome.initial_test = env.dockerfile, env.initial_test
+            outcome.context_files = dict(env.context_files)
+            build = sandbox.build(env.dockerfile, env.context_files, labels=labels)
+            outcome.build_seconds += build.seconds
+            if not build.ok:
+                log = build.log[-FEEDBACK_LIMIT:]
+                outcome.attempt_log.append({"round": round_no, "stage": "build", "error": log})
+                outcome.reject_reason = f"environment: docker build failed: {_last_line(log)}"
+                feedback = f"The Dockerfile failed to build. Build output (tail):\n{log}"
+                continue
+            outcome.image_tag, outcome.image_id = build.tag, build.image_id
+            with sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box:
+                verdict = run_pytest(
+                    box, env.initial_test, filename="test_initial_state.py",
+                    timeout=sandbox.config.test_timeout, stop_agent=False,
+                )
+            if verdict.passed:
+                outcome.attempt_log.append({"round": round_no, "stage": "initial_test", "error": ""})
+                outcome.status, outcome.reject_reason = OK, ""
+                break
+            out = verdict.output[-FEEDBACK_LIMIT:]
+            outcome.attempt_log.append(
+                {"round": round_no, "stage": "initial_test", "error": f"{verdict.summary()}\n{out}"}
+            )
+            outcome.reject_reason = f"environment: initial-state test {verdict.summary()}"
+            feedback = (
+                "The image built, but the initial-state test did not pass in it "
+                f"({verdict.summary()}). pytest output (tail):\n{out}"
+            )
+    except SandboxError as exc:
+        outcome.status = HARNESS_ERROR
+        outcome.reject_reason = f"harness: {exc}"
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
