@@ -50,7 +50,9 @@ class TaskDraft(BaseModel):
         for path in files:
             parts = path.split("/")
             if path.startswith("/") or ".." in parts or not path or path == "Dockerfile":
-                raise ValueError(f"context file path {path!r} must be relative and inside the context")
+                raise ValueError(
+                    f"context file path {path!r} must be relative and inside the context"
+                )
         return files
 
     @property
@@ -76,3 +78,9 @@ def content_hash(*parts: str | bytes, length: int = 16) -> str:
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
     return digest.hexdigest()[:length]
+
+
+def task_seed(batch: str, index: int, salt: int = 0) -> int:
+    """The seed of task `index` in `batch`: stable across runs and machines."""
+    digest = hashlib.sha256(f"{batch}:{index}:{salt}".encode()).digest()
+    return int.from_bytes(digest[:6], "big")

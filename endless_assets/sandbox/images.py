@@ -117,7 +117,11 @@ def build_task_image(
             image = client.images.get(tag)
         except docker.errors.ImageNotFound:
             return BuildResult(
-                False, tag, "", time.monotonic() - started, False,
+                False,
+                tag,
+                "",
+                time.monotonic() - started,
+                False,
                 "build finished without producing an image:\n" + text[-BUILD_LOG_LIMIT:],
             )
         return BuildResult(True, tag, image.id, time.monotonic() - started, False, "")

@@ -47,6 +47,8 @@ class Sandbox:
         )
 
     @contextmanager
-    def container(self, image: str, labels: dict[str, str] | None = None) -> Iterator[TaskContainer]:
+    def container(
+        self, image: str, labels: dict[str, str] | None = None
+    ) -> Iterator[TaskContainer]:
         with task_container(self.client, image, limits=self.config.limits, labels=labels) as c:
             yield c

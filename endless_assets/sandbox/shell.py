@@ -255,7 +255,9 @@ class ShellSession:
             note=note,
         )
 
-    def _after_shell_died(self, collector: _OutputCollector, started: float, _: str) -> CommandResult:
+    def _after_shell_died(
+        self, collector: _OutputCollector, started: float, _: str
+    ) -> CommandResult:
         self._restart()
         return self._result(
             collector,

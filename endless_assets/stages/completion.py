@@ -67,20 +67,30 @@ def check_completion_test(
             except GenerationError as exc:
                 outcome.usage.add(getattr(exc, "usage", Usage()))
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
-                outcome.reject_reason = f"completion test: unusable reply: {exc}"
+                outcome.reject_reason = f"completion_unparsable: {exc}"
                 feedback = f"Your previous reply could not be used: {exc}"
                 continue
             outcome.usage.add(usage)
             previous = test
             outcome.completion_test = test
-            with sandbox.container(image_tag, labels={**labels, "role": "completion-initial"}) as box:
-                verdict = run_pytest(box, test, timeout=sandbox.config.test_timeout, stop_agent=False)
+            with sandbox.container(
+                image_tag, labels={**labels, "role": "completion-initial"}
+            ) as box:
+                verdict = run_pytest(
+                    box, test, timeout=sandbox.config.test_timeout, stop_agent=False
+                )
             outcome.fails_on_initial = verdict.status == "failed"
             if verdict.passed:
                 outcome.attempt_log.append(
-                    {"round": round_no, "stage": "initial_state", "error": "passes on the initial state"}
+                    {
+                        "round": round_no,
+                        "stage": "initial_state",
+                        "error": "passes on the initial state",
+                    }
                 )
-                outcome.reject_reason = "completion test passes on the initial state"
+                outcome.reject_reason = (
+                    "passes_on_initial: the completion test passes before any work is done"
+                )
                 feedback = (
                     "The completion test PASSES on the initial state, before any work is done, so "
                     "it cannot tell a solved task from an untouched one. Make it check the end "
@@ -89,10 +99,13 @@ def check_completion_test(
                 continue
             if verdict.status != "failed":
                 outcome.attempt_log.append(
-                    {"round": round_no, "stage": "initial_state",
-                     "error": f"{verdict.summary()}\n{verdict.output[-FEEDBACK_LIMIT:]}"}
+                    {
+                        "round": round_no,
+                        "stage": "initial_state",
+                        "error": f"{verdict.summary()}\n{verdict.output[-FEEDBACK_LIMIT:]}",
+                    }
                 )
-                outcome.reject_reason = f"completion test does not run cleanly: {verdict.summary()}"
+                outcome.reject_reason = f"completion_test_broken: {verdict.summary()}"
                 feedback = (
                     "The completion test does not run cleanly on the initial state "
                     f"({verdict.summary()}); it must be collected and its tests must fail by "
@@ -107,7 +120,12 @@ def check_completion_test(
 
         task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
         oracle = run_episode(
-            sandbox, image_tag, task, OraclePolicy(), outcome.completion_test, limits,
+            sandbox,
+            image_tag,
+            task,
+            OraclePolicy(),
+            outcome.completion_test,
+            limits,
             labels={**labels, "role": "oracle-check"},
         )
         if oracle.termination == "harness_error":
@@ -120,19 +138,26 @@ def check_completion_test(
                 {"stage": "reference_solution", "error": f"{detail}\n{tail}"}
             )
             if reference_required:
-                outcome.reject_reason = f"reference solution does not pass the completion test: {detail}"
+                outcome.reject_reason = f"reference_fails: {detail}"
                 outcome.seconds = time.monotonic() - started
                 return outcome
 
         noop = run_episode(
-            sandbox, image_tag, task, NoopPolicy(), outcome.completion_test, limits,
+            sandbox,
+            image_tag,
+            task,
+            NoopPolicy(),
+            outcome.completion_test,
+            limits,
             labels={**labels, "role": "noop-check"},
         )
         if noop.termination == "harness_error":
             raise SandboxError(noop.error)
         outcome.fails_with_noop = noop.reward == 0
         if not outcome.fails_with_noop:
-            outcome.reject_reason = "completion test passes after a do-nothing episode"
+            outcome.reject_reason = (
+                "passes_with_noop: the completion test passes after a do-nothing episode"
+            )
             outcome.seconds = time.monotonic() - started
             return outcome
         outcome.status, outcome.reject_reason = OK, ""

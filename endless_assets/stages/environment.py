@@ -55,7 +55,7 @@ def build_environment(
             except GenerationError as exc:
                 outcome.usage.add(getattr(exc, "usage", Usage()))
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
-                outcome.reject_reason = f"environment: unusable reply: {exc}"
+                outcome.reject_reason = f"environment_unparsable: {exc}"
                 feedback = f"Your previous reply could not be used: {exc}"
                 continue
             outcome.usage.add(usage)
@@ -67,24 +67,29 @@ def build_environment(
             if not build.ok:
                 log = build.log[-FEEDBACK_LIMIT:]
                 outcome.attempt_log.append({"round": round_no, "stage": "build", "error": log})
-                outcome.reject_reason = f"environment: docker build failed: {_last_line(log)}"
+                outcome.reject_reason = f"build_failed: {_last_line(log)}"
                 feedback = f"The Dockerfile failed to build. Build output (tail):\n{log}"
                 continue
             outcome.image_tag, outcome.image_id = build.tag, build.image_id
             with sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box:
                 verdict = run_pytest(
-                    box, env.initial_test, filename="test_initial_state.py",
-                    timeout=sandbox.config.test_timeout, stop_agent=False,
+                    box,
+                    env.initial_test,
+                    filename="test_initial_state.py",
+                    timeout=sandbox.config.test_timeout,
+                    stop_agent=False,
                 )
             if verdict.passed:
-                outcome.attempt_log.append({"round": round_no, "stage": "initial_test", "error": ""})
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "initial_test", "error": ""}
+                )
                 outcome.status, outcome.reject_reason = OK, ""
                 break
             out = verdict.output[-FEEDBACK_LIMIT:]
             outcome.attempt_log.append(
                 {"round": round_no, "stage": "initial_test", "error": f"{verdict.summary()}\n{out}"}
             )
-            outcome.reject_reason = f"environment: initial-state test {verdict.summary()}"
+            outcome.reject_reason = f"initial_test_failed: {verdict.summary()}"
             feedback = (
                 "The image built, but the initial-state test did not pass in it "
                 f"({verdict.summary()}). pytest output (tail):\n{out}"

@@ -16,9 +16,16 @@ from endless_assets.generation.procedural.base import (
 
 LEVELS = ["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"]
 MESSAGES = [
-    "request completed", "cache miss", "retrying upstream call", "connection reset by peer",
-    "slow query detected", "user session expired", "payload validation failed",
-    "disk usage above threshold", "token refreshed", "job queued",
+    "request completed",
+    "cache miss",
+    "retrying upstream call",
+    "connection reset by peer",
+    "slow query detected",
+    "user session expired",
+    "payload validation failed",
+    "disk usage above threshold",
+    "token refreshed",
+    "job queued",
 ]
 
 
@@ -79,13 +86,13 @@ class LogErrorCounts(Family):
                 with open("/home/user/{log_rel}", "rb") as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == "{log_sha}"
         ''')
-        solution = dedent(f'''
+        solution = dedent(f"""
             mkdir -p /home/user/reports
             {{ echo "service,errors"
               grep -F '[ERROR]' /home/user/{log_rel} | awk '{{print $3}}' | tr -d ':' \\
                 | sort | uniq -c | awk '{{print $2","$1}}' | sort -t, -k2,2nr -k1,1
             }} > {report}
-        ''')
+        """)
         return FamilyTask(
             instruction=instruction,
             truth={"log": f"/home/user/{log_rel}", "report": report, "expected": expected},

@@ -1,0 +1,71 @@
+"""Failure analysis of one trajectory: loops and command diversity.
+
+Definitions (also in the README):
+- A command is *normalized* by trimming it and collapsing runs of whitespace.
+- An *observation* is the command's output and exit code.
+- **loop_detected** is true when either (a) one normalized command was run at least 3 times and
+  every run produced the same observation (the agent repeats itself and nothing changes), or
+  (b) some block of 2 to 4 consecutive (command, observation) pairs repeats back to back at least
+  3 times (a cycle such as `ls; cat x; ls; cat x; ls; cat x` with unchanged outputs).
+- **command_diversity** is unique / total normalized commands from the first failing command
+  (non-zero exit code or timeout) to the end, inclusive; null when no command failed. The paper
+  reports 0.49 on successful trajectories and 0.18 on loop failures.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_SPACE = re.compile(r"\s+")
+REPEAT_THRESHOLD = 3
+MAX_CYCLE = 4
+
+
+@dataclass(frozen=True)
+class Step:
+    command: str
+    output: str
+    exit_code: int | None
+    timed_out: bool = False
+
+
+def normalize(command: str) -> str:
+    return _SPACE.sub(" ", command.strip())
+
+
+def _key(step: Step) -> tuple[str, str, int | None]:
+    return normalize(step.command), step.output, step.exit_code
+
+
+def loop_detected(steps: Sequence[Step]) -> bool:
+    observations: dict[str, set[tuple[str, int | None]]] = defaultdict(set)
+    counts: dict[str, int] = defaultdict(int)
+    for step in steps:
+        cmd = normalize(step.command)
+        counts[cmd] += 1
+        observations[cmd].add((step.output, step.exit_code))
+    if any(counts[c] >= REPEAT_THRESHOLD and len(observations[c]) == 1 for c in counts):
+        return True
+    keys = [_key(s) for s in steps]
+    for period in range(2, MAX_CYCLE + 1):
+        span = period * REPEAT_THRESHOLD
+        for start in range(0, len(keys) - span + 1):
+            window = keys[start : start + span]
+            if len(set(window[:period])) > 1 and all(
+                window[i] == window[i + period] for i in range(span - period)
+            ):
+                return True
+    return False
+
+
+def command_diversity(steps: Sequence[Step]) -> float | None:
+    first_failure = next(
+        (i for i, s in enumerate(steps) if s.timed_out or (s.exit_code not in (0,))), None
+    )
+    if first_failure is None:
+        return None
+    tail = [normalize(s.command) for s in steps[first_failure:]]
+    return len(set(tail)) / len(tail)

@@ -1,0 +1,32 @@
+"""The one Definitions object (loaded by workspace.yaml, `dg` and `endless`)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from endless_assets.defs.base_image import base_image
+from endless_assets.defs.completion_tests import completion_tests
+from endless_assets.defs.dataset import filtered_dataset
+from endless_assets.defs.descriptions import task_descriptions
+from endless_assets.defs.environments import task_environments
+from endless_assets.defs.jobs import daily_batch, daily_batch_schedule
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.rollouts import solver_rollouts
+from endless_assets.lake import ParquetLakeIOManager
+
+defs = dg.Definitions(
+    assets=[
+        base_image,
+        task_descriptions,
+        task_environments,
+        completion_tests,
+        solver_rollouts,
+        filtered_dataset,
+    ],
+    jobs=[daily_batch],
+    schedules=[daily_batch_schedule],
+    resources={
+        "pipeline": PipelineSettings(),
+        "lake_io_manager": ParquetLakeIOManager(),
+    },
+)

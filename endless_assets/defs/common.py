@@ -1,0 +1,168 @@
+"""Helpers shared by the stage assets: parallel work with progress, checks, metadata."""
+
+import json
+import statistics
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, TypeVar
+
+import dagster as dg
+import pandera.polars as pa
+import polars as pl
+
+from endless_assets.schemas import TABLES
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_parallel(
+    context: dg.AssetExecutionContext,
+    items: Sequence[T],
+    work: Callable[[T], R],
+    on_error: Callable[[T, BaseException], R],
+    *,
+    workers: int,
+    label: str,
+) -> list[R]:
+    """Run `work` over items on a bounded thread pool, logging progress; keeps input order.
+
+    An unexpected exception in one item becomes that item's error row (via `on_error`): one bad
+    task never loses the rest of the batch.
+    """
+    results: list[R | None] = [None] * len(items)
+    if not items:
+        return []
+    started = time.monotonic()
+    step = max(1, len(items) // 10)
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label) as pool:
+        futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+        for future in as_completed(futures):
+            i = futures[future]
+            try:
+                results[i] = future.result()
+            except Exception as exc:
+                context.log.error(
+                    f"{label}: item {i} failed: {''.join(traceback.format_exception(exc))}"
+                )
+                results[i] = on_error(items[i], exc)
+            done += 1
+            if done % step == 0 or done == len(items):
+                elapsed = time.monotonic() - started
+                context.log.info(f"{label}: {done}/{len(items)} done in {elapsed:.1f} s")
+    return [r for r in results if r is not None]
+
+
+def schema_check_spec(table: str, asset: str | None = None) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(
+        name="matches_schema",
+        asset=asset or table,
+        blocking=True,
+        description=f"every row of {table} satisfies its pandera model (schemas.py)",
+    )
+
+
+def invariants_check_spec(table: str, description: str) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(
+        name="pipeline_invariants", asset=table, blocking=True, description=description
+    )
+
+
+def validate(table: str, frame: pl.DataFrame) -> dg.AssetCheckResult:
+    """Validate against the pandera model. An invalid frame fails the step: nothing is written,
+    the partition already stored stays as it was."""
+    try:
+        TABLES[table].validate(frame, lazy=True)
+    except pa.errors.SchemaErrors as exc:
+        raise dg.Failure(
+            description=f"{table} does not match its schema; nothing was written",
+            metadata={"errors": dg.MetadataValue.md(f"```\n{str(exc)[:8000]}\n```")},
+        ) from exc
+    return dg.AssetCheckResult(
+        check_name="matches_schema",
+        asset_key=table,
+        passed=True,
+        metadata={"rows": len(frame)},
+    )
+
+
+def invariants(table: str, violations: list[str]) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        check_name="pipeline_invariants",
+        asset_key=table,
+        passed=not violations,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "violations": len(violations),
+            "examples": dg.MetadataValue.md("\n".join(f"- {v}" for v in violations[:20]) or "none"),
+        },
+    )
+
+
+def status_metadata(frame: pl.DataFrame, *, status_col: str = "status") -> dict[str, Any]:
+    """Row counts by status and the top rejection reasons."""
+    statuses = Counter(frame[status_col].to_list()) if len(frame) else Counter()
+    meta: dict[str, Any] = {
+        "rows": len(frame),
+        "ok": statuses.get("ok", 0),
+        "rejected": statuses.get("rejected", 0),
+        "harness_errors": statuses.get("harness_error", 0),
+    }
+    if "reject_reason" in frame.columns and len(frame):
+        reasons = Counter(r.split(": ", 1)[0] for r in frame["reject_reason"].to_list() if r)
+        if reasons:
+            table = "\n".join(f"| {r} | {n} |" for r, n in reasons.most_common())
+            meta["reject_reasons"] = dg.MetadataValue.md(f"| reason | tasks |\n|---|---|\n{table}")
+    return meta
+
+
+def timing_metadata(seconds: list[float], wall: float) -> dict[str, Any]:
+    meta: dict[str, Any] = {"wall_seconds": round(wall, 2)}
+    if seconds:
+        meta["median_task_seconds"] = round(statistics.median(seconds), 3)
+        meta["max_task_seconds"] = round(max(seconds), 3)
+        if wall > 0:
+            meta["tasks_per_minute"] = round(len(seconds) / wall * 60, 1)
+    return meta
+
+
+def usage_metadata(frame: pl.DataFrame) -> dict[str, Any]:
+    if not len(frame) or "requests" not in frame.columns:
+        return {}
+    return {
+        "llm_requests": int(frame["requests"].sum()),
+        "tokens_in": int(frame["tokens_in"].sum()),
+        "tokens_out": int(frame["tokens_out"].sum()),
+    }
+
+
+def task_markdown(row: dict[str, Any]) -> str:
+    """A task rendered for the UI: instruction, truth, tests, solution."""
+    truth = row.get("truth") or "{}"
+    try:
+        truth = json.dumps(json.loads(truth), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        pass
+    parts = [
+        f"### {row.get('task_id', '')} — {row.get('category', '')} ({row.get('complexity', '')})",
+        f"*{row.get('scenario', '')}* · family `{row.get('family', '')}`",
+        "",
+        "**Instruction**",
+        "",
+        str(row.get("instruction", "")),
+        "",
+        "**Truth (privileged)**",
+        f"```json\n{truth[:3000]}\n```",
+    ]
+    for title, key, lang in (
+        ("Dockerfile", "dockerfile", "dockerfile"),
+        ("Completion test", "completion_test", "python"),
+        ("Reference solution", "reference_solution", "bash"),
+    ):
+        if row.get(key):
+            parts += [f"**{title}**", f"```{lang}\n{str(row[key])[:3000]}\n```"]
+    return "\n".join(parts)

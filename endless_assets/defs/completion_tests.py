@@ -1,0 +1,107 @@
+"""Stage III asset: completion tests that fail on the initial state, pass with the reference
+solution and fail after a do-nothing episode."""
+
+import time
+
+import dagster as dg
+import polars as pl
+
+from endless_assets.defs.common import (
+    invariants,
+    invariants_check_spec,
+    run_parallel,
+    schema_check_spec,
+    status_metadata,
+    timing_metadata,
+    usage_metadata,
+    validate,
+)
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.generation.factory import make_generator
+from endless_assets.models import TaskDraft
+from endless_assets.partitions import batches
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.stages import HARNESS_ERROR, OK
+from endless_assets.stages.completion import CompletionOutcome, check_completion_test
+from endless_assets.stages.rows import (
+    completion_row,
+    draft_from_row,
+    draft_with_environment,
+    frame,
+)
+
+TABLE = "completion_tests"
+
+
+@dg.asset(
+    partitions_def=batches,
+    group_name="pipeline",
+    kinds={"docker", "parquet"},
+    io_manager_key="lake_io_manager",
+    pool="docker",
+    check_specs=[
+        schema_check_spec(TABLE),
+        invariants_check_spec(
+            TABLE,
+            "every ok completion test failed on the initial state and after a do-nothing "
+            "episode (and passed with the reference solution on the procedural path)",
+        ),
+    ],
+    description="Stage III: the final-state test per task, checked against the initial state, "
+    "the reference solution (oracle episode) and a do-nothing episode.",
+)
+def completion_tests(
+    context: dg.AssetExecutionContext,
+    pipeline: PipelineSettings,
+    task_descriptions: pl.DataFrame,
+    task_environments: pl.DataFrame,
+):
+    settings = pipeline.resolve()
+    sandbox = pipeline.sandbox()
+    generator = make_generator(settings, sandbox.base.tag)
+    reference_required = generator.name == "procedural"
+    started = time.monotonic()
+    envs = {r["task_id"]: r for r in task_environments.filter(pl.col("status") == OK).to_dicts()}
+    drafts = [
+        draft_with_environment(draft_from_row(row), envs[row["task_id"]])
+        for row in task_descriptions.to_dicts()
+        if row["task_id"] in envs
+    ]
+    context.log.info(f"{len(drafts)} tasks enter stage III")
+
+    def work(draft: TaskDraft) -> dict:
+        build = sandbox.build(draft.dockerfile or "", draft.context_files)
+        if not build.ok:
+            raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")
+        outcome = check_completion_test(
+            draft, build.tag, generator, sandbox, reference_required=reference_required
+        )
+        return completion_row(draft, outcome)
+
+    def failed(draft: TaskDraft, exc: BaseException) -> dict:
+        out = CompletionOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
+        return completion_row(draft, out)
+
+    rows = run_parallel(context, drafts, work, failed, workers=settings.workers, label="completion")
+    table = frame(TABLE, rows)
+    check = validate(TABLE, table)
+    violations = []
+    for r in rows:
+        if r["status"] != OK:
+            continue
+        if not r["fails_on_initial"]:
+            violations.append(f"{r['task_id']}: ok but did not fail on the initial state")
+        if not r["fails_with_noop"]:
+            violations.append(f"{r['task_id']}: ok but did not fail after a do-nothing episode")
+        if reference_required and not r["passes_with_reference"]:
+            violations.append(f"{r['task_id']}: ok but the reference solution fails")
+    metadata = {
+        "funnel_step": "III. completion test",
+        "entered": len(drafts),
+        **status_metadata(table),
+        **usage_metadata(table),
+        **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
+    }
+    return dg.MaterializeResult(
+        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+    )

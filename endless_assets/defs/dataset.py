@@ -1,0 +1,123 @@
+"""The filtered dataset: pass@k, difficulty and the keep rule, with everything a trainer needs
+to rebuild and grade each task."""
+
+import time
+
+import dagster as dg
+import polars as pl
+
+from endless_assets.agent.factory import policy_factory
+from endless_assets.defs.common import (
+    invariants,
+    invariants_check_spec,
+    schema_check_spec,
+    task_markdown,
+    validate,
+)
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.partitions import batches
+from endless_assets.stages import OK
+from endless_assets.stages.filtering import KeepRule, pass_at_k
+from endless_assets.stages.rows import frame, now
+
+TABLE = "filtered_dataset"
+
+
+@dg.asset(
+    partitions_def=batches,
+    group_name="pipeline",
+    kinds={"python", "parquet"},
+    io_manager_key="lake_io_manager",
+    check_specs=[
+        schema_check_spec(TABLE),
+        invariants_check_spec(TABLE, "every kept task was solved at least once and was validated"),
+    ],
+    description="One row per task that reached stage IV: successes, pass@k, pass rate "
+    "(difficulty), kept or not and why, and the columns needed to rebuild and grade it.",
+)
+def filtered_dataset(
+    context: dg.AssetExecutionContext,
+    pipeline: PipelineSettings,
+    task_descriptions: pl.DataFrame,
+    task_environments: pl.DataFrame,
+    completion_tests: pl.DataFrame,
+    solver_rollouts: pl.DataFrame,
+):
+    settings = pipeline.resolve()
+    started = time.monotonic()
+    probe = policy_factory(settings)()
+    rule = KeepRule()
+    rollouts = solver_rollouts.filter(
+        (pl.col("policy") == probe.name) & (pl.col("model") == probe.model)
+    )
+    tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
+    envs = {r["task_id"]: r for r in task_environments.to_dicts()}
+    by_task: dict[str, list[dict]] = {}
+    for r in rollouts.to_dicts():
+        by_task.setdefault(r["task_id"], []).append(r)
+    rows = []
+    for task in task_descriptions.to_dicts():
+        tid = task["task_id"]
+        if tid not in tests:
+            continue
+        attempts = [r for r in by_task.get(tid, []) if r["termination"] != "harness_error"]
+        n = len(attempts)
+        c = sum(1 for r in attempts if r["reward"] == 1)
+        kept, reason = rule.decide(n, c)
+        env = envs[tid]
+        rows.append(
+            {
+                "task_id": tid,
+                "batch": task["batch"],
+                "solver_model": f"{probe.name}/{probe.model}" if probe.model else probe.name,
+                "k": n,
+                "successes": c,
+                "pass_at_k": pass_at_k(n, c, n) if n else 0.0,
+                "pass_rate": c / n if n else 0.0,
+                "kept": kept,
+                "drop_reason": reason,
+                **{
+                    key: task[key]
+                    for key in (
+                        "category",
+                        "complexity",
+                        "scenario",
+                        "family",
+                        "instruction",
+                        "truth",
+                        "reference_solution",
+                        "generator",
+                        "generator_model",
+                        "prompt_version",
+                    )
+                },
+                "dockerfile": env["dockerfile"],
+                "context_files": env["context_files"],
+                "initial_test": env["initial_test"],
+                "image_tag": env["image_tag"],
+                "completion_test": tests[tid]["completion_test"],
+                "created_at": now(),
+            }
+        )
+    table = frame(TABLE, rows)
+    check = validate(TABLE, table)
+    violations = [
+        f"{r['task_id']}: kept with {r['successes']} successes"
+        for r in rows
+        if r["kept"] and r["successes"] < 1
+    ]
+    kept_rows = [r for r in rows if r["kept"]]
+    metadata = {
+        "funnel_step": "IV. solver filter",
+        "entered": len(rows),
+        "kept": len(kept_rows),
+        "dropped": len(rows) - len(kept_rows),
+        "solver": probe.name,
+        "mean_pass_rate": round(sum(r["pass_rate"] for r in rows) / len(rows), 3) if rows else 0.0,
+        "wall_seconds": round(time.monotonic() - started, 2),
+    }
+    if kept_rows:
+        metadata["sample_task"] = dg.MetadataValue.md(task_markdown(kept_rows[0]))
+    return dg.MaterializeResult(
+        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+    )

@@ -1,0 +1,81 @@
+"""Stage II asset: build each task's environment and check its initial state."""
+
+import time
+
+import dagster as dg
+import polars as pl
+
+from endless_assets.defs.common import (
+    invariants,
+    invariants_check_spec,
+    run_parallel,
+    schema_check_spec,
+    status_metadata,
+    timing_metadata,
+    usage_metadata,
+    validate,
+)
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.generation.factory import make_generator
+from endless_assets.models import TaskDraft
+from endless_assets.partitions import batches
+from endless_assets.stages import HARNESS_ERROR, OK
+from endless_assets.stages.environment import EnvironmentOutcome, build_environment
+from endless_assets.stages.rows import draft_from_row, environment_row, frame
+
+TABLE = "task_environments"
+
+
+@dg.asset(
+    partitions_def=batches,
+    group_name="pipeline",
+    kinds={"docker", "parquet"},
+    io_manager_key="lake_io_manager",
+    pool="docker",
+    check_specs=[
+        schema_check_spec(TABLE),
+        invariants_check_spec(TABLE, "every ok environment has a built image"),
+    ],
+    description="Stage II: a Dockerfile on the base image and an initial-state test per task; "
+    "built and run; repaired with the error as feedback where the generator can repair.",
+)
+def task_environments(
+    context: dg.AssetExecutionContext, pipeline: PipelineSettings, task_descriptions: pl.DataFrame
+):
+    settings = pipeline.resolve()
+    sandbox = pipeline.sandbox()
+    generator = make_generator(settings, sandbox.base.tag)
+    started = time.monotonic()
+    drafts = [
+        draft_from_row(row) for row in task_descriptions.filter(pl.col("status") == OK).to_dicts()
+    ]
+    context.log.info(f"{len(drafts)} tasks enter stage II")
+
+    def work(draft: TaskDraft) -> dict:
+        return environment_row(draft, build_environment(draft, generator, sandbox))
+
+    def failed(draft: TaskDraft, exc: BaseException) -> dict:
+        out = EnvironmentOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
+        return environment_row(draft, out)
+
+    rows = run_parallel(
+        context, drafts, work, failed, workers=settings.workers, label="environment"
+    )
+    table = frame(TABLE, rows)
+    check = validate(TABLE, table)
+    violations = [
+        f"{r['task_id']}: status ok without an image"
+        for r in rows
+        if r["status"] == OK and not r["image_id"]
+    ]
+    metadata = {
+        "funnel_step": "II. environment",
+        "entered": len(drafts),
+        **status_metadata(table),
+        **usage_metadata(table),
+        **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
+        "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
+    }
+    return dg.MaterializeResult(
+        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+    )

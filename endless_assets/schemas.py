@@ -1,0 +1,168 @@
+"""The table contract: one pandera model per table (polars backend).
+
+Each stage asset validates its output against its model before writing, and reports the result
+as a blocking asset check. `TABLES` maps table names to models; the catalog uses it to create
+typed empty views for tables that have no data yet.
+"""
+
+from __future__ import annotations
+
+import pandera.polars as pa
+import polars as pl
+from pandera.api.polars.model_config import BaseConfig
+
+STATUSES = ["ok", "rejected", "harness_error"]
+TERMINATIONS = ["done", "turn_limit", "time_limit", "context_limit", "harness_error"]
+
+
+class _Strict(BaseConfig):
+    strict = True  # no undeclared columns
+    coerce = False
+
+
+class TaskDescriptions(pa.DataFrameModel):
+    task_id: pl.Utf8 = pa.Field(unique=True, str_startswith="et-")
+    batch: pl.Utf8
+    index: pl.Int64 = pa.Field(ge=0)
+    category: pl.Utf8
+    complexity: pl.Utf8
+    scenario: pl.Utf8
+    family: pl.Utf8
+    instruction: pl.Utf8
+    truth: pl.Utf8  # JSON
+    reference_solution: pl.Utf8
+    generator: pl.Utf8
+    generator_model: pl.Utf8
+    prompt_version: pl.Utf8
+    seed: pl.Int64
+    status: pl.Utf8 = pa.Field(isin=STATUSES)
+    reject_reason: pl.Utf8
+    duplicate_of: pl.Utf8  # task id of the near-duplicate that caused a rejection, else ""
+    requests: pl.Int64 = pa.Field(ge=0)
+    tokens_in: pl.Int64 = pa.Field(ge=0)
+    tokens_out: pl.Int64 = pa.Field(ge=0)
+    seconds: pl.Float64 = pa.Field(ge=0)
+    draft: pl.Utf8  # the whole TaskDraft as JSON, so later stages rebuild it exactly
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "task_descriptions"
+
+
+class TaskEnvironments(pa.DataFrameModel):
+    task_id: pl.Utf8 = pa.Field(unique=True)
+    batch: pl.Utf8
+    dockerfile: pl.Utf8
+    context_files: pl.Utf8  # JSON: relative path -> text
+    initial_test: pl.Utf8
+    image_tag: pl.Utf8
+    image_id: pl.Utf8
+    attempts: pl.Int64 = pa.Field(ge=0)
+    attempt_log: pl.Utf8  # JSON list: each round's stage and error
+    build_seconds: pl.Float64 = pa.Field(ge=0)
+    seconds: pl.Float64 = pa.Field(ge=0)
+    status: pl.Utf8 = pa.Field(isin=STATUSES)
+    reject_reason: pl.Utf8
+    requests: pl.Int64 = pa.Field(ge=0)
+    tokens_in: pl.Int64 = pa.Field(ge=0)
+    tokens_out: pl.Int64 = pa.Field(ge=0)
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "task_environments"
+
+
+class CompletionTests(pa.DataFrameModel):
+    task_id: pl.Utf8 = pa.Field(unique=True)
+    batch: pl.Utf8
+    completion_test: pl.Utf8
+    fails_on_initial: pl.Boolean = pa.Field(nullable=True)
+    passes_with_reference: pl.Boolean = pa.Field(nullable=True)
+    fails_with_noop: pl.Boolean = pa.Field(nullable=True)
+    attempts: pl.Int64 = pa.Field(ge=0)
+    attempt_log: pl.Utf8
+    seconds: pl.Float64 = pa.Field(ge=0)
+    status: pl.Utf8 = pa.Field(isin=STATUSES)
+    reject_reason: pl.Utf8
+    requests: pl.Int64 = pa.Field(ge=0)
+    tokens_in: pl.Int64 = pa.Field(ge=0)
+    tokens_out: pl.Int64 = pa.Field(ge=0)
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "completion_tests"
+
+
+class SolverRollouts(pa.DataFrameModel):
+    task_id: pl.Utf8
+    batch: pl.Utf8
+    rollout_idx: pl.Int64 = pa.Field(ge=0)
+    policy: pl.Utf8
+    model: pl.Utf8
+    reward: pl.Int64 = pa.Field(nullable=True, isin=[0, 1])
+    termination: pl.Utf8 = pa.Field(isin=TERMINATIONS)
+    n_turns: pl.Int64 = pa.Field(ge=0)
+    trajectory: pl.Utf8  # JSON list of turns
+    messages: pl.Utf8  # JSON list of chat messages exactly as sent and received
+    verdict: pl.Utf8  # pytest's verdict summary
+    error: pl.Utf8
+    tokens_in: pl.Int64 = pa.Field(ge=0)
+    tokens_out: pl.Int64 = pa.Field(ge=0)
+    seconds: pl.Float64 = pa.Field(ge=0)
+    loop_detected: pl.Boolean
+    command_diversity: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "solver_rollouts"
+
+
+class FilteredDataset(pa.DataFrameModel):
+    task_id: pl.Utf8 = pa.Field(unique=True)
+    batch: pl.Utf8
+    solver_model: pl.Utf8
+    k: pl.Int64 = pa.Field(ge=0)  # scored attempts (harness errors excluded)
+    successes: pl.Int64 = pa.Field(ge=0)
+    pass_at_k: pl.Float64 = pa.Field(ge=0, le=1)
+    pass_rate: pl.Float64 = pa.Field(ge=0, le=1)
+    kept: pl.Boolean
+    drop_reason: pl.Utf8
+    category: pl.Utf8
+    complexity: pl.Utf8
+    scenario: pl.Utf8
+    family: pl.Utf8
+    instruction: pl.Utf8
+    truth: pl.Utf8
+    dockerfile: pl.Utf8
+    context_files: pl.Utf8
+    initial_test: pl.Utf8
+    completion_test: pl.Utf8
+    reference_solution: pl.Utf8
+    image_tag: pl.Utf8
+    generator: pl.Utf8
+    generator_model: pl.Utf8
+    prompt_version: pl.Utf8
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "filtered_dataset"
+
+
+TABLES: dict[str, type[pa.DataFrameModel]] = {
+    "task_descriptions": TaskDescriptions,
+    "task_environments": TaskEnvironments,
+    "completion_tests": CompletionTests,
+    "solver_rollouts": SolverRollouts,
+    "filtered_dataset": FilteredDataset,
+}
+
+
+def polars_schema(table: str) -> pl.Schema:
+    """The polars schema of a table, in declared column order (for empty frames)."""
+    model = TABLES[table]
+    columns = model.to_schema().columns
+    return pl.Schema({name: col.dtype.type for name, col in columns.items()})
+
+
+def empty_frame(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=polars_schema(table))

@@ -1,0 +1,189 @@
+"""Stage outcomes -> table rows (plain dicts in schema column order) and back."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from endless_assets.agent.analysis import Step, command_diversity, loop_detected
+from endless_assets.agent.episode import Rollout
+from endless_assets.generation import Usage
+from endless_assets.models import TaskDraft, task_id_for
+from endless_assets.schemas import polars_schema
+from endless_assets.stages import OK
+from endless_assets.stages.completion import CompletionOutcome
+from endless_assets.stages.environment import EnvironmentOutcome
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
+    schema = polars_schema(table)
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows, schema=schema)
+
+
+def description_row(
+    draft: TaskDraft,
+    usage: Usage,
+    seconds: float,
+    *,
+    status: str = OK,
+    reason: str = "",
+    duplicate_of: str = "",
+) -> dict[str, Any]:
+    return {
+        "task_id": draft.task_id,
+        "batch": draft.batch,
+        "index": draft.index,
+        "category": draft.category,
+        "complexity": draft.complexity,
+        "scenario": draft.scenario,
+        "family": draft.family,
+        "instruction": draft.instruction,
+        "truth": draft.truth_json(),
+        "reference_solution": draft.reference_solution,
+        "generator": draft.generator,
+        "generator_model": draft.generator_model,
+        "prompt_version": draft.prompt_version,
+        "seed": draft.seed,
+        "status": status,
+        "reject_reason": reason,
+        "duplicate_of": duplicate_of,
+        "requests": usage.requests,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "seconds": seconds,
+        "draft": draft.model_dump_json(),
+        "created_at": now(),
+    }
+
+
+def failed_description_row(
+    batch: str,
+    index: int,
+    seed: int,
+    generator: str,
+    model: str,
+    version: str,
+    reason: str,
+    usage: Usage,
+    seconds: float,
+    status: str,
+) -> dict[str, Any]:
+    """A stage-I failure (no usable task): kept as a row so the funnel shows it."""
+    return {
+        "task_id": task_id_for(batch, index, "", {"failed": True}),
+        "batch": batch,
+        "index": index,
+        "category": "",
+        "complexity": "",
+        "scenario": "",
+        "family": "",
+        "instruction": "",
+        "truth": "{}",
+        "reference_solution": "",
+        "generator": generator,
+        "generator_model": model,
+        "prompt_version": version,
+        "seed": seed,
+        "status": status,
+        "reject_reason": reason,
+        "duplicate_of": "",
+        "requests": usage.requests,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "seconds": seconds,
+        "draft": "",
+        "created_at": now(),
+    }
+
+
+def draft_from_row(row: dict[str, Any]) -> TaskDraft:
+    return TaskDraft.model_validate_json(row["draft"])
+
+
+def environment_row(draft: TaskDraft, out: EnvironmentOutcome) -> dict[str, Any]:
+    return {
+        "task_id": draft.task_id,
+        "batch": draft.batch,
+        "dockerfile": out.dockerfile,
+        "context_files": json.dumps(out.context_files, sort_keys=True, ensure_ascii=False),
+        "initial_test": out.initial_test,
+        "image_tag": out.image_tag,
+        "image_id": out.image_id,
+        "attempts": out.attempts,
+        "attempt_log": out.attempt_log_json(),
+        "build_seconds": out.build_seconds,
+        "seconds": out.seconds,
+        "status": out.status,
+        "reject_reason": out.reject_reason,
+        "requests": out.usage.requests,
+        "tokens_in": out.usage.tokens_in,
+        "tokens_out": out.usage.tokens_out,
+        "created_at": now(),
+    }
+
+
+def draft_with_environment(draft: TaskDraft, env_row: dict[str, Any]) -> TaskDraft:
+    return draft.model_copy(
+        update={
+            "dockerfile": env_row["dockerfile"],
+            "context_files": json.loads(env_row["context_files"] or "{}"),
+            "initial_test": env_row["initial_test"],
+        }
+    )
+
+
+def completion_row(draft: TaskDraft, out: CompletionOutcome) -> dict[str, Any]:
+    return {
+        "task_id": draft.task_id,
+        "batch": draft.batch,
+        "completion_test": out.completion_test,
+        "fails_on_initial": out.fails_on_initial,
+        "passes_with_reference": out.passes_with_reference,
+        "fails_with_noop": out.fails_with_noop,
+        "attempts": out.attempts,
+        "attempt_log": out.attempt_log_json(),
+        "seconds": out.seconds,
+        "status": out.status,
+        "reject_reason": out.reject_reason,
+        "requests": out.usage.requests,
+        "tokens_in": out.usage.tokens_in,
+        "tokens_out": out.usage.tokens_out,
+        "created_at": now(),
+    }
+
+
+def rollout_row(batch: str, rollout_idx: int, rollout: Rollout) -> dict[str, Any]:
+    steps = [
+        Step(t.command, t.output, t.exit_code, t.timed_out)
+        for t in rollout.turns
+        if t.kind == "command"
+    ]
+    return {
+        "task_id": rollout.task_id,
+        "batch": batch,
+        "rollout_idx": rollout_idx,
+        "policy": rollout.policy,
+        "model": rollout.model,
+        "reward": rollout.reward,
+        "termination": rollout.termination,
+        "n_turns": rollout.n_turns,
+        "trajectory": json.dumps(rollout.trajectory(), ensure_ascii=False),
+        "messages": json.dumps(rollout.messages, ensure_ascii=False),
+        "verdict": rollout.verdict.summary() if rollout.verdict else "",
+        "error": rollout.error,
+        "tokens_in": rollout.tokens_in,
+        "tokens_out": rollout.tokens_out,
+        "seconds": rollout.seconds,
+        "loop_detected": loop_detected(steps),
+        "command_diversity": command_diversity(steps),
+        "created_at": now(),
+    }
