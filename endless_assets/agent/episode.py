@@ -13,6 +13,7 @@ from typing import Any
 
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
 from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.shell import CommandResult, ShellSession
 from endless_assets.sandbox.verdict import Verdict, run_pytest
@@ -111,26 +112,52 @@ def run_episode(
     limits: EpisodeLimits = EpisodeLimits(),
     labels: dict[str, str] | None = None,
 ) -> Rollout:
+    """One episode in a fresh container of `image`, graded, and the container removed."""
     started = time.monotonic()
+    try:
+        with sandbox.container(image, labels=labels) as container:
+            return run_episode_in(container, task, policy, completion_test, limits, started)
+    except SandboxError as exc:
+        return _harness_error(task, policy, exc, started)
+
+
+def run_episode_in(
+    container: TaskContainer,
+    task: EpisodeTask,
+    policy: Policy,
+    completion_test: str,
+    limits: EpisodeLimits = EpisodeLimits(),
+    started: float | None = None,
+) -> Rollout:
+    """One episode in an existing container (the caller owns and removes it), then graded."""
+    started = time.monotonic() if started is None else started
     rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
     try:
         policy.reset(task)
-        with sandbox.container(image, labels=labels) as container:
-            with ShellSession(container, output_cap=limits.output_cap) as shell:
-                rollout.termination = _loop(shell, policy, rollout, limits, started)
-            verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
+        with ShellSession(container, output_cap=limits.output_cap) as shell:
+            rollout.termination = _loop(shell, policy, rollout, limits, started)
+        verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
         rollout.verdict = verdict
         rollout.reward = 1 if verdict.passed else 0
     except (SandboxError, PolicyUnavailable) as exc:
         rollout.termination = "harness_error"
         rollout.reward = None
         rollout.error = f"{type(exc).__name__}: {exc}"
-    except ContextExhausted as exc:  # pragma: no cover - defensive; _loop handles it
-        rollout.termination = "context_limit"
-        rollout.error = str(exc)
     rollout.messages = policy.messages()
     rollout.seconds = time.monotonic() - started
     return rollout
+
+
+def _harness_error(task: EpisodeTask, policy: Policy, exc: Exception, started: float) -> Rollout:
+    return Rollout(
+        task.task_id,
+        policy.name,
+        policy.model,
+        reward=None,
+        termination="harness_error",
+        error=f"{type(exc).__name__}: {exc}",
+        seconds=time.monotonic() - started,
+    )
 
 
 def _loop(

@@ -128,14 +128,10 @@ def task_container(
 ) -> Iterator[TaskContainer]:
     """Start a container of `image` (PID 1 sleeps; work happens through exec) and always remove it."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
+    api = client.api
     try:
-        container = client.containers.run(
-            image,
-            command=["sleep", "infinity"],
-            name=name,
-            detach=True,
+        host_config = api.create_host_config(
             init=True,
-            user="root",
             network_mode="none",
             mem_limit=limits.memory,
             memswap_limit=limits.memory,
@@ -145,8 +141,20 @@ def task_container(
             cap_add=KEEP_CAPS,
             security_opt=["no-new-privileges"],
             privileged=False,
-            labels=base_labels(kind="task-container", **(labels or {})),
+            log_config={"type": "none", "config": {}},
         )
+        created = api.create_container(
+            image,
+            command=["sleep", "infinity"],
+            name=name,
+            user="root",
+            detach=True,
+            labels=base_labels(kind="task-container", **(labels or {})),
+            host_config=host_config,
+            network_disabled=True,
+        )
+        container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
+        api.start(created["Id"])
     except docker.errors.ImageNotFound as exc:
         _remove_by_name(client, name)
         raise SandboxError(f"image {image} not found: {exc}") from exc

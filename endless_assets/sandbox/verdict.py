@@ -12,6 +12,7 @@ failures or errors.
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import time
@@ -22,6 +23,7 @@ from endless_assets.sandbox.container import TaskContainer
 
 VERIFIER_ROOT = "/verifier"
 OUTPUT_TAIL = 8000
+INLINE_LIMIT = 120_000  # base64 characters; one argv string may hold 128 KiB
 _SPLIT = "=====ENDLESS-JUNIT-{}====="
 
 
@@ -56,24 +58,38 @@ def run_pytest(
     started = time.monotonic()
     run_id = secrets.token_hex(6)
     run_dir = f"{VERIFIER_ROOT}/run-{run_id}"
-    # First stop the agent (all its processes at once, as its own uid), then copy the tests into
-    # a root-only directory: nothing of the agent's is alive when the tests appear.
-    prepare = f"mkdir -p -m 700 {VERIFIER_ROOT}; chown root:root {VERIFIER_ROOT}; chmod 700 {VERIFIER_ROOT}"
-    if stop_agent:
-        prepare = (
-            f"setpriv --reuid={agent_uid} --regid={agent_uid} --clear-groups kill -KILL -1 "
-            f"2>/dev/null; {prepare}"
-        )
-    container.exec_root(["sh", "-c", prepare])
-    container.put_files(
-        VERIFIER_ROOT,
-        {f"run-{run_id}/{filename}": test_source, f"run-{run_id}/pytest.ini": "[pytest]\n"},
-        mode=0o600,
-        dir_mode=0o700,
-    )
     split = _SPLIT.format(run_id)
+    # First stop the agent (all its processes at once, as its own uid), then write the tests into
+    # a root-only directory: nothing of the agent's is alive when the tests appear.
+    stop = (
+        f"setpriv --reuid={agent_uid} --regid={agent_uid} --clear-groups kill -KILL -1 "
+        "2>/dev/null; "
+        if stop_agent
+        else ""
+    )
+    prepare = (
+        f"{stop}umask 077; mkdir -p {VERIFIER_ROOT} && chown root:root {VERIFIER_ROOT} && "
+        f"chmod 700 {VERIFIER_ROOT} && mkdir -p {run_dir}/tmp"
+    )
+    encoded = base64.b64encode(test_source.encode()).decode()
+    inline = len(encoded) <= INLINE_LIMIT
+    if inline:
+        # One exec does everything: the test travels base64-encoded as an argument.
+        write = (
+            f'printf %s "$1" | base64 -d > {run_dir}/{filename} && '
+            f"printf '[pytest]\\n' > {run_dir}/pytest.ini && "
+        )
+    else:
+        container.exec_root(["sh", "-c", prepare])
+        container.put_files(
+            VERIFIER_ROOT,
+            {f"run-{run_id}/{filename}": test_source, f"run-{run_id}/pytest.ini": "[pytest]\n"},
+            mode=0o600,
+            dir_mode=0o700,
+        )
+        write = ""
     script = (
-        f"mkdir -p {run_dir}/tmp; cd {run_dir} && "
+        f"{prepare + '; ' if inline else ''}{write}cd {run_dir} && "
         "env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "
         f"TMPDIR={run_dir}/tmp PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
         f"timeout -s KILL {int(timeout)} python3 -I -B -m pytest -q -rA -p no:cacheprovider "
@@ -81,7 +97,8 @@ def run_pytest(
         f"--junitxml={run_dir}/junit.xml -o junit_family=xunit2 {run_dir}/{filename}; "
         f"rc=$?; echo; echo {split}; cat {run_dir}/junit.xml 2>/dev/null; echo; echo {split} $rc"
     )
-    result = container.exec_root(["sh", "-c", script], workdir="/")
+    args = ["sh", "-c", script, "verdict"] + ([encoded] if inline else [])
+    result = container.exec_root(args, workdir="/")
     return _parse(result.output, split, time.monotonic() - started)
 
 

@@ -8,16 +8,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.agent.episode import EpisodeLimits, run_episode
+from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import GenerationError, TaskGenerator, Usage
 from endless_assets.models import TaskDraft
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.sandbox.verdict import Verdict, run_pytest
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
 
 FEEDBACK_LIMIT = 4000
+CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
 
 
 @dataclass
@@ -46,9 +47,15 @@ def check_completion_test(
     *,
     max_rounds: int | None = None,
     reference_required: bool = True,
-    limits: EpisodeLimits = EpisodeLimits(max_turns=4),
+    limits: EpisodeLimits = CHECK_LIMITS,
 ) -> CompletionOutcome:
     """Write (or take) the completion test and check it against three states.
+
+    One fresh container per round serves all three checks, in this order: the test on the
+    pristine initial state (must fail by assertion), a do-nothing episode graded like any episode
+    (must fail), then the reference solution as an oracle episode (must pass). The first two
+    leave the task's files as they were; a test with side effects that would change that can
+    only make a later check pass where it should fail, which rejects the task, never accepts it.
 
     `reference_required=False` (the LLM path) records a failing reference solution instead of
     rejecting the task: stage IV's solver then decides whether the task is solvable.
@@ -56,7 +63,8 @@ def check_completion_test(
     started = time.monotonic()
     rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
-    labels = {"task_id": draft.task_id, "batch": draft.batch}
+    labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
+    task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
     feedback: str | None = None
     previous: str | None = None
     try:
@@ -73,96 +81,79 @@ def check_completion_test(
             outcome.usage.add(usage)
             previous = test
             outcome.completion_test = test
-            with sandbox.container(
-                image_tag, labels={**labels, "role": "completion-initial"}
-            ) as box:
-                verdict = run_pytest(
+            noop = oracle = None
+            with sandbox.container(image_tag, labels=labels) as box:
+                initial = run_pytest(
                     box, test, timeout=sandbox.config.test_timeout, stop_agent=False
                 )
-            outcome.fails_on_initial = verdict.status == "failed"
-            if verdict.passed:
-                outcome.attempt_log.append(
-                    {
-                        "round": round_no,
-                        "stage": "initial_state",
-                        "error": "passes on the initial state",
-                    }
-                )
-                outcome.reject_reason = (
-                    "passes_on_initial: the completion test passes before any work is done"
-                )
-                feedback = (
-                    "The completion test PASSES on the initial state, before any work is done, so "
-                    "it cannot tell a solved task from an untouched one. Make it check the end "
-                    f"state the task asks for. pytest output (tail):\n{verdict.output[-FEEDBACK_LIMIT:]}"
-                )
-                continue
-            if verdict.status != "failed":
-                outcome.attempt_log.append(
-                    {
-                        "round": round_no,
-                        "stage": "initial_state",
-                        "error": f"{verdict.summary()}\n{verdict.output[-FEEDBACK_LIMIT:]}",
-                    }
-                )
-                outcome.reject_reason = f"completion_test_broken: {verdict.summary()}"
-                feedback = (
-                    "The completion test does not run cleanly on the initial state "
-                    f"({verdict.summary()}); it must be collected and its tests must fail by "
-                    f"assertion. pytest output (tail):\n{verdict.output[-FEEDBACK_LIMIT:]}"
-                )
+                if initial.status == "failed":
+                    noop = run_episode_in(box, task, NoopPolicy(), test, limits)
+                    if noop.reward == 0:
+                        oracle = run_episode_in(box, task, OraclePolicy(), test, limits)
+            for episode in (noop, oracle):
+                if episode is not None and episode.termination == "harness_error":
+                    raise SandboxError(episode.error)
+            outcome.fails_on_initial = initial.status == "failed"
+            if initial.status != "failed":
+                feedback = _initial_feedback(outcome, round_no, initial)
                 continue
             outcome.attempt_log.append({"round": round_no, "stage": "initial_state", "error": ""})
+            assert noop is not None
+            outcome.fails_with_noop = noop.reward == 0
+            if not outcome.fails_with_noop:
+                outcome.reject_reason = (
+                    "passes_with_noop: the completion test passes after a do-nothing episode"
+                )
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "noop", "error": "passes after doing nothing"}
+                )
+                feedback = (
+                    "The completion test PASSES after an episode in which the agent did nothing, "
+                    "so it cannot tell a solved task from an untouched one. Make it check the end "
+                    "state the task asks for."
+                )
+                continue
+            assert oracle is not None
+            outcome.passes_with_reference = oracle.reward == 1
+            if not outcome.passes_with_reference:
+                detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
+                tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "reference_solution", "error": f"{detail}\n{tail}"}
+                )
+                if reference_required:
+                    outcome.reject_reason = f"reference_fails: {detail}"
+                    break
+            outcome.status, outcome.reject_reason = OK, ""
             break
-        else:
-            outcome.seconds = time.monotonic() - started
-            return outcome
-
-        task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
-        oracle = run_episode(
-            sandbox,
-            image_tag,
-            task,
-            OraclePolicy(),
-            outcome.completion_test,
-            limits,
-            labels={**labels, "role": "oracle-check"},
-        )
-        if oracle.termination == "harness_error":
-            raise SandboxError(oracle.error)
-        outcome.passes_with_reference = oracle.reward == 1
-        if not outcome.passes_with_reference:
-            detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
-            tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
-            outcome.attempt_log.append(
-                {"stage": "reference_solution", "error": f"{detail}\n{tail}"}
-            )
-            if reference_required:
-                outcome.reject_reason = f"reference_fails: {detail}"
-                outcome.seconds = time.monotonic() - started
-                return outcome
-
-        noop = run_episode(
-            sandbox,
-            image_tag,
-            task,
-            NoopPolicy(),
-            outcome.completion_test,
-            limits,
-            labels={**labels, "role": "noop-check"},
-        )
-        if noop.termination == "harness_error":
-            raise SandboxError(noop.error)
-        outcome.fails_with_noop = noop.reward == 0
-        if not outcome.fails_with_noop:
-            outcome.reject_reason = (
-                "passes_with_noop: the completion test passes after a do-nothing episode"
-            )
-            outcome.seconds = time.monotonic() - started
-            return outcome
-        outcome.status, outcome.reject_reason = OK, ""
     except SandboxError as exc:
         outcome.status = HARNESS_ERROR
         outcome.reject_reason = f"harness: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _initial_feedback(outcome: CompletionOutcome, round_no: int, verdict: Verdict) -> str:
+    """Record why the test did not fail properly on the initial state; return repair feedback."""
+    tail = verdict.output[-FEEDBACK_LIMIT:]
+    if verdict.passed:
+        outcome.reject_reason = (
+            "passes_on_initial: the completion test passes before any work is done"
+        )
+        outcome.attempt_log.append(
+            {"round": round_no, "stage": "initial_state", "error": "passes on the initial state"}
+        )
+        return (
+            "The completion test PASSES on the initial state, before any work is done, so it "
+            "cannot tell a solved task from an untouched one. Make it check the end state the "
+            f"task asks for. pytest output (tail):\n{tail}"
+        )
+    outcome.reject_reason = f"completion_test_broken: {verdict.summary()}"
+    outcome.attempt_log.append(
+        {"round": round_no, "stage": "initial_state", "error": f"{verdict.summary()}\n{tail}"}
+    )
+    return (
+        f"The completion test does not run cleanly on the initial state ({verdict.summary()}); "
+        "it must be collected and its tests must fail by assertion. pytest output (tail):\n"
+        f"{tail}"
+    )

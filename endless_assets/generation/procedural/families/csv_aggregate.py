@@ -102,9 +102,8 @@ class CsvAggregate(Family):
         initial_test = (
             "import os\n\n"
             + head
+            + "\n\n"
             + dedent("""
-
-
             def test_source_present():
                 assert os.path.isfile(SRC)
 

@@ -167,20 +167,22 @@ class FileOrganize(Family):
         expected = {p: hashlib.sha256(t.encode()).hexdigest() for p, t in after.items()}
         consts = {"BASE": base, "BEFORE": sorted(before), "EXPECTED": expected}
         header = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = header + dedent("""
-            import os
-
-
+        initial_test = (
+            "import os\n\n"
+            + header
+            + "\n\n"
+            + dedent("""
             def test_files_present_and_flat():
                 for name in BEFORE:
                     assert os.path.isfile(os.path.join(BASE, name)), name
                 assert sorted(os.listdir(BASE)) == BEFORE
         """)
-        completion_test = header + dedent("""
-            import hashlib
-            import os
-
-
+        )
+        completion_test = (
+            "import hashlib\nimport os\n\n"
+            + header
+            + "\n\n"
+            + dedent("""
             def _layout():
                 found = {}
                 for root, _dirs, files in os.walk(BASE):
@@ -201,6 +203,7 @@ class FileOrganize(Family):
                 for path, digest in EXPECTED.items():
                     assert found.get(path) == digest, path
         """)
+        )
         top = "/home/user/" + rel.split("/")[0]
         setup = f"import subprocess\n\nsubprocess.run(['chown', '-R', 'user:user', {top!r}])\n"
         return FamilyTask(

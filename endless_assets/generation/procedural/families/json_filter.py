@@ -154,9 +154,8 @@ class JsonFilter(Family):
         initial_test = (
             "import json\nimport os\n\n"
             + head
+            + "\n\n"
             + dedent("""
-
-
             def test_inventory_present():
                 with open(SRC) as fh:
                     json.load(fh)
@@ -169,9 +168,8 @@ class JsonFilter(Family):
         completion_test = (
             "import hashlib\nimport json\n\n"
             + head
+            + "\n\n"
             + dedent("""
-
-
             def test_output_matches():
                 with open(OUT) as fh:
                     got = json.load(fh)

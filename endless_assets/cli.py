@@ -1,0 +1,238 @@
+"""`endless`: run batches through Dagster, query the dataset, manage the sandbox."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import time
+from enum import Enum
+from typing import Annotated, Any
+
+import polars as pl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="endless: verified terminal tasks for training shell agents, made by a Dagster pipeline.",
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def print_frame(
+    frame: pl.DataFrame, fmt: OutputFormat = OutputFormat.table, title: str = ""
+) -> None:
+    if fmt is OutputFormat.csv:
+        sys.stdout.write(frame.write_csv())
+        return
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1))
+        sys.stdout.write("\n")
+        return
+    table = Table(title=title or None, show_lines=False)
+    for name in frame.columns:
+        numeric = frame.schema[name].is_numeric()
+        table.add_column(name, justify="right" if numeric else "left", overflow="fold")
+    for row in frame.iter_rows():
+        table.add_row(*[_cell(v) for v in row])
+    out.print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    text = str(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+@app.command()
+def run(
+    date: Annotated[
+        str | None, typer.Option(help="batch (partition) key, YYYY-MM-DD; default: today (UTC)")
+    ] = None,
+    tasks: Annotated[int | None, typer.Option(help="tasks in the batch")] = None,
+    k: Annotated[int | None, typer.Option(help="solver attempts per task")] = None,
+    generator: Annotated[str | None, typer.Option(help="procedural | llm")] = None,
+    solver: Annotated[str | None, typer.Option(help="oracle | noop | chat")] = None,
+    workers: Annotated[int | None, typer.Option(help="tasks in parallel per stage")] = None,
+    seed: Annotated[int | None, typer.Option(help="salt for the batch's seeds")] = None,
+    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+) -> None:
+    """Materialize one batch end to end through Dagster and print its funnel."""
+    from endless_assets.launch import launch_batch
+    from endless_assets.settings import Settings, SettingsError
+
+    batch = date or dt.datetime.now(dt.UTC).date().isoformat()
+    try:
+        dt.date.fromisoformat(batch)
+    except ValueError:
+        _fail(f"--date must be YYYY-MM-DD, got {batch!r}")
+    overrides = {
+        "tasks": tasks,
+        "k": k,
+        "generator": generator,
+        "solver": solver,
+        "workers": workers,
+        "seed": seed,
+    }
+    try:
+        settings = Settings.resolve(**overrides)
+    except SettingsError as exc:
+        _fail(str(exc))
+    err.print(
+        f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks, generator "
+        f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
+        f"{settings.workers} workers, data in {settings.data_dir}"
+    )
+    started = time.monotonic()
+    result = launch_batch(batch, overrides, log_level="WARNING" if quiet else "INFO")
+    wall = time.monotonic() - started
+    _print_funnel(settings.data_dir, batch)
+    if not result.success:
+        _fail(
+            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
+            "see the log above or the run in `dagster dev`",
+            code=1,
+        )
+    kept = _kept(settings.data_dir, batch)
+    out.print(
+        f"[bold green]batch {batch} done[/] in {wall:.0f} s: {kept} verified tasks kept "
+        f"(run {result.run_id})"
+    )
+
+
+def _print_funnel(data_dir: str, batch: str) -> None:
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+
+    lake = Lake(data_dir)
+    funnel = query(
+        lake,
+        f"select stage, entered, survived, rejected, harness_errors "
+        f"from funnel where batch = '{batch}' order by stage_order",
+    )
+    print_frame(funnel, title=f"funnel of batch {batch}")
+    reasons = query(
+        lake,
+        f"select stage, reason, tasks, example from funnel_reasons "
+        f"where batch = '{batch}' order by stage_order, tasks desc",
+    )
+    if len(reasons):
+        print_frame(reasons, title="why tasks did not survive")
+
+
+def _kept(data_dir: str, batch: str) -> int:
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+
+    frame = query(
+        Lake(data_dir),
+        f"select count(*) as n from filtered_dataset where batch = '{batch}' and kept",
+    )
+    return int(frame["n"][0]) if len(frame) else 0
+
+
+@app.command()
+def sql(
+    query_text: Annotated[str, typer.Argument(metavar="QUERY", help="SQL over the catalog")],
+    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+) -> None:
+    """Run a SQL query over every materialized batch (DuckDB views over the Parquet lake)."""
+    import duckdb
+
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+    from endless_assets.settings import Settings
+
+    lake = Lake(Settings.resolve().data_dir)
+    try:
+        frame = query(lake, query_text)
+    except duckdb.Error as exc:
+        _fail(f"query failed: {exc}")
+    print_frame(frame, format)
+
+
+@app.command()
+def setup() -> None:
+    """Build the base image if this recipe has not been built on this Docker engine."""
+    from endless_assets.sandbox.base_image import ensure_base_image
+    from endless_assets.sandbox.client import SandboxError, docker_client
+    from endless_assets.settings import Settings
+
+    try:
+        client = docker_client(Settings.resolve().docker_host or None)
+        image = ensure_base_image(client, progress=lambda m: err.print(m))
+    except SandboxError as exc:
+        _fail(str(exc), code=1)
+    out.print(f"base image {image.tag} {'built' if image.built else 'present'}")
+
+
+@app.command()
+def sweep(
+    all_containers: Annotated[
+        bool, typer.Option("--all", help="also containers of live processes")
+    ] = False,
+) -> None:
+    """Remove leftover task containers (those whose creating process is gone)."""
+    from endless_assets.sandbox.client import docker_client, sweep_containers
+    from endless_assets.settings import Settings
+
+    client = docker_client(Settings.resolve().docker_host or None)
+    out.print(f"removed {sweep_containers(client, everything=all_containers)} container(s)")
+
+
+@app.command()
+def settings() -> None:
+    """Print every setting with its environment variable, default and current value."""
+    from endless_assets.settings import FIELDS, Settings, SettingsError
+
+    try:
+        current = Settings.resolve().as_dict()
+    except SettingsError as exc:
+        _fail(str(exc))
+    frame = pl.DataFrame(
+        {
+            "setting": [f.name for f in FIELDS],
+            "env": [f.env for f in FIELDS],
+            "default": [str(f.default) for f in FIELDS],
+            "current": [str(current[f.name]) for f in FIELDS],
+            "meaning": [f.help for f in FIELDS],
+        }
+    )
+    print_frame(frame)
+
+
+@app.command()
+def catalog() -> None:
+    """Rebuild data/endless.duckdb (views over the lake); normally automatic."""
+    from endless_assets.catalog import rebuild_catalog
+    from endless_assets.lake import Lake
+    from endless_assets.settings import Settings
+
+    path = rebuild_catalog(Lake(Settings.resolve().data_dir))
+    out.print(f"catalog rebuilt: {path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Shell scripting: write a small reusable script; the test runs it as the agent on fresh inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+from typing import Any
+
+from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+
+STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
+EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
+WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+
+# Each case: {"files": {name: text}, "args": [...] ("{dir}" is the case's directory),
+# "stdin": str, "out": [expected stdout lines, compared token by token], "rc": exit status}
+Case = dict[str, Any]
+
+
+def _ext_case(rng: random.Random) -> Case:
+    files: dict[str, str] = {}
+    for _ in range(rng.randint(5, 14)):
+        stem = f"{rng.choice(STEMS)}{rng.randint(1, 99)}"
+        name = rng.choice([f"{stem}.{rng.choice(EXTS)}"] * 2 + [f"{stem}.tar.gz", stem])
+        files[name] = f"{name}\n"
+    files["sub dir/inner.txt"] = "nested files do not count\n"
+    counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in files if "/" not in n)
+    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
+    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
+
+
+def _sum_case(rng: random.Random, missing: bool = False) -> Case:
+    cols = rng.sample(["id", "qty", "bytes", "score", "price", "hits", "errors"], 4)
+    rows = [[str(rng.randint(0, 500)) for _ in cols] for _ in range(rng.randint(3, 12))]
+    text = ",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)
+    if missing:
+        return {
+            "files": {"in.csv": text},
+            "args": ["{dir}/in.csv", "nosuchcol"],
+            "stdin": "",
+            "out": [],
+            "rc": 2,
+        }
+    i = rng.randrange(len(cols))
+    total = sum(int(r[i]) for r in rows)
+    return {
+        "files": {"in.csv": text},
+        "args": ["{dir}/in.csv", cols[i]],
+        "stdin": "",
+        "out": [str(total)],
+        "rc": 0,
+    }
+
+
+def _level_case(rng: random.Random) -> Case:
+    levels = rng.sample(["INFO", "WARN", "ERROR", "DEBUG", "TRACE"], rng.randint(3, 5))
+    counts = Counter({lv: rng.randint(1, 12) for lv in levels})
+    counts[levels[1]] = counts[levels[0]]  # always a tie, so the tie-break rule matters
+    order = [lv for lv, n in counts.items() for _ in range(n)]
+    rng.shuffle(order)
+    lines = []
+    for i, level in enumerate(order):
+        stamp = f"2026-04-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z"
+        lines.append(f"{stamp} [{level}] {rng.choice(SERVICES)} ok")
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {
+        "files": {"app.log": "\n".join(lines) + "\n"},
+        "args": ["{dir}/app.log"],
+        "stdin": "",
+        "out": [f"{lv} {n}" for lv, n in ranked],
+        "rc": 0,
+    }
+
+
+def _dedupe_case(rng: random.Random) -> Case:
+    count = rng.randint(6, 20)
+    lines = [rng.choice(WORDS) + rng.choice(["", " one", " two"]) for _ in range(count)]
+    out = list(dict.fromkeys(lines))
+    return {"files": {}, "args": [], "stdin": "\n".join(lines) + "\n", "out": out, "rc": 0}
+
+
+VARIANTS = {
+    "ext-summary": (
+        "takes a directory as its only argument and prints how many regular files directly in "
+        "that directory (not in subdirectories) have each extension, one line `<ext> <count>` per "
+        "extension, sorted by extension name. The extension is the part of the file name after "
+        "its last dot (so `a.tar.gz` counts as `gz`); files without a dot count under `(none)`",
+        dedent("""
+            find "$1" -mindepth 1 -maxdepth 1 -type f -printf '%f\\n' \\
+              | awk '{ if (index($0, ".")) { n = split($0, p, "."); print p[n] }
+                      else print "(none)" }' \\
+              | sort | uniq -c | awk '{ print $2, $1 }'
+        """),
+    ),
+    "colsum": (
+        "takes a CSV file (comma-separated, header row, no quoting) and a column name, and prints "
+        "the sum of the integer values in that column as a single number. If the column doesn't "
+        "exist it must print an error to stderr, print nothing on stdout, and exit with status 2",
+        dedent("""
+            awk -F, -v col="$2" '
+              NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i
+                        if (!c) { print "no such column: " col > "/dev/stderr"; exit 2 }
+                        next }
+              { s += $c }
+              END { if (c) print s + 0 }' "$1"
+        """),
+    ),
+    "level-count": (
+        "takes a log file whose lines look like `<timestamp> [<LEVEL>] <message>` and prints one "
+        "line `<LEVEL> <count>` per level that occurs, most frequent first, ties broken by level "
+        "name",
+        dedent("""
+            awk '{ print $2 }' "$1" | tr -d '[]' | sort | uniq -c \\
+              | sort -k1,1nr -k2,2 | awk '{ print $2, $1 }'
+        """),
+    ),
+    "dedupe": (
+        "reads lines on standard input and prints each distinct line once, in the order of its "
+        "first appearance",
+        "awk '!seen[$0]++'\n",
+    ),
+}
+MAKERS = {
+    "ext-summary": _ext_case,
+    "colsum": _sum_case,
+    "level-count": _level_case,
+    "dedupe": _dedupe_case,
+}
+
+TEST_BODY = """
+
+def _run(case):
+    work = tempfile.mkdtemp(dir="/tmp")
+    os.chmod(work, 0o755)
+    try:
+        for rel, text in case["files"].items():
+            path = os.path.join(work, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.chmod(os.path.dirname(path), 0o755)  # the grader may run with umask 077
+            with open(path, "w") as fh:
+                fh.write(text)
+            os.chmod(path, 0o644)
+        args = [a.replace("{dir}", work) for a in case["args"]]
+        return subprocess.run(
+            ["setpriv", "--reuid=1000", "--regid=1000", "--init-groups", SCRIPT, *args],
+            input=case["stdin"], capture_output=True, text=True, timeout=30, cwd=work,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/user",
+                 "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+        )
+    finally:
+        shutil.rmtree(work)
+
+
+def test_script_is_executable():
+    assert os.path.isfile(SCRIPT)
+    assert os.stat(SCRIPT).st_mode & 0o100, "the script must be executable"
+
+
+def test_cases():
+    for i, case in enumerate(CASES):
+        result = _run(case)
+        assert result.returncode == case["rc"], (i, result.returncode, result.stderr[-500:])
+        got = [line.split() for line in result.stdout.splitlines() if line.strip()]
+        assert got == [line.split() for line in case["out"]], (i, result.stdout[-2000:])
+        if case["rc"]:
+            assert result.stderr.strip(), "an error message was expected on stderr"
+
+
+def test_sample_untouched():
+    for path, digest in SAMPLES.items():
+        with open(path, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == digest, path
+"""
+
+
+class ShellScript(Family):
+    name = "shell_script"
+    category = "shell scripting automation"
+
+    def make(self, rng: random.Random) -> FamilyTask:
+        project = rng.choice(PROJECTS)
+        kind = rng.choice(sorted(VARIANTS))
+        what, body = VARIANTS[kind]
+        script = f"/home/user/bin/{kind}.sh"
+        make = MAKERS[kind]
+        cases = [make(rng) for _ in range(rng.randint(2, 3))]
+        if kind == "colsum":
+            cases.append(_sum_case(rng, missing=True))
+        sample = make(rng)
+        sample_dir = f"samples/{project}"
+        files = {f"{sample_dir}/{rel}": text for rel, text in sample["files"].items()}
+        if kind == "dedupe":
+            files[f"{sample_dir}/input.txt"] = sample["stdin"]
+        try_it = " ".join(a.replace("{dir}", f"/home/user/{sample_dir}") for a in sample["args"])
+        example = (
+            f"`{script} < /home/user/{sample_dir}/input.txt`"
+            if kind == "dedupe"
+            else f"`{script} {try_it}`"
+        )
+        instruction = (
+            f"I keep redoing the same thing by hand for {project}, so I'd like a script for it. "
+            f"Write an executable shell script at {script} that {what}. It should work for any "
+            f"input, not just my sample: you can try it with {example}. Don't modify the samples."
+        )
+        solution = (
+            "mkdir -p /home/user/bin\n"
+            f"cat > {script} <<'SCRIPT'\n#!/bin/bash\n{body}SCRIPT\n"
+            f"chmod 755 {script}\n"
+        )
+        samples = {
+            f"/home/user/{rel}": hashlib.sha256(text.encode()).hexdigest()
+            for rel, text in files.items()
+        }
+        head = f"SCRIPT = {script!r}\nCASES = {cases!r}\nSAMPLES = {samples!r}\n"
+        imports = "import hashlib\nimport os\nimport shutil\nimport subprocess\nimport tempfile\n\n"
+        initial_test = (
+            "import os\n\n"
+            + head
+            + "\n\n"
+            + dedent("""
+            def test_samples_present():
+                for path in SAMPLES:
+                    assert os.path.isfile(path)
+
+
+            def test_script_absent():
+                assert not os.path.exists(SCRIPT)
+        """)
+        )
+        return FamilyTask(
+            instruction=instruction,
+            truth={"script": script, "kind": kind, "cases": cases},
+            files=files,
+            initial_test=initial_test,
+            completion_test=imports + head + TEST_BODY,
+            solution=solution,
+            complexity={
+                "dedupe": "easy",
+                "level-count": "medium",
+                "ext-summary": "medium",
+                "colsum": "hard",
+            }[kind],
+            scenario="developer automating a chore with a shell script",
+        )

@@ -1,0 +1,68 @@
+"""Launch a batch through Dagster from Python: the same job, executor and instance as the UI."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+DEFAULT_DAGSTER_HOME = "dagster_home"
+INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+concurrency:
+  runs:
+    max_concurrent_runs: 1
+"""
+
+
+def ensure_dagster_home() -> Path:
+    """Use DAGSTER_HOME if set, else ./dagster_home (made absolute; created with our yaml)."""
+    raw = os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME
+    home = Path(raw).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(INSTANCE_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def daily_batch_job() -> dg.JobDefinition:
+    from endless_assets.definitions import defs
+
+    return defs.resolve_job_def("daily_batch")
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    success: bool
+    run_id: str
+    failed_steps: list[str]
+
+
+def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
+    """Materialize one partition of the daily batch job under the multiprocess executor."""
+    ensure_dagster_home()
+    config = {k: v for k, v in overrides.items() if v is not None}
+    run_config: dict[str, Any] = {
+        "loggers": {"console": {"config": {"log_level": log_level}}},
+    }
+    if config:
+        run_config["resources"] = {"pipeline": {"config": config}}
+    with dg.DagsterInstance.get() as instance:
+        result = dg.execute_job(
+            dg.reconstructable(daily_batch_job),
+            instance=instance,
+            run_config=run_config,
+            tags={"dagster/partition": batch, "endless/launched_by": "endless run"},
+            raise_on_error=False,
+        )
+        failed = [
+            event.step_key or ""
+            for event in result.all_events
+            if event.event_type_value == "STEP_FAILURE"
+        ]
+        return LaunchResult(result.success, result.run_id, failed)

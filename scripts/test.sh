@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test suite: set up if needed, lint, validate the Dagster definitions, run pytest.
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/dagster definitions validate -w workspace.yaml
+.venv/bin/python -m pytest -n 2 "$@"
