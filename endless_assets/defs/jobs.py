@@ -2,8 +2,6 @@
 
 import dagster as dg
 
-from endless_assets.partitions import batches
-
 PIPELINE_ASSETS = [
     "base_image",
     "task_descriptions",
@@ -16,7 +14,6 @@ PIPELINE_ASSETS = [
 daily_batch = dg.define_asset_job(
     name="daily_batch",
     selection=dg.AssetSelection.assets(*PIPELINE_ASSETS),
-    partitions_def=batches,
     description="Materialize one batch end to end: describe, build, validate, solve, filter.",
 )
 

@@ -1,0 +1,44 @@
+"""Shared fixtures: a real Docker sandbox on the real base image, and a leak check.
+
+Every test session (each xdist worker is one) ends by asserting that no container created by
+this process is left behind: the sandbox must remove every container whatever happened.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, SandboxError, owner_tag
+from endless_assets.sandbox.sandbox import Sandbox
+
+
+def own_containers(sandbox: Sandbox) -> list[str]:
+    found = sandbox.client.containers.list(
+        all=True, filters={"label": [f"{PROJECT_LABEL}=endless", f"{OWNER_LABEL}={owner_tag()}"]}
+    )
+    return [c.name for c in found]
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Sandbox:
+    box = Sandbox()
+    box.base  # builds the base image on first use (about a minute), then reuses it
+    return box
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_container_outlives_the_session():
+    yield
+    try:
+        box = Sandbox()
+    except SandboxError:
+        return  # no engine: nothing can have been left behind
+    leftovers = own_containers(box)
+    assert not leftovers, f"containers left behind by this test process: {leftovers}"
+
+
+@pytest.fixture
+def container(sandbox: Sandbox):
+    with sandbox.container(sandbox.base.tag, labels={"role": "test"}) as box:
+        yield box
+    assert not own_containers(sandbox), "a test container was not removed"

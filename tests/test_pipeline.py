@@ -1,0 +1,141 @@
+"""The asset graph materialized by Dagster on real Docker and a real lake."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+
+import broken_families as bf
+import endless_assets.generation.procedural as procedural
+from endless_assets.catalog import query
+import endless_assets.definitions as definitions
+from endless_assets.definitions import defs
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.generation.procedural.families import ALL_FAMILIES
+from endless_assets.lake import Lake, ParquetLakeIOManager
+
+BATCH = "2026-03-14"
+ASSETS = [
+    "base_image",
+    "task_descriptions",
+    "task_environments",
+    "completion_tests",
+    "solver_rollouts",
+    "filtered_dataset",
+]
+
+
+def materialize(data_dir, tasks: int, batch: str = BATCH, **config) -> dg.ExecuteInProcessResult:
+    assets = [getattr(definitions, name) for name in ASSETS]
+    return dg.materialize(
+        assets,
+        partition_key=batch,
+        instance=dg.DagsterInstance.ephemeral(),
+        resources={
+            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=tasks, **config),
+            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def full_batch(tmp_path_factory, sandbox):
+    data_dir = tmp_path_factory.mktemp("lake")
+    tasks = 2 * len(ALL_FAMILIES)
+    first = materialize(data_dir, tasks)
+    ids_first = query(Lake(data_dir), "select task_id from task_descriptions order by 1")
+    second = materialize(data_dir, tasks)
+    return data_dir, tasks, first, second, ids_first
+
+
+def test_every_procedural_task_survives_to_the_dataset(full_batch):
+    data_dir, tasks, first, _, _ = full_batch
+    assert first.success
+    funnel = query(Lake(data_dir), "select stage, entered, survived from funnel order by stage_order")
+    assert funnel["entered"].to_list() == [tasks] * 4
+    assert funnel["survived"].to_list() == [tasks] * 4, query(
+        Lake(data_dir), "select * from funnel_reasons"
+    )
+
+
+def test_every_family_appears_and_is_kept(full_batch):
+    data_dir, _, _, _, _ = full_batch
+    kept = query(Lake(data_dir), "select family, count(*) n from filtered_dataset where kept group by 1")
+    assert set(kept["family"]) == {f.name for f in ALL_FAMILIES}
+    assert set(kept["n"]) == {2}
+
+
+def test_rematerializing_reproduces_the_batch_without_duplicates(full_batch):
+    data_dir, tasks, _, second, ids_first = full_batch
+    assert second.success
+    lake = Lake(data_dir)
+    ids_second = query(lake, "select task_id from task_descriptions order by 1")
+    assert ids_first["task_id"].to_list() == ids_second["task_id"].to_list()
+    for table in ("task_descriptions", "task_environments", "completion_tests", "filtered_dataset"):
+        count = query(lake, f"select count(*) n, count(distinct task_id) d from {table}")
+        assert count.row(0) == (tasks, tasks), table
+    assert len(list((lake.root / "task_descriptions").glob("batch=*/*.parquet"))) == 1
+
+
+def test_the_oracle_rollouts_are_rewarded_and_reused_on_rerun(full_batch):
+    data_dir, tasks, _, second, _ = full_batch
+    rollouts = query(Lake(data_dir), "select * from solver_rollouts")
+    assert len(rollouts) == tasks
+    assert rollouts["reward"].to_list() == [1] * tasks
+    assert set(rollouts["termination"]) == {"done"}
+    meta = second.asset_materializations_for_node("solver_rollouts")[0].metadata
+    assert meta["reused"].value == tasks and meta["ran_now"].value == 0
+
+
+def test_asset_checks_pass_and_metadata_is_reported(full_batch):
+    _, tasks, first, _, _ = full_batch
+    checks = first.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks)
+    names = {(c.asset_key.to_user_string(), c.check_name) for c in checks}
+    assert ("completion_tests", "pipeline_invariants") in names
+    assert ("filtered_dataset", "matches_schema") in names
+    meta = first.asset_materializations_for_node("filtered_dataset")[0].metadata
+    assert meta["kept"].value == tasks
+    assert "Instruction" in meta["sample_task"].value
+
+
+def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(
+    tmp_path, sandbox, monkeypatch
+):
+    families = [
+        bf.Good, bf.BuildFails, bf.InitialFails, bf.PassesOnInitial, bf.ReferenceFails,
+        bf.PassesWithNoop,
+    ]
+    monkeypatch.setattr(procedural, "ALL_FAMILIES", families)
+    result = materialize(tmp_path, len(families) * 2, batch="2026-03-15")
+    assert result.success
+    lake = Lake(tmp_path)
+    funnel = query(lake, "select stage, entered, survived, rejected from funnel order by stage_order")
+    assert funnel.rows() == [
+        ("I. describe", 12, 12, 0),
+        ("II. environment", 12, 8, 4),
+        ("III. completion test", 8, 2, 6),
+        ("IV. solver filter", 2, 2, 0),
+    ]
+    reasons = query(lake, "select reason, tasks from funnel_reasons order by stage_order, reason")
+    assert dict(reasons.rows()) == {
+        "build_failed": 2,
+        "initial_test_failed": 2,
+        "passes_on_initial": 2,
+        "passes_with_noop": 2,
+        "reference_fails": 2,
+    }
+    kept = query(lake, "select family from filtered_dataset where kept")
+    assert set(kept["family"]) == {"test_good"}
+
+
+def test_the_daily_schedule_requests_the_days_batch():
+    schedule = defs.resolve_schedule_def("daily_batch_schedule")
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    )
+    result = schedule.evaluate_tick(context)
+    keys = [r.partition_key for r in result.run_requests or []]
+    assert keys == ["2026-11-30"]

@@ -1,0 +1,148 @@
+"""The verdict comes from pytest's own report and nothing the agent leaves behind changes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from endless_assets.sandbox.shell import ShellSession
+from endless_assets.sandbox.verdict import run_pytest
+
+PATCH = (
+    "import builtins, io\n"
+    "_open = builtins.open\n"
+    "def _fake(path, *a, **k):\n"
+    "    if str(path) == '/home/user/answer.txt':\n"
+    "        return io.StringIO('42')\n"
+    "    return _open(path, *a, **k)\n"
+    "builtins.open = _fake\n"
+)
+
+
+def write(path: str, text: str) -> str:
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'ENDOFFILE'\n{text}ENDOFFILE"
+
+
+TEST = '''
+def test_answer():
+    with open("/home/user/answer.txt") as fh:
+        assert fh.read().strip() == "42"
+'''
+
+
+USER_SITE = "/home/user/.local/lib/python3.11/site-packages"
+
+
+def agent(container, *commands: str) -> None:
+    with ShellSession(container) as sh:
+        for command in commands:
+            sh.run(command, timeout=10)
+
+
+def test_honest_work_passes(container):
+    agent(container, "echo 42 > /home/user/answer.txt")
+    verdict = run_pytest(container, TEST)
+    assert verdict.passed and verdict.status == "passed"
+    assert (verdict.tests, verdict.failures, verdict.errors) == (1, 0, 0)
+
+
+def test_untouched_state_fails_by_assertion(container):
+    verdict = run_pytest(container, TEST)
+    assert not verdict.passed and verdict.status == "failed"
+    assert verdict.exit_code == 1
+
+
+def test_collection_error_is_an_error_not_a_failure(container):
+    verdict = run_pytest(container, "import not_a_module\n\ndef test_x():\n    pass\n")
+    assert verdict.status == "error" and not verdict.passed
+
+
+def test_a_file_without_tests_never_passes(container):
+    verdict = run_pytest(container, "X = 1\n")
+    assert verdict.status == "no_tests" and not verdict.passed
+
+
+def test_a_hanging_test_times_out(container):
+    verdict = run_pytest(container, "import time\n\ndef test_x():\n    time.sleep(60)\n", timeout=2)
+    assert verdict.status == "timeout" and not verdict.passed
+
+
+CHEATS = {
+    "conftest that rewrites every outcome to passed": [
+        "cat > /home/user/conftest.py <<'EOF'\n"
+        "import pytest\n"
+        "@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n"
+        "    rep = outcome.get_result()\n"
+        "    rep.outcome = 'passed'\n"
+        "EOF",
+        "cp /home/user/conftest.py /tmp/conftest.py",
+    ],
+    "pytest.ini and pyproject with addopts that deselect everything": [
+        "printf '[pytest]\\naddopts = -k nothing_matches --co\\n' > /home/user/pytest.ini",
+        "printf '[tool.pytest.ini_options]\\naddopts = \"--co\"\\n' > /home/user/pyproject.toml",
+    ],
+    "sitecustomize and a .pth in the user site that patch open()": [
+        write(f"{USER_SITE}/usercustomize.py", PATCH),
+        write(f"{USER_SITE}/zz_patch.pth", "import usercustomize\n"),
+    ],
+    "exported environment variables aimed at python and pytest": [
+        write("/home/user/evil/sitecustomize.py", PATCH),
+        "export PYTHONPATH=/home/user/evil PYTEST_ADDOPTS='-p no:junitxml'",
+    ],
+    "fake python3 and pytest early on the PATH": [
+        "mkdir -p /home/user/.local/bin",
+        "printf '#!/bin/sh\\necho 1 passed\\nexit 0\\n' > /home/user/.local/bin/python3",
+        "cp /home/user/.local/bin/python3 /home/user/.local/bin/pytest",
+        "chmod +x /home/user/.local/bin/*",
+        "export PATH=/home/user/.local/bin:$PATH",
+    ],
+    "a background process that finishes the work after the episode": [
+        "(sleep 3; echo 42 > /home/user/answer.txt) > /dev/null 2>&1 &",
+        "nohup sh -c 'sleep 3; echo 42 > /home/user/answer.txt' > /dev/null 2>&1 &",
+    ],
+    "a symlink farm in /tmp for pytest's temporary directories": [
+        "ln -s /home/user /tmp/pytest-of-root",
+        "mkdir -p /tmp/fake && ln -s /tmp/fake /tmp/pytest-of-user",
+    ],
+}
+
+
+@pytest.mark.parametrize("commands", list(CHEATS.values()), ids=list(CHEATS))
+def test_agent_cannot_make_the_tests_pass_without_the_work(container, commands):
+    agent(container, *commands)
+    verdict = run_pytest(container, TEST)
+    assert not verdict.passed, verdict.output
+    assert verdict.tests == 1
+
+
+def test_the_same_tricks_leave_honest_work_passing(container):
+    agent(container, *CHEATS["pytest.ini and pyproject with addopts that deselect everything"])
+    agent(container, "echo 42 > /home/user/answer.txt")
+    assert run_pytest(container, TEST).passed
+
+
+def test_the_agent_cannot_read_the_tests_during_the_episode(container):
+    run_pytest(container, TEST)  # leaves a previous run's directory behind
+    with ShellSession(container) as sh:
+        listing = sh.run("ls -R /verifier; cat /verifier/*/test_outputs.py")
+    assert listing.exit_code != 0
+    assert "test_answer" not in listing.output
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        "conftest that rewrites every outcome to passed",
+        "sitecustomize and a .pth in the user site that patch open()",
+        "exported environment variables aimed at python and pytest",
+    ],
+)
+def test_control_the_cheats_do_fool_a_naive_pytest_run(container, cheat):
+    """Without the verdict's isolation these cheats work, so the test above means something."""
+    with ShellSession(container) as sh:
+        for command in CHEATS[cheat]:
+            sh.run(command, timeout=10)
+        sh.run(f"cat > /home/user/test_copy.py <<'EOF'\n{TEST}\nEOF")
+        naive = sh.run("cd /home/user && python3 -m pytest -q -p no:cacheprovider test_copy.py")
+    assert "1 passed" in naive.output, naive.output
