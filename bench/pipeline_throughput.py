@@ -31,8 +31,8 @@ def main() -> None:
     data_dir = tempfile.mkdtemp(prefix="endless-bench-")
     os.environ["ENDLESS_DATA_DIR"] = data_dir
     from endless_assets.catalog import query
-    from endless_assets.launch import ensure_dagster_home, launch_batch
     from endless_assets.lake import Lake
+    from endless_assets.launch import ensure_dagster_home, launch_batch
 
     ensure_dagster_home()
     overrides = {"tasks": args.tasks, "seed": random.randrange(1 << 30), "workers": args.workers}
@@ -47,8 +47,13 @@ def main() -> None:
     print(f"batch of {args.tasks} procedural tasks, run {result.run_id}")
     print(f"{'asset':<20} {'wall s':>8} {'tasks/min':>10}")
     with dg.DagsterInstance.get() as instance:
-        for asset in ("task_descriptions", "task_environments", "completion_tests",
-                      "solver_rollouts", "filtered_dataset"):
+        for asset in (
+            "task_descriptions",
+            "task_environments",
+            "completion_tests",
+            "solver_rollouts",
+            "filtered_dataset",
+        ):
             event = instance.get_latest_materialization_event(dg.AssetKey(asset))
             meta = event.asset_materialization.metadata if event else {}
             seconds = float(meta["wall_seconds"].value) if "wall_seconds" in meta else 0.0
@@ -57,7 +62,9 @@ def main() -> None:
             print(f"{asset:<20} {seconds:>8.1f} {rate.value if rate else '':>10}")
     print(f"kept (validated) tasks: {kept}/{args.tasks}")
     print(f"whole run:      {wall:7.1f} s  -> {kept / wall * 60:6.1f} validated tasks/min")
-    print(f"stage work only:{stage_wall:7.1f} s  -> {kept / stage_wall * 60:6.1f} validated tasks/min")
+    print(
+        f"stage work only:{stage_wall:7.1f} s  -> {kept / stage_wall * 60:6.1f} validated tasks/min"
+    )
 
 
 if __name__ == "__main__":

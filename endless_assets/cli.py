@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import sys
 import time
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import polars as pl
@@ -23,7 +23,7 @@ out = Console()
 err = Console(stderr=True)
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"

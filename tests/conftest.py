@@ -22,7 +22,7 @@ def own_containers(sandbox: Sandbox) -> list[str]:
 @pytest.fixture(scope="session")
 def sandbox() -> Sandbox:
     box = Sandbox()
-    box.base  # builds the base image on first use (about a minute), then reuses it
+    _ = box.base  # builds the base image on first use (about a minute), then reuses it
     return box
 
 

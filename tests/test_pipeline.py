@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import broken_families as bf
 import dagster as dg
 import pytest
 
-import broken_families as bf
+import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.catalog import query
-import endless_assets.definitions as definitions
 from endless_assets.definitions import defs
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
@@ -53,7 +53,9 @@ def full_batch(tmp_path_factory, sandbox):
 def test_every_procedural_task_survives_to_the_dataset(full_batch):
     data_dir, tasks, first, _, _ = full_batch
     assert first.success
-    funnel = query(Lake(data_dir), "select stage, entered, survived from funnel order by stage_order")
+    funnel = query(
+        Lake(data_dir), "select stage, entered, survived from funnel order by stage_order"
+    )
     assert funnel["entered"].to_list() == [tasks] * 4
     assert funnel["survived"].to_list() == [tasks] * 4, query(
         Lake(data_dir), "select * from funnel_reasons"
@@ -62,7 +64,9 @@ def test_every_procedural_task_survives_to_the_dataset(full_batch):
 
 def test_every_family_appears_and_is_kept(full_batch):
     data_dir, _, _, _, _ = full_batch
-    kept = query(Lake(data_dir), "select family, count(*) n from filtered_dataset where kept group by 1")
+    kept = query(
+        Lake(data_dir), "select family, count(*) n from filtered_dataset where kept group by 1"
+    )
     assert set(kept["family"]) == {f.name for f in ALL_FAMILIES}
     assert set(kept["n"]) == {2}
 
@@ -101,18 +105,22 @@ def test_asset_checks_pass_and_metadata_is_reported(full_batch):
     assert "Instruction" in meta["sample_task"].value
 
 
-def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(
-    tmp_path, sandbox, monkeypatch
-):
+def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(tmp_path, sandbox, monkeypatch):
     families = [
-        bf.Good, bf.BuildFails, bf.InitialFails, bf.PassesOnInitial, bf.ReferenceFails,
+        bf.Good,
+        bf.BuildFails,
+        bf.InitialFails,
+        bf.PassesOnInitial,
+        bf.ReferenceFails,
         bf.PassesWithNoop,
     ]
     monkeypatch.setattr(procedural, "ALL_FAMILIES", families)
     result = materialize(tmp_path, len(families) * 2, batch="2026-03-15")
     assert result.success
     lake = Lake(tmp_path)
-    funnel = query(lake, "select stage, entered, survived, rejected from funnel order by stage_order")
+    funnel = query(
+        lake, "select stage, entered, survived, rejected from funnel order by stage_order"
+    )
     assert funnel.rows() == [
         ("I. describe", 12, 12, 0),
         ("II. environment", 12, 8, 4),

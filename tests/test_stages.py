@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from broken_families import (
     BrokenCompletionTest,
     BuildFails,
@@ -15,6 +14,7 @@ from broken_families import (
     PassesWithNoop,
     ReferenceFails,
 )
+
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.stages.completion import check_completion_test
 from endless_assets.stages.environment import build_environment

@@ -22,11 +22,11 @@ def write(path: str, text: str) -> str:
     return f"mkdir -p $(dirname {path}) && cat > {path} <<'ENDOFFILE'\n{text}ENDOFFILE"
 
 
-TEST = '''
+TEST = """
 def test_answer():
     with open("/home/user/answer.txt") as fh:
         assert fh.read().strip() == "42"
-'''
+"""
 
 
 USER_SITE = "/home/user/.local/lib/python3.11/site-packages"

@@ -1,5 +1,6 @@
 """Helpers shared by the stage assets: parallel work with progress, checks, metadata."""
 
+import contextlib
 import json
 import statistics
 import time
@@ -143,10 +144,8 @@ def usage_metadata(frame: pl.DataFrame) -> dict[str, Any]:
 def task_markdown(row: dict[str, Any]) -> str:
     """A task rendered for the UI: instruction, truth, tests, solution."""
     truth = row.get("truth") or "{}"
-    try:
+    with contextlib.suppress(TypeError, ValueError):
         truth = json.dumps(json.loads(truth), indent=2, ensure_ascii=False)
-    except (TypeError, ValueError):
-        pass
     parts = [
         f"### {row.get('task_id', '')} — {row.get('category', '')} ({row.get('complexity', '')})",
         f"*{row.get('scenario', '')}* · family `{row.get('family', '')}`",

@@ -7,7 +7,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import docker.errors
@@ -126,7 +126,7 @@ def task_container(
     limits: Limits = Limits(),
     labels: dict[str, str] | None = None,
 ) -> Iterator[TaskContainer]:
-    """Start a container of `image` (PID 1 sleeps; work happens through exec) and always remove it."""
+    """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
     try:
@@ -169,7 +169,5 @@ def task_container(
 
 
 def _remove_by_name(client: DockerClient, name: str) -> None:
-    try:
+    with suppress(docker.errors.DockerException):
         client.containers.get(name).remove(force=True)
-    except docker.errors.DockerException:
-        pass

@@ -2,9 +2,9 @@
 
 One `bash` per episode, started with a single `docker exec` whose stdin and stdout stay open.
 Each command is framed as `__endless_run <bytes> <nonce>\\n<command>`: the shell reads exactly
-that many bytes (in the C locale, whatever the agent sets) into a variable and `eval`s it, so `cd`, variables, functions and background
-jobs persist, and a command with a syntax error cannot swallow the framing. Its stdin is
-/dev/null, stderr is merged into stdout, and an end marker carrying a fresh random nonce, the
+that many bytes (in the C locale, whatever the agent sets) into a variable and `eval`s it, so
+`cd`, variables, functions and background jobs persist, and a command with a syntax error cannot
+swallow the framing. Its stdin is /dev/null, stderr is merged into stdout, and an end marker carrying a fresh random nonce, the
 exit code and the working directory follows it. Per-command overhead is a few hundred
 microseconds (bench/shell_overhead.py).
 
@@ -17,6 +17,7 @@ the observation says so.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import select
 import shlex
@@ -123,14 +124,10 @@ class ShellSession:
 
     def close(self) -> None:
         if self._sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.close()
-            except OSError:
-                pass
         self._sock = None
 
     def __enter__(self) -> ShellSession:

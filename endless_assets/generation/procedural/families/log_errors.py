@@ -42,7 +42,8 @@ class LogErrorCounts(Family):
         for i in range(n_lines):
             level = rng.choice(LEVELS)
             service = rng.choice(services)
-            stamp = f"2026-03-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{i % 60:02d}Z"
+            day, hour, minute = rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59)
+            stamp = f"2026-03-{day:02d}T{hour:02d}:{minute:02d}:{i % 60:02d}Z"
             lines.append(f"{stamp} [{level}] {service}: {rng.choice(MESSAGES)}")
             if level == "ERROR":
                 counts[service] += 1
@@ -59,9 +60,10 @@ class LogErrorCounts(Family):
         instruction = (
             f"The {project} app writes its log to /home/user/{log_rel}; each line looks like "
             f"`<timestamp> [<LEVEL>] <service>: <message>`. I need to know which services are "
-            f"throwing errors. Write {report} as a CSV with the header `service,errors` and one row "
-            "per service that logged at least one ERROR line, with its count of ERROR lines, sorted "
-            "by count (highest first) and then by service name. Leave the log itself untouched."
+            f"throwing errors. Write {report} as a CSV with the header `service,errors` and one "
+            "row per service that logged at least one ERROR line, with its count of ERROR lines, "
+            "sorted by count (highest first) and then by service name. Leave the log itself "
+            "untouched."
         )
         initial_test = dedent(f'''
             import os
