@@ -5,8 +5,8 @@ Each command is framed as `__endless_run <bytes> <nonce>\\n<command>`: the shell
 that many bytes (in the C locale, whatever the agent sets) into a variable and `eval`s it, so
 `cd`, variables, functions and background jobs persist, and a command with a syntax error cannot
 swallow the framing. Its stdin is /dev/null, stderr is merged into stdout, and an end marker
-carrying a fresh random nonce, the exit code and the working directory follows it. Per-command overhead is a few hundred
-microseconds (bench/shell_overhead.py).
+carrying a fresh random nonce, the exit code and the working directory follows it. Per-command
+overhead is a few hundred microseconds (bench/shell_overhead.py).
 
 Every process a command starts carries ENDLESS_CMD=<nonce> in its environment. On timeout the
 harness interrupts (SIGINT, then SIGKILL) exactly those processes from a root exec; background

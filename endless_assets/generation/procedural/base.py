@@ -52,7 +52,6 @@ def render_dockerfile(base_image: str, task: FamilyTask) -> tuple[str, dict[str,
         context["setup.py"] = task.setup_script
         lines.append("COPY setup.py /tmp/endless-setup.py")
         lines.append("RUN python3 /tmp/endless-setup.py && rm -f /tmp/endless-setup.py")
-    lines.append("WORKDIR /home/user")
     return "\n".join(lines) + "\n", context
 
 
