@@ -25,6 +25,7 @@ class Field:
     kind: type
     help: str
     choices: tuple[str, ...] = ()
+    fallback_env: str = ""  # read when `env` is unset (e.g. a solver endpoint -> the generator's)
 
 
 FIELDS: tuple[Field, ...] = (
@@ -54,6 +55,50 @@ FIELDS: tuple[Field, ...] = (
     Field("memory", "ENDLESS_MEMORY", "1g", str, "memory limit per task container"),
     Field("cpus", "ENDLESS_CPUS", 1.0, float, "CPU limit per task container"),
     Field("pids", "ENDLESS_PIDS", 512, int, "process limit per task container"),
+    # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
+    # made; it is never a setting and never stored.
+    Field(
+        "generator_base_url",
+        "OPENAI_BASE_URL",
+        "",
+        str,
+        "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
+    ),
+    Field("task_temperature", "ENDLESS_TASK_TEMPERATURE", 1.0, float, "temperature, stage I"),
+    Field(
+        "test_temperature",
+        "ENDLESS_TEST_TEMPERATURE",
+        0.6,
+        float,
+        "temperature for environments and tests (stages II-III)",
+    ),
+    Field("max_tokens", "ENDLESS_MAX_TOKENS", 4096, int, "max tokens per generator reply"),
+    Field("repair_rounds", "ENDLESS_REPAIR_ROUNDS", 3, int, "LLM tries per stage II/III task"),
+    Field("llm_concurrency", "ENDLESS_LLM_CONCURRENCY", 32, int, "LLM requests in flight"),
+    Field("llm_timeout", "ENDLESS_LLM_TIMEOUT", 300.0, float, "seconds per LLM request"),
+    Field("llm_retries", "ENDLESS_LLM_RETRIES", 6, int, "retries on 429/5xx/connection errors"),
+    Field("llm_cache", "ENDLESS_LLM_CACHE", True, bool, "reuse cached replies on re-runs"),
+    # The chat solver (stage IV). Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
+    Field(
+        "solver_base_url",
+        "ENDLESS_SOLVER_BASE_URL",
+        "",
+        str,
+        "OpenAI-compatible endpoint of the solver (empty: the generator's)",
+        fallback_env="OPENAI_BASE_URL",
+    ),
+    Field("solver_temperature", "ENDLESS_SOLVER_TEMPERATURE", 1.0, float, "solver temperature"),
+    Field("turn_tokens", "ENDLESS_TURN_TOKENS", 4096, int, "max tokens per solver reply"),
+    Field("context_tokens", "ENDLESS_CONTEXT_TOKENS", 32768, int, "solver context budget"),
+    Field(
+        "rollout_workers",
+        "ENDLESS_ROLLOUT_WORKERS",
+        0,
+        int,
+        "episodes in parallel (0: workers for oracle/noop, 16 for chat)",
+    ),
+    Field("min_pass_rate", "ENDLESS_MIN_PASS_RATE", 0.0, float, "keep band: lowest pass rate"),
+    Field("max_pass_rate", "ENDLESS_MAX_PASS_RATE", 1.0, float, "keep band: highest pass rate"),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 
@@ -77,6 +122,22 @@ class Settings:
     memory: str
     cpus: float
     pids: int
+    generator_base_url: str
+    task_temperature: float
+    test_temperature: float
+    max_tokens: int
+    repair_rounds: int
+    llm_concurrency: int
+    llm_timeout: float
+    llm_retries: int
+    llm_cache: bool
+    solver_base_url: str
+    solver_temperature: float
+    turn_tokens: int
+    context_tokens: int
+    rollout_workers: int
+    min_pass_rate: float
+    max_pass_rate: float
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:
@@ -90,11 +151,13 @@ class Settings:
             source = "config"
             if raw is None:
                 raw, source = os.environ.get(f.env), f.env
+            if (raw is None or raw == "") and f.fallback_env:
+                raw, source = os.environ.get(f.fallback_env), f.fallback_env
             if raw is None or (raw == "" and f.kind is not str):
                 values[f.name] = f.default
                 continue
             try:
-                value = f.kind(raw)
+                value = _parse_bool(raw) if f.kind is bool else f.kind(raw)
             except (TypeError, ValueError):
                 raise SettingsError(
                     f"{f.name} ({source}) must be {f.kind.__name__}, got {raw!r}"
@@ -109,15 +172,34 @@ class Settings:
         return settings
 
     def check(self) -> None:
-        positive = ("tasks", "workers", "max_turns", "output_cap", "pids")
+        positive = (
+            "tasks",
+            "workers",
+            "max_turns",
+            "output_cap",
+            "pids",
+            "max_tokens",
+            "repair_rounds",
+            "llm_concurrency",
+            "turn_tokens",
+            "context_tokens",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.k < 0:
             raise SettingsError(f"k must be 0 (automatic) or more, got {self.k}")
-        for name in ("command_timeout", "episode_seconds", "cpus"):
+        for name in ("command_timeout", "episode_seconds", "cpus", "llm_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("llm_retries", "rollout_workers"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if not 0 <= self.min_pass_rate <= self.max_pass_rate <= 1:
+            raise SettingsError(
+                "need 0 <= min_pass_rate <= max_pass_rate <= 1, got "
+                f"{self.min_pass_rate} and {self.max_pass_rate}"
+            )
 
     @property
     def attempts(self) -> int:
@@ -126,8 +208,26 @@ class Settings:
             return self.k
         return 16 if self.solver == "chat" else 1
 
+    @property
+    def episode_workers(self) -> int:
+        """Episodes in parallel in stage IV: a chat model waits on the network, so more."""
+        if self.rollout_workers:
+            return self.rollout_workers
+        return 16 if self.solver == "chat" else self.workers
+
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
 
 
 def settings_table() -> str:
@@ -136,5 +236,6 @@ def settings_table() -> str:
     for f in FIELDS:
         default = f"`{f.default}`" if f.default != "" else "(empty)"
         choices = f" ({' / '.join(f.choices)})" if f.choices else ""
-        rows.append(f"| `{f.name}` | `{f.env}` | {default} | {f.help}{choices} |")
+        env = f"`{f.env}`" + (f" (else `{f.fallback_env}`)" if f.fallback_env else "")
+        rows.append(f"| `{f.name}` | {env} | {default} | {f.help}{choices} |")
     return "\n".join(rows)

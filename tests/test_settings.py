@@ -56,3 +56,25 @@ def test_the_readme_documents_every_setting():
     with open("README.md") as fh:
         readme = fh.read()
     assert settings_table() in readme
+
+
+def test_the_dagster_resource_exposes_every_setting():
+    from endless_assets.defs.resources import PipelineSettings
+
+    assert set(PipelineSettings.model_fields) == {f.name for f in FIELDS}
+
+
+def test_solver_endpoint_falls_back_to_the_generators(monkeypatch):
+    monkeypatch.delenv("ENDLESS_SOLVER_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://gen:8000/v1")
+    assert Settings.resolve().solver_base_url == "http://gen:8000/v1"
+    monkeypatch.setenv("ENDLESS_SOLVER_BASE_URL", "http://solver:8000/v1")
+    assert Settings.resolve().solver_base_url == "http://solver:8000/v1"
+
+
+def test_booleans_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ENDLESS_LLM_CACHE", "off")
+    assert Settings.resolve().llm_cache is False
+    monkeypatch.setenv("ENDLESS_LLM_CACHE", "perhaps")
+    with pytest.raises(SettingsError, match="llm_cache"):
+        Settings.resolve()

@@ -32,6 +32,22 @@ class PipelineSettings(dg.ConfigurableResource):
     memory: str | None = None
     cpus: float | None = None
     pids: int | None = None
+    generator_base_url: str | None = None
+    task_temperature: float | None = None
+    test_temperature: float | None = None
+    max_tokens: int | None = None
+    repair_rounds: int | None = None
+    llm_concurrency: int | None = None
+    llm_timeout: float | None = None
+    llm_retries: int | None = None
+    llm_cache: bool | None = None
+    solver_base_url: str | None = None
+    solver_temperature: float | None = None
+    turn_tokens: int | None = None
+    context_tokens: int | None = None
+    rollout_workers: int | None = None
+    min_pass_rate: float | None = None
+    max_pass_rate: float | None = None
 
     def resolve(self) -> Settings:
         explicit = {name: getattr(self, name) for name in Settings.__dataclass_fields__}

@@ -1,0 +1,11 @@
+"""`endless`: run batches through Dagster, query the dataset, manage the sandbox.
+
+Each module below registers its commands on the one Typer app.
+"""
+
+from endless_assets.cli import pipeline  # noqa: F401  (registers commands)
+from endless_assets.cli.app import app
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,3 @@
+from endless_assets.cli import main
+
+main()
