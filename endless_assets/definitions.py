@@ -9,6 +9,7 @@ from endless_assets.defs.completion_tests import completion_tests
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.environments import task_environments
+from endless_assets.defs.imports import IMPORTED_ASSETS, imported_batch
 from endless_assets.defs.jobs import daily_batch, daily_batch_schedule
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
@@ -22,8 +23,9 @@ defs = dg.Definitions(
         completion_tests,
         solver_rollouts,
         filtered_dataset,
+        *IMPORTED_ASSETS,
     ],
-    jobs=[daily_batch],
+    jobs=[daily_batch, imported_batch],
     schedules=[daily_batch_schedule],
     resources={
         "pipeline": PipelineSettings(),

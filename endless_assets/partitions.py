@@ -9,3 +9,6 @@ import dagster as dg
 BATCH_START = "2026-01-01"
 
 batches = dg.DailyPartitionsDefinition(start_date=BATCH_START, end_offset=1)
+
+# Batches brought in from elsewhere (`endless import ...`): named, not dated.
+imported_batches = dg.DynamicPartitionsDefinition(name="imported_batches")

@@ -58,22 +58,32 @@ def run_parallel(
     return [r for r in results if r is not None]
 
 
-def schema_check_spec(table: str, asset: str | None = None) -> dg.AssetCheckSpec:
+def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:
+    """The key of a table's asset: the table name, under a prefix for imported batches."""
+    return dg.AssetKey([*prefix, table])
+
+
+def schema_check_spec(table: str, prefix: Sequence[str] = ()) -> dg.AssetCheckSpec:
     return dg.AssetCheckSpec(
         name="matches_schema",
-        asset=asset or table,
+        asset=asset_key(table, prefix),
         blocking=True,
         description=f"every row of {table} satisfies its pandera model (schemas.py)",
     )
 
 
-def invariants_check_spec(table: str, description: str) -> dg.AssetCheckSpec:
+def invariants_check_spec(
+    table: str, description: str, prefix: Sequence[str] = ()
+) -> dg.AssetCheckSpec:
     return dg.AssetCheckSpec(
-        name="pipeline_invariants", asset=table, blocking=True, description=description
+        name="pipeline_invariants",
+        asset=asset_key(table, prefix),
+        blocking=True,
+        description=description,
     )
 
 
-def validate(table: str, frame: pl.DataFrame) -> dg.AssetCheckResult:
+def validate(table: str, frame: pl.DataFrame, prefix: Sequence[str] = ()) -> dg.AssetCheckResult:
     """Validate against the pandera model. An invalid frame fails the step: nothing is written,
     the partition already stored stays as it was."""
     try:
@@ -85,16 +95,18 @@ def validate(table: str, frame: pl.DataFrame) -> dg.AssetCheckResult:
         ) from exc
     return dg.AssetCheckResult(
         check_name="matches_schema",
-        asset_key=table,
+        asset_key=asset_key(table, prefix),
         passed=True,
         metadata={"rows": len(frame)},
     )
 
 
-def invariants(table: str, violations: list[str]) -> dg.AssetCheckResult:
+def invariants(
+    table: str, violations: list[str], prefix: Sequence[str] = ()
+) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name="pipeline_invariants",
-        asset_key=table,
+        asset_key=asset_key(table, prefix),
         passed=not violations,
         severity=dg.AssetCheckSeverity.ERROR,
         metadata={

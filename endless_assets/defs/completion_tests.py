@@ -17,9 +17,8 @@ from endless_assets.defs.common import (
     validate,
 )
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.generation.factory import make_generator
+from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import TaskDraft
-from endless_assets.partitions import batches
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.completion import CompletionOutcome, check_completion_test
@@ -33,33 +32,49 @@ from endless_assets.stages.rows import (
 TABLE = "completion_tests"
 
 
-@dg.asset(
-    partitions_def=batches,
-    group_name="pipeline",
-    kinds={"docker", "parquet"},
-    io_manager_key="lake_io_manager",
-    pool="docker",
-    check_specs=[
-        schema_check_spec(TABLE),
-        invariants_check_spec(
-            TABLE,
-            "every ok completion test failed on the initial state and after a do-nothing "
-            "episode (and passed with the reference solution on the procedural path)",
-        ),
-    ],
-    description="Stage III: the final-state test per task, checked against the initial state, "
-    "the reference solution (oracle episode) and a do-nothing episode.",
-)
-def completion_tests(
+def build_completion_tests(spec: StageSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=spec.key(TABLE),
+        ins=spec.ins("task_descriptions", "task_environments"),
+        partitions_def=spec.partitions_def,
+        group_name=spec.group_name,
+        kinds={"docker", "parquet"},
+        io_manager_key="lake_io_manager",
+        pool="docker",
+        check_specs=[
+            schema_check_spec(TABLE, spec.prefix),
+            invariants_check_spec(
+                TABLE,
+                "every ok completion test failed on the initial state and after a do-nothing "
+                "episode (and passed with the reference solution where that is required)",
+                spec.prefix,
+            ),
+        ],
+        description="Stage III: the final-state test per task, checked against the initial "
+        "state, a do-nothing episode and the reference solution (an oracle episode).",
+    )
+    def completion_tests(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineSettings,
+        task_descriptions: pl.DataFrame,
+        task_environments: pl.DataFrame,
+    ):
+        return _materialize(context, pipeline, task_descriptions, task_environments, spec)
+
+    return completion_tests
+
+
+def _materialize(
     context: dg.AssetExecutionContext,
     pipeline: PipelineSettings,
     task_descriptions: pl.DataFrame,
     task_environments: pl.DataFrame,
-):
+    spec: StageSpec,
+) -> dg.MaterializeResult:
     settings = pipeline.resolve()
     sandbox = pipeline.sandbox()
-    generator = make_generator(settings, sandbox.base.tag)
-    reference_required = generator.name == "procedural"
+    generator = spec.generator(settings, sandbox.base.tag)
+    reference_required = generator.reference_required
     started = time.monotonic()
     envs = {r["task_id"]: r for r in task_environments.filter(pl.col("status") == OK).to_dicts()}
     drafts = [
@@ -84,7 +99,7 @@ def completion_tests(
 
     rows = run_parallel(context, drafts, work, failed, workers=settings.workers, label="completion")
     table = frame(TABLE, rows)
-    check = validate(TABLE, table)
+    check = validate(TABLE, table, spec.prefix)
     violations = []
     for r in rows:
         if r["status"] != OK:
@@ -103,5 +118,10 @@ def completion_tests(
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
     }
     return dg.MaterializeResult(
-        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+        value=table,
+        metadata=metadata,
+        check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+completion_tests = build_completion_tests(GENERATED)

@@ -15,7 +15,7 @@ from endless_assets.defs.common import (
     validate,
 )
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.partitions import batches
+from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.stages import OK
 from endless_assets.stages.filtering import KeepRule, pass_at_k
 from endless_assets.stages.rows import frame, now
@@ -23,26 +23,55 @@ from endless_assets.stages.rows import frame, now
 TABLE = "filtered_dataset"
 
 
-@dg.asset(
-    partitions_def=batches,
-    group_name="pipeline",
-    kinds={"python", "parquet"},
-    io_manager_key="lake_io_manager",
-    check_specs=[
-        schema_check_spec(TABLE),
-        invariants_check_spec(TABLE, "every kept task was solved at least once and was validated"),
-    ],
-    description="One row per task that reached stage IV: successes, pass@k, pass rate "
-    "(difficulty), kept or not and why, and the columns needed to rebuild and grade it.",
-)
-def filtered_dataset(
+def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=spec.key(TABLE),
+        ins=spec.ins(
+            "task_descriptions", "task_environments", "completion_tests", "solver_rollouts"
+        ),
+        partitions_def=spec.partitions_def,
+        group_name=spec.group_name,
+        kinds={"python", "parquet"},
+        io_manager_key="lake_io_manager",
+        check_specs=[
+            schema_check_spec(TABLE, spec.prefix),
+            invariants_check_spec(
+                TABLE, "every kept task was solved at least once and was validated", spec.prefix
+            ),
+        ],
+        description="One row per task that reached stage IV: successes, pass@k, pass rate "
+        "(difficulty), kept or not and why, and the columns needed to rebuild and grade it.",
+    )
+    def filtered_dataset(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineSettings,
+        task_descriptions: pl.DataFrame,
+        task_environments: pl.DataFrame,
+        completion_tests: pl.DataFrame,
+        solver_rollouts: pl.DataFrame,
+    ):
+        return _materialize(
+            context,
+            pipeline,
+            task_descriptions,
+            task_environments,
+            completion_tests,
+            solver_rollouts,
+            spec,
+        )
+
+    return filtered_dataset
+
+
+def _materialize(
     context: dg.AssetExecutionContext,
     pipeline: PipelineSettings,
     task_descriptions: pl.DataFrame,
     task_environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
     solver_rollouts: pl.DataFrame,
-):
+    spec: StageSpec,
+) -> dg.MaterializeResult:
     settings = pipeline.resolve()
     started = time.monotonic()
     probe = policy_factory(settings)()
@@ -100,7 +129,7 @@ def filtered_dataset(
             }
         )
     table = frame(TABLE, rows)
-    check = validate(TABLE, table)
+    check = validate(TABLE, table, spec.prefix)
     violations = [
         f"{r['task_id']}: kept with {r['successes']} successes"
         for r in rows
@@ -119,5 +148,10 @@ def filtered_dataset(
     if kept_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(kept_rows[0]))
     return dg.MaterializeResult(
-        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+        value=table,
+        metadata=metadata,
+        check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+filtered_dataset = build_filtered_dataset(GENERATED)

@@ -16,9 +16,8 @@ from endless_assets.defs.common import (
     validate,
 )
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.generation.factory import make_generator
+from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import TaskDraft
-from endless_assets.partitions import batches
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.environment import EnvironmentOutcome, build_environment
 from endless_assets.stages.rows import draft_from_row, environment_row, frame
@@ -26,25 +25,41 @@ from endless_assets.stages.rows import draft_from_row, environment_row, frame
 TABLE = "task_environments"
 
 
-@dg.asset(
-    partitions_def=batches,
-    group_name="pipeline",
-    kinds={"docker", "parquet"},
-    io_manager_key="lake_io_manager",
-    pool="docker",
-    check_specs=[
-        schema_check_spec(TABLE),
-        invariants_check_spec(TABLE, "every ok environment has a built image"),
-    ],
-    description="Stage II: a Dockerfile on the base image and an initial-state test per task; "
-    "built and run; repaired with the error as feedback where the generator can repair.",
-)
-def task_environments(
-    context: dg.AssetExecutionContext, pipeline: PipelineSettings, task_descriptions: pl.DataFrame
-):
+def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=spec.key(TABLE),
+        ins=spec.ins("task_descriptions"),
+        partitions_def=spec.partitions_def,
+        group_name=spec.group_name,
+        kinds={"docker", "parquet"},
+        io_manager_key="lake_io_manager",
+        pool="docker",
+        check_specs=[
+            schema_check_spec(TABLE, spec.prefix),
+            invariants_check_spec(TABLE, "every ok environment has a built image", spec.prefix),
+        ],
+        description="Stage II: a Dockerfile on the base image and an initial-state test per "
+        "task; built and run; repaired with the error as feedback where the generator can.",
+    )
+    def task_environments(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineSettings,
+        task_descriptions: pl.DataFrame,
+    ):
+        return _materialize(context, pipeline, task_descriptions, spec)
+
+    return task_environments
+
+
+def _materialize(
+    context: dg.AssetExecutionContext,
+    pipeline: PipelineSettings,
+    task_descriptions: pl.DataFrame,
+    spec: StageSpec,
+) -> dg.MaterializeResult:
     settings = pipeline.resolve()
     sandbox = pipeline.sandbox()
-    generator = make_generator(settings, sandbox.base.tag)
+    generator = spec.generator(settings, sandbox.base.tag)
     started = time.monotonic()
     drafts = [
         draft_from_row(row) for row in task_descriptions.filter(pl.col("status") == OK).to_dicts()
@@ -62,7 +77,7 @@ def task_environments(
         context, drafts, work, failed, workers=settings.workers, label="environment"
     )
     table = frame(TABLE, rows)
-    check = validate(TABLE, table)
+    check = validate(TABLE, table, spec.prefix)
     violations = [
         f"{r['task_id']}: status ok without an image"
         for r in rows
@@ -77,5 +92,10 @@ def task_environments(
         "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
     }
     return dg.MaterializeResult(
-        value=table, metadata=metadata, check_results=[check, invariants(TABLE, violations)]
+        value=table,
+        metadata=metadata,
+        check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+task_environments = build_task_environments(GENERATED)

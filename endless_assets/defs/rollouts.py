@@ -17,7 +17,7 @@ from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.defs.common import run_parallel, schema_check_spec, timing_metadata, validate
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.partitions import batches
+from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.stages import OK
 from endless_assets.stages.rows import frame, rollout_row
@@ -25,23 +25,41 @@ from endless_assets.stages.rows import frame, rollout_row
 TABLE = "solver_rollouts"
 
 
-@dg.asset(
-    partitions_def=batches,
-    group_name="pipeline",
-    kinds={"docker", "parquet"},
-    io_manager_key="lake_io_manager",
-    pool="docker",
-    check_specs=[schema_check_spec(TABLE)],
-    description="Stage IV: one row per attempt (reward, termination, trajectory, failure "
-    "analysis) for every task whose completion test was validated.",
-)
-def solver_rollouts(
+def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=spec.key(TABLE),
+        ins=spec.ins("task_descriptions", "task_environments", "completion_tests"),
+        partitions_def=spec.partitions_def,
+        group_name=spec.group_name,
+        kinds={"docker", "parquet"},
+        io_manager_key="lake_io_manager",
+        pool="docker",
+        check_specs=[schema_check_spec(TABLE, spec.prefix)],
+        description="Stage IV: one row per attempt (reward, termination, trajectory, failure "
+        "analysis) for every task whose completion test was validated.",
+    )
+    def solver_rollouts(
+        context: dg.AssetExecutionContext,
+        pipeline: PipelineSettings,
+        task_descriptions: pl.DataFrame,
+        task_environments: pl.DataFrame,
+        completion_tests: pl.DataFrame,
+    ):
+        return _materialize(
+            context, pipeline, task_descriptions, task_environments, completion_tests, spec
+        )
+
+    return solver_rollouts
+
+
+def _materialize(
     context: dg.AssetExecutionContext,
     pipeline: PipelineSettings,
     task_descriptions: pl.DataFrame,
     task_environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
-):
+    spec: StageSpec,
+) -> dg.MaterializeResult:
     settings = pipeline.resolve()
     sandbox = pipeline.sandbox()
     batch = context.partition_key
@@ -113,7 +131,7 @@ def solver_rollouts(
         else frame(TABLE, rows)
     )
     table = table.sort(["task_id", "policy", "model", "rollout_idx"])
-    check = validate(TABLE, table)
+    check = validate(TABLE, table, spec.prefix)
     current = table.filter(mine)
     scored = current.filter(pl.col("termination") != "harness_error")
     metadata = {
@@ -132,3 +150,6 @@ def solver_rollouts(
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
+
+
+solver_rollouts = build_solver_rollouts(GENERATED)

@@ -49,6 +49,7 @@ class TaskGenerator(Protocol):
     name: str
     model: str
     repair_rounds: int
+    reference_required: bool  # must the reference solution pass the completion test?
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]: ...
 

@@ -6,7 +6,8 @@ import hashlib
 import inspect
 import random
 
-from endless_assets.generation import Environment, GenerationError, Usage
+from endless_assets.generation import GenerationError, Usage
+from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.procedural.base import Family, render_dockerfile
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.models import TaskDraft
@@ -24,7 +25,7 @@ def _code_version() -> str:
     return "procedural-" + digest.hexdigest()[:12]
 
 
-class ProceduralGenerator:
+class ProceduralGenerator(CarriedGenerator):
     """Writes every part of a task at once; later stages only validate what it wrote.
 
     Families are dealt round-robin in an order shuffled by the batch, so a batch of N tasks
@@ -34,6 +35,7 @@ class ProceduralGenerator:
     name = "procedural"
     model = ""
     repair_rounds = 1
+    reference_required = True
 
     def __init__(self, base_image: str, families: list[type[Family]] | None = None) -> None:
         self.base_image = base_image
@@ -74,17 +76,3 @@ class ProceduralGenerator:
             family=family.name,
         )
         return draft, Usage()
-
-    def write_environment(
-        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
-    ) -> tuple[Environment, Usage]:
-        if draft.dockerfile is None or draft.initial_test is None:
-            raise GenerationError("procedural draft has no environment")
-        return Environment(draft.dockerfile, dict(draft.context_files), draft.initial_test), Usage()
-
-    def write_completion_test(
-        self, draft: TaskDraft, feedback: str | None, previous: str | None
-    ) -> tuple[str, Usage]:
-        if draft.completion_test is None:
-            raise GenerationError("procedural draft has no completion test")
-        return draft.completion_test, Usage()

@@ -1,0 +1,30 @@
+"""Tasks that arrive complete (imported, or procedural): later stages only validate them."""
+
+from endless_assets.generation import Environment, GenerationError, Usage
+from endless_assets.models import TaskDraft
+
+
+class CarriedGenerator:
+    """Hands back the environment and tests the draft already carries; cannot repair."""
+
+    name = "carried"
+    model = ""
+    repair_rounds = 1
+    reference_required = True
+
+    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
+        raise GenerationError("carried tasks are imported, not described")
+
+    def write_environment(
+        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+    ) -> tuple[Environment, Usage]:
+        if draft.dockerfile is None or draft.initial_test is None:
+            raise GenerationError("the task carries no environment (Dockerfile, initial test)")
+        return Environment(draft.dockerfile, dict(draft.context_files), draft.initial_test), Usage()
+
+    def write_completion_test(
+        self, draft: TaskDraft, feedback: str | None, previous: str | None
+    ) -> tuple[str, Usage]:
+        if draft.completion_test is None:
+            raise GenerationError("the task carries no completion test")
+        return draft.completion_test, Usage()
