@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,9 @@ class LaunchResult:
 def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
     """Materialize one partition of the daily batch job under the multiprocess executor."""
     ensure_dagster_home()
+    # The run's own loggers follow the run config; the engine's events about step processes go
+    # through the "dagster" Python logger of this process.
+    logging.getLogger("dagster").setLevel(log_level)
     config = {k: v for k, v in overrides.items() if v is not None}
     run_config: dict[str, Any] = {
         "loggers": {"console": {"config": {"log_level": log_level}}},

@@ -146,3 +146,15 @@ def test_control_the_cheats_do_fool_a_naive_pytest_run(container, cheat):
         sh.run(f"cat > /home/user/test_copy.py <<'EOF'\n{TEST}\nEOF")
         naive = sh.run("cd /home/user && python3 -m pytest -q -p no:cacheprovider test_copy.py")
     assert "1 passed" in naive.output, naive.output
+
+
+def test_a_fork_bomb_left_running_does_not_stop_the_grader(container):
+    agent(
+        container,
+        "echo 42 > /home/user/answer.txt",
+        "bomb() { while true; do sleep 1000 & done; }; (bomb &) ; sleep 1",
+    )
+    verdict = run_pytest(container, TEST)
+    assert verdict.passed, verdict.output
+    with ShellSession(container) as sh:
+        assert sh.run("pgrep -u user -c sleep || true").output.strip() == "0"

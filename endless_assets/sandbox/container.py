@@ -109,6 +109,9 @@ class TaskContainer:
             raise SandboxError(f"copying files into {directory} failed")
 
     def remove(self) -> None:
+        grader = getattr(self, "_grader", None)
+        if grader is not None:
+            grader.close()
         try:
             self.container.remove(force=True)
         except docker.errors.NotFound:

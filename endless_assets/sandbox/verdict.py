@@ -1,8 +1,10 @@
 """Run a pytest file inside a container and read the verdict from pytest's own JUnit report.
 
-The test file is copied in only now, into a root-only directory. Before it runs, every process of
-the agent user is killed, so nothing the agent left running can race the grader. pytest runs as
-root with a clean environment (`env -i`), Python's isolated mode (`-I`: no PYTHON* variables, no
+The work happens in the grader (`grader.py`), a root process started once per container the
+first time a verdict is needed. For each verdict it kills every process of the agent user (so
+nothing the agent left running can race the tests), writes the test file into a fresh
+root-only directory under /verifier (which the agent cannot even list), and runs pytest in a
+forked child with a clean environment, Python's isolated mode (`-I`: no PYTHON* variables, no
 user site-packages, no current directory on sys.path), no conftest files, no plugin autoload, no
 cache, and an ini file of ours as config, so nothing in the agent's home (conftest.py,
 pytest.ini, sitecustomize, programs on its PATH, exported variables) changes how the tests run.
@@ -12,19 +14,27 @@ failures or errors.
 
 from __future__ import annotations
 
-import base64
-import re
+import contextlib
+import json
 import secrets
+import select
+import socket
+import struct
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from pathlib import Path
 
+import docker.errors
+
+from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 
 VERIFIER_ROOT = "/verifier"
+GRADER_PATH = f"{VERIFIER_ROOT}/bin/grader.py"
+GRADER_SOURCE = (Path(__file__).with_name("grader.py")).read_text()
 OUTPUT_TAIL = 8000
-INLINE_LIMIT = 120_000  # base64 characters; one argv string may hold 128 KiB
-_SPLIT = "=====ENDLESS-JUNIT-{}====="
+CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -54,59 +64,27 @@ def run_pytest(
     stop_agent: bool = True,
     agent_uid: int = 1000,
 ) -> Verdict:
-    """Copy `test_source` in, run it in isolation as root, and return pytest's verdict."""
+    """Write `test_source` in, run it in isolation as root, and return pytest's verdict."""
     started = time.monotonic()
-    run_id = secrets.token_hex(6)
-    run_dir = f"{VERIFIER_ROOT}/run-{run_id}"
-    split = _SPLIT.format(run_id)
-    # First stop the agent (all its processes at once, as its own uid), then write the tests into
-    # a root-only directory: nothing of the agent's is alive when the tests appear.
-    stop = (
-        f"setpriv --reuid={agent_uid} --regid={agent_uid} --clear-groups kill -KILL -1 "
-        "2>/dev/null; "
-        if stop_agent
-        else ""
+    grader = _grader_for(container)
+    request = {
+        "id": secrets.token_hex(6),
+        "run_dir": f"{VERIFIER_ROOT}/run-{secrets.token_hex(6)}",
+        "filename": filename,
+        "test": test_source,
+        "timeout": timeout,
+        "stop_uid": agent_uid if stop_agent else None,
+    }
+    reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+    return parse_verdict(
+        int(reply.get("exit_code", -1)),
+        reply.get("junit", ""),
+        reply.get("output", ""),
+        time.monotonic() - started,
     )
-    prepare = (
-        f"{stop}umask 077; mkdir -p {VERIFIER_ROOT} && chown root:root {VERIFIER_ROOT} && "
-        f"chmod 700 {VERIFIER_ROOT} && mkdir -p {run_dir}/tmp"
-    )
-    encoded = base64.b64encode(test_source.encode()).decode()
-    inline = len(encoded) <= INLINE_LIMIT
-    if inline:
-        # One exec does everything: the test travels base64-encoded as an argument.
-        write = (
-            f'printf %s "$1" | base64 -d > {run_dir}/{filename} && '
-            f"printf '[pytest]\\n' > {run_dir}/pytest.ini && "
-        )
-    else:
-        container.exec_root(["sh", "-c", prepare])
-        container.put_files(
-            VERIFIER_ROOT,
-            {f"run-{run_id}/{filename}": test_source, f"run-{run_id}/pytest.ini": "[pytest]\n"},
-            mode=0o600,
-            dir_mode=0o700,
-        )
-        write = ""
-    script = (
-        f"{prepare + '; ' if inline else ''}{write}cd {run_dir} && "
-        "env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "
-        f"TMPDIR={run_dir}/tmp PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
-        f"timeout -s KILL {int(timeout)} python3 -I -B -m pytest -q -rA -p no:cacheprovider "
-        f"--noconftest --rootdir={run_dir} -c {run_dir}/pytest.ini "
-        f"--junitxml={run_dir}/junit.xml -o junit_family=xunit2 {run_dir}/{filename}; "
-        f"rc=$?; echo; echo {split}; cat {run_dir}/junit.xml 2>/dev/null; echo; echo {split} $rc"
-    )
-    args = ["sh", "-c", script, "verdict"] + ([encoded] if inline else [])
-    result = container.exec_root(args, workdir="/")
-    return _parse(result.output, split, time.monotonic() - started)
 
 
-def _parse(output: str, split: str, seconds: float) -> Verdict:
-    report, _, rest = output.partition(f"\n{split}\n")
-    junit, _, rc_text = rest.rpartition(f"\n{split} ")
-    match = re.match(r"-?\d+", rc_text.strip())
-    exit_code = int(match.group(0)) if match else -1
+def parse_verdict(exit_code: int, junit: str, output: str, seconds: float) -> Verdict:
     tests = failures = errors = 0
     junit = junit.strip()
     if junit:
@@ -117,9 +95,9 @@ def _parse(output: str, split: str, seconds: float) -> Verdict:
                 tests += int(suite.get("tests", 0))
                 failures += int(suite.get("failures", 0))
                 errors += int(suite.get("errors", 0))
-        except ET.ParseError:
+        except (ET.ParseError, ValueError):
             errors += 1
-    if exit_code == 137 or exit_code == 124:
+    if exit_code in (124, 137):
         status = "timeout"
     elif exit_code == 5 or (exit_code == 0 and tests == 0):
         status = "no_tests"
@@ -136,6 +114,100 @@ def _parse(output: str, split: str, seconds: float) -> Verdict:
         tests=tests,
         failures=failures,
         errors=errors,
-        output=report[-OUTPUT_TAIL:],
+        output=output[-OUTPUT_TAIL:],
         seconds=seconds,
     )
+
+
+class _Grader:
+    """The client end of one container's grader process."""
+
+    def __init__(self, container: TaskContainer) -> None:
+        self.container = container
+        # /verifier and /verifier/bin are created root-only (0700) by the archive itself.
+        container.put_files(
+            "/", {GRADER_PATH.lstrip("/"): GRADER_SOURCE}, mode=0o600, dir_mode=0o700
+        )
+        api = container.client.api
+        try:
+            exec_id = api.exec_create(
+                container.id,
+                [
+                    "env",
+                    "-i",
+                    f"PATH={CLEAN_PATH}",
+                    "LANG=C.UTF-8",
+                    "python3",
+                    "-I",
+                    "-B",
+                    GRADER_PATH,
+                ],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user="root",
+                workdir="/",
+            )["Id"]
+            raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"starting the grader failed: {exc}") from exc
+        self._raw = raw
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock.setblocking(True)
+        self._frames = b""
+        self._lines = b""
+        first = self._read_line(time.monotonic() + 60)
+        if json.loads(first).get("ready") is not True:
+            raise SandboxError(f"the grader did not start: {first[:500]!r}")
+
+    def ask(self, request: dict, *, deadline: float) -> dict:
+        try:
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            raise SandboxError(f"the grader is gone: {exc}") from exc
+        line = self._read_line(deadline)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise SandboxError(f"the grader replied nonsense: {line[:500]!r}") from exc
+        if reply.get("id") != request["id"]:
+            raise SandboxError("the grader answered another request")
+        return reply
+
+    def _read_line(self, deadline: float) -> str:
+        while b"\n" not in self._lines:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxError("the grader did not answer in time")
+            ready, _, _ = select.select([self._sock], [], [], remaining)
+            if not ready:
+                continue
+            chunk = self._sock.recv(262_144)
+            if not chunk:
+                tail = self._lines.decode("utf-8", "replace")[-2000:]
+                raise SandboxError(f"the grader exited unexpectedly: {tail}")
+            self._frames += chunk
+            while len(self._frames) >= 8:
+                size = struct.unpack(">I", self._frames[4:8])[0]
+                if len(self._frames) < 8 + size:
+                    break
+                stream = self._frames[0]
+                payload = self._frames[8 : 8 + size]
+                self._frames = self._frames[8 + size :]
+                if stream == 1:
+                    self._lines += payload
+        line, _, self._lines = self._lines.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def _grader_for(container: TaskContainer) -> _Grader:
+    grader = getattr(container, "_grader", None)
+    if grader is None:
+        grader = _Grader(container)
+        container._grader = grader
+    return grader
