@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from broken_families import (
@@ -79,3 +80,18 @@ def test_a_missing_image_is_a_harness_error_not_a_rejection(sandbox):
     comp = check_completion_test(draft, "endless-task:does-not-exist", generator, sandbox)
     assert comp.status == "harness_error"
     assert "not found" in comp.reject_reason
+
+
+def test_pruning_removes_cached_task_images_but_the_ones_to_keep(sandbox):
+    from endless_assets.sandbox.images import prune_task_images
+
+    run = uuid.uuid4().hex
+    labels = {"batch": f"prune-{run}"}
+    dockerfile = f"FROM {sandbox.base.tag}\nCOPY x /x\n"
+    first = sandbox.build(dockerfile, {"x": f"prune-me {run}"}, labels=labels)
+    second = sandbox.build(dockerfile, {"x": f"keep-me {run}"}, labels=labels)
+    assert first.ok and second.ok
+    assert prune_task_images(sandbox.client, {second.tag}, label=f"endless.batch=prune-{run}") == 1
+    tags = {t for image in sandbox.client.images.list(name="endless-task") for t in image.tags}
+    assert first.tag not in tags and second.tag in tags
+    assert sandbox.build(dockerfile, {"x": f"prune-me {run}"}).cached is False  # rebuilt

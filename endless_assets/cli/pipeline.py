@@ -149,6 +149,30 @@ def sweep(
 
 
 @app.command()
+def prune(
+    everything: Annotated[
+        bool, typer.Option("--all", help="also the images of kept tasks")
+    ] = False,
+) -> None:
+    """Remove cached task images (rebuilt from their Dockerfiles when needed again)."""
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+    from endless_assets.sandbox.client import docker_client
+    from endless_assets.sandbox.images import prune_task_images
+    from endless_assets.settings import Settings
+
+    settings = Settings.resolve()
+    keep: set[str] = set()
+    if not everything:
+        kept = query(
+            Lake(settings.data_dir), "select distinct image_tag from filtered_dataset where kept"
+        )
+        keep = set(kept["image_tag"].to_list()) if len(kept) else set()
+    removed = prune_task_images(docker_client(settings.docker_host or None), keep)
+    out.print(f"removed {removed} cached task image(s); kept {len(keep)} of kept tasks")
+
+
+@app.command()
 def settings() -> None:
     """Print every setting with its environment variable, default and current value."""
     from endless_assets.settings import FIELDS, Settings, SettingsError

@@ -125,3 +125,24 @@ def build_task_image(
                 "build finished without producing an image:\n" + text[-BUILD_LOG_LIMIT:],
             )
         return BuildResult(True, tag, image.id, time.monotonic() - started, False, "")
+
+
+def prune_task_images(client: DockerClient, keep: set[str], *, label: str | None = None) -> int:
+    """Remove cached task images whose tag is not in `keep` (only those carrying `label`, a
+    `key=value` filter, if given); returns how many.
+
+    Task images are a cache: any of them is rebuilt from its Dockerfile when needed again.
+    """
+    removed = 0
+    filters = {"label": label} if label else None
+    for image in client.images.list(name=REPOSITORY, filters=filters):
+        tags = [t for t in image.tags if t.startswith(f"{REPOSITORY}:")]
+        if not tags or any(t in keep for t in tags):
+            continue
+        try:
+            for tag in tags:
+                client.images.remove(tag, noprune=False)
+            removed += 1
+        except docker.errors.APIError:
+            continue  # in use by a running container: keep it
+    return removed

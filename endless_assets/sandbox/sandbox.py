@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from endless_assets.sandbox.base_image import BaseImage, ensure_base_image
-from endless_assets.sandbox.client import docker_client
+from endless_assets.sandbox.client import docker_client, sweep_containers
 from endless_assets.sandbox.container import Limits, TaskContainer, task_container
 from endless_assets.sandbox.images import BuildResult, build_task_image
 
@@ -21,11 +21,18 @@ class SandboxConfig:
     test_timeout: float = 180
 
 
+_swept: set[str | None] = set()
+
+
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self.client = docker_client(self.config.docker_host)
         self._base: BaseImage | None = None
+        if self.config.docker_host not in _swept:
+            # Containers of processes that died (a killed run) are removed once per process.
+            _swept.add(self.config.docker_host)
+            sweep_containers(self.client)
 
     @property
     def base(self) -> BaseImage:
