@@ -119,3 +119,23 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path):
     )
     assert proc.returncode == 2 and "solver (config) must be one of" in proc.stderr
     assert not (tmp_path / "lake").exists()
+
+
+def test_an_unreachable_docker_engine_is_reported_before_the_run(tmp_path):
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path),
+        "ENDLESS_DATA_DIR": str(tmp_path / "data"),
+        "DOCKER_HOST": "tcp://127.0.0.1:1",
+    }
+    proc = subprocess.run(
+        [*ENDLESS, "run", "--tasks", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "cannot reach a Docker engine at tcp://127.0.0.1:1" in proc.stderr
+    assert not (tmp_path / "data").exists()

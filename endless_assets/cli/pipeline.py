@@ -51,6 +51,7 @@ def run(
         f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
+    _preflight(settings)
     started = time.monotonic()
     result = launch_batch(batch, overrides, log_level="WARNING" if quiet else "INFO")
     wall = time.monotonic() - started
@@ -66,6 +67,26 @@ def run(
         f"[bold green]batch {batch} done[/] in {wall:.0f} s: {kept} verified tasks kept "
         f"(run {result.run_id})"
     )
+
+
+def _preflight(settings) -> None:
+    """Fail fast, with the reason, on what would otherwise fail inside the run."""
+    import docker.errors
+
+    from endless_assets.sandbox.base_image import base_image_tag
+    from endless_assets.sandbox.client import SandboxError, docker_client
+
+    try:
+        client = docker_client(settings.docker_host or None)
+    except SandboxError as exc:
+        _fail(str(exc), code=1)
+    try:
+        client.images.get(base_image_tag())
+    except docker.errors.ImageNotFound:
+        err.print(
+            f"the base image {base_image_tag()} is not built yet: the run builds it first "
+            "(about a minute; `endless setup` does it alone)"
+        )
 
 
 def _print_funnel(data_dir: str, batch: str) -> None:
