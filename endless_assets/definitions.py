@@ -9,6 +9,7 @@ from endless_assets.defs.completion_tests import completion_tests
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.environments import task_environments
+from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS, imported_batch
 from endless_assets.defs.jobs import daily_batch, daily_batch_schedule
 from endless_assets.defs.resources import PipelineSettings
@@ -24,6 +25,7 @@ defs = dg.Definitions(
         solver_rollouts,
         filtered_dataset,
         *IMPORTED_ASSETS,
+        dataset_exports,
     ],
     jobs=[daily_batch, imported_batch],
     schedules=[daily_batch_schedule],

@@ -11,6 +11,8 @@ import pandera.polars as pa
 import polars as pl
 from pandera.api.polars.model_config import BaseConfig
 
+from endless_assets.agent.analysis import FAILURE_MODES
+
 STATUSES = ["ok", "rejected", "harness_error"]
 TERMINATIONS = ["done", "turn_limit", "time_limit", "context_limit", "harness_error"]
 
@@ -99,18 +101,27 @@ class SolverRollouts(pa.DataFrameModel):
     rollout_idx: pl.Int64 = pa.Field(ge=0)
     policy: pl.Utf8
     model: pl.Utf8
-    reward: pl.Int64 = pa.Field(nullable=True, isin=[0, 1])
+    prompt_version: pl.Utf8  # hash of the solver prompts ("" for oracle and noop)
+    reward: pl.Int64 = pa.Field(nullable=True, isin=[0, 1])  # null: harness error
     termination: pl.Utf8 = pa.Field(isin=TERMINATIONS)
     n_turns: pl.Int64 = pa.Field(ge=0)
-    trajectory: pl.Utf8  # JSON list of turns
-    messages: pl.Utf8  # JSON list of chat messages exactly as sent and received
+    trajectory: pl.Utf8  # JSON list of turns (thought, command, output, exit code, tokens, ...)
+    messages: pl.Utf8  # JSON: every chat message exactly as sent and received (agent/context.py)
     verdict: pl.Utf8  # pytest's verdict summary
     error: pl.Utf8
     tokens_in: pl.Int64 = pa.Field(ge=0)
     tokens_out: pl.Int64 = pa.Field(ge=0)
     seconds: pl.Float64 = pa.Field(ge=0)
+    # Failure analysis (agent/analysis.py).
     loop_detected: pl.Boolean
     command_diversity: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)
+    turn_exhausted: pl.Boolean
+    commands: pl.Int64 = pa.Field(ge=0)
+    invalid_turns: pl.Int64 = pa.Field(ge=0)
+    command_timeouts: pl.Int64 = pa.Field(ge=0)
+    truncated_outputs: pl.Int64 = pa.Field(ge=0)
+    folded_turns: pl.Int64 = pa.Field(ge=0)
+    failure_mode: pl.Utf8 = pa.Field(isin=list(FAILURE_MODES))
     created_at: pl.Datetime(time_zone="UTC")
 
     class Config(_Strict):
@@ -120,11 +131,16 @@ class SolverRollouts(pa.DataFrameModel):
 class FilteredDataset(pa.DataFrameModel):
     task_id: pl.Utf8 = pa.Field(unique=True)
     batch: pl.Utf8
-    solver_model: pl.Utf8
-    k: pl.Int64 = pa.Field(ge=0)  # scored attempts (harness errors excluded)
+    solver_model: pl.Utf8  # policy/model, e.g. chat/o3
+    solver_policy: pl.Utf8
+    attempts: pl.Int64 = pa.Field(ge=0)  # attempts planned (the setting k)
+    harness_errors: pl.Int64 = pa.Field(ge=0)  # attempts with no score
+    k: pl.Int64 = pa.Field(ge=0)  # scored attempts (harness errors excluded): the n of pass@k
     successes: pl.Int64 = pa.Field(ge=0)
-    pass_at_k: pl.Float64 = pa.Field(ge=0, le=1)
-    pass_rate: pl.Float64 = pa.Field(ge=0, le=1)
+    pass_at_k: pl.Float64 = pa.Field(ge=0, le=1)  # pass@k with k = n: solved at least once
+    pass_at_curve: pl.Utf8  # JSON list: element i is the unbiased pass@(i+1), for every i < n
+    pass_rate: pl.Float64 = pa.Field(ge=0, le=1)  # successes / k = pass@1: the difficulty
+    mean_turns_solved: pl.Float64 = pa.Field(nullable=True, ge=0)  # turns of passing attempts
     kept: pl.Boolean
     drop_reason: pl.Utf8
     category: pl.Utf8

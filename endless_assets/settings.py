@@ -78,6 +78,20 @@ FIELDS: tuple[Field, ...] = (
     Field("llm_timeout", "ENDLESS_LLM_TIMEOUT", 300.0, float, "seconds per LLM request"),
     Field("llm_retries", "ENDLESS_LLM_RETRIES", 6, int, "retries on 429/5xx/connection errors"),
     Field("llm_cache", "ENDLESS_LLM_CACHE", True, bool, "reuse cached replies on re-runs"),
+    Field(
+        "llm_backoff",
+        "ENDLESS_LLM_BACKOFF",
+        0.5,
+        float,
+        "seconds before the first retry; doubles per retry, at most 30",
+    ),
+    Field(
+        "dedupe_threshold",
+        "ENDLESS_DEDUPE_THRESHOLD",
+        0.4,
+        float,
+        "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
+    ),
     # The chat solver (stage IV). Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
     Field(
         "solver_base_url",
@@ -131,6 +145,8 @@ class Settings:
     llm_timeout: float
     llm_retries: int
     llm_cache: bool
+    llm_backoff: float
+    dedupe_threshold: float
     solver_base_url: str
     solver_temperature: float
     turn_tokens: int
@@ -192,6 +208,12 @@ class Settings:
         for name in ("command_timeout", "episode_seconds", "cpus", "llm_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.llm_backoff < 0:
+            raise SettingsError(f"llm_backoff must be 0 or more, got {self.llm_backoff}")
+        if not 0 < self.dedupe_threshold <= 1:
+            raise SettingsError(
+                f"dedupe_threshold must be above 0 and at most 1, got {self.dedupe_threshold}"
+            )
         for name in ("llm_retries", "rollout_workers"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{name} must be 0 or more, got {getattr(self, name)}")

@@ -1,4 +1,4 @@
-"""Failure analysis of one trajectory: loops and command diversity.
+"""Failure analysis of one trajectory: loops, command diversity, and a failure mode per rollout.
 
 Definitions (also in the README):
 - A command is *normalized* by trimming it and collapsing runs of whitespace.
@@ -10,14 +10,19 @@ Definitions (also in the README):
 - **command_diversity** is unique / total normalized commands from the first failing command
   (non-zero exit code or timeout) to the end, inclusive; null when no command failed. The paper
   reports 0.49 on successful trajectories and 0.18 on loop failures.
+- **failure_mode**, one per rollout, the first that applies: `harness_error` (no reward),
+  `solved` (reward 1), `unparsable` (at least half of the turns were replies that could not be
+  used), `loop` (loop_detected), `turn_exhaustion` (the turn limit ended it), `time_limit`,
+  `context_limit`, `wrong_done` (the agent declared done and the tests failed).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _SPACE = re.compile(r"\s+")
 REPEAT_THRESHOLD = 3
@@ -69,3 +74,62 @@ def command_diversity(steps: Sequence[Step]) -> float | None:
         return None
     tail = [normalize(s.command) for s in steps[first_failure:]]
     return len(set(tail)) / len(tail)
+
+
+FAILURE_MODES = (
+    "solved",
+    "harness_error",
+    "unparsable",
+    "loop",
+    "turn_exhaustion",
+    "time_limit",
+    "context_limit",
+    "wrong_done",
+)
+
+
+def failure_mode(
+    reward: int | None, termination: str, loop: bool, turns: int, invalid_turns: int
+) -> str:
+    if reward is None or termination == "harness_error":
+        return "harness_error"
+    if reward == 1:
+        return "solved"
+    if turns and invalid_turns * 2 >= turns:
+        return "unparsable"
+    if loop:
+        return "loop"
+    return {
+        "turn_limit": "turn_exhaustion",
+        "time_limit": "time_limit",
+        "context_limit": "context_limit",
+    }.get(termination, "wrong_done")
+
+
+def analysis_columns(
+    trajectory: Sequence[Mapping[str, Any]], termination: str, reward: int | None
+) -> dict[str, Any]:
+    """The failure-analysis columns of a `solver_rollouts` row, from its trajectory."""
+    steps = [
+        Step(
+            str(t.get("command", "")),
+            str(t.get("output", "")),
+            t.get("exit_code"),
+            bool(t.get("timed_out", False)),
+        )
+        for t in trajectory
+        if t.get("kind") == "command"
+    ]
+    invalid = sum(1 for t in trajectory if t.get("kind") == "invalid")
+    loop = loop_detected(steps)
+    return {
+        "loop_detected": loop,
+        "command_diversity": command_diversity(steps),
+        "turn_exhausted": termination == "turn_limit",
+        "commands": len(steps),
+        "invalid_turns": invalid,
+        "command_timeouts": sum(1 for s in steps if s.timed_out),
+        "truncated_outputs": sum(1 for t in trajectory if t.get("truncated")),
+        "folded_turns": max((int(t.get("folded_turns", 0) or 0) for t in trajectory), default=0),
+        "failure_mode": failure_mode(reward, termination, loop, len(trajectory), invalid),
+    }

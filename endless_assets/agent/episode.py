@@ -7,11 +7,14 @@ are copied in only after the loop ends (see sandbox/verdict.py). Infrastructure 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
+from endless_assets.agent.replies import FORMAT_HINT
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
@@ -55,6 +58,8 @@ class Turn:
     policy_seconds: float = 0.0  # time the policy took to decide
     tokens_in: int = 0
     tokens_out: int = 0
+    folded_turns: int = 0  # earlier turns folded into a summary in this turn's request
+    finish_reason: str = ""
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Rollout:
     error: str = ""
     seconds: float = 0.0
     messages: list[dict[str, Any]] = field(default_factory=list)
+    prompt_version: str = ""
 
     @property
     def n_turns(self) -> int:
@@ -103,6 +109,14 @@ def observation_text(result: CommandResult, output_cap: int) -> str:
     return "".join(parts)
 
 
+def invalid_observation(error: str) -> str:
+    """What the agent sees after a reply that could not be used (the turn is spent)."""
+    return (
+        f"[your reply could not be used: {error}. {FORMAT_HINT} when the task is complete. "
+        "This turn was spent.]"
+    )
+
+
 def run_episode(
     sandbox: Sandbox,
     image: str,
@@ -111,12 +125,22 @@ def run_episode(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     labels: dict[str, str] | None = None,
+    docker_slots: threading.Semaphore | None = None,
 ) -> Rollout:
-    """One episode in a fresh container of `image`, graded, and the container removed."""
+    """One episode in a fresh container of `image`, graded, and the container removed.
+
+    `docker_slots` bounds the CPU-heavy moments (starting the container, running pytest) across
+    concurrent episodes, so many episodes can wait on a model while a small machine stays
+    responsive.
+    """
     started = time.monotonic()
     try:
-        with sandbox.container(image, labels=labels) as container:
-            return run_episode_in(container, task, policy, completion_test, limits, started)
+        with contextlib.ExitStack() as stack:
+            with docker_slots or contextlib.nullcontext():
+                container = stack.enter_context(sandbox.container(image, labels=labels))
+            return run_episode_in(
+                container, task, policy, completion_test, limits, started, docker_slots
+            )
     except SandboxError as exc:
         return _harness_error(task, policy, exc, started)
 
@@ -128,15 +152,18 @@ def run_episode_in(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     started: float | None = None,
+    docker_slots: threading.Semaphore | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded."""
     started = time.monotonic() if started is None else started
     rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
+    rollout.prompt_version = getattr(policy, "prompt_version", "")
     try:
         policy.reset(task)
         with ShellSession(container, output_cap=limits.output_cap) as shell:
             rollout.termination = _loop(shell, policy, rollout, limits, started)
-        verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
+        with docker_slots or contextlib.nullcontext():
+            verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
         rollout.verdict = verdict
         rollout.reward = 1 if verdict.passed else 0
     except (SandboxError, PolicyUnavailable) as exc:
@@ -157,6 +184,7 @@ def _harness_error(task: EpisodeTask, policy: Policy, exc: Exception, started: f
         termination="harness_error",
         error=f"{type(exc).__name__}: {exc}",
         seconds=time.monotonic() - started,
+        prompt_version=getattr(policy, "prompt_version", ""),
     )
 
 
@@ -183,15 +211,14 @@ def _loop(
             policy_seconds=time.monotonic() - t0,
             tokens_in=action.tokens_in,
             tokens_out=action.tokens_out,
+            folded_turns=action.folded_turns,
+            finish_reason=action.finish_reason,
         )
         rollout.turns.append(turn)
         if action.kind == "done":
             return "done"
         if action.kind == "invalid":
-            observation = (
-                f"[your reply could not be used: {action.error}. Reply with exactly one "
-                "<command>...</command>, or <action>done</action> when the task is complete.]"
-            )
+            observation = invalid_observation(action.error)
             continue
         remaining = limits.episode_seconds - (time.monotonic() - started)
         if remaining <= 0:

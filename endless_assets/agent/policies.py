@@ -23,6 +23,8 @@ class Action:
     tokens_in: int = 0
     tokens_out: int = 0
     seconds: float = 0.0
+    folded_turns: int = 0  # earlier turns folded into a summary in the request (chat policies)
+    finish_reason: str = ""  # the server's, for chat policies ("stop", "length", ...)
 
 
 @dataclass
@@ -40,6 +42,7 @@ class PolicyState:
 class Policy(Protocol):
     name: str
     model: str
+    prompt_version: str  # hash of the prompts a chat policy uses; "" for the others
 
     def reset(self, task: EpisodeTask) -> None: ...
 
@@ -59,6 +62,7 @@ class OraclePolicy:
 
     name = "oracle"
     model = "reference-solution"
+    prompt_version = ""
 
     def __init__(self) -> None:
         self._task: EpisodeTask | None = None
@@ -84,6 +88,7 @@ class NoopPolicy:
 
     name = "noop"
     model = "noop"
+    prompt_version = ""
 
     def reset(self, task: EpisodeTask) -> None:
         pass

@@ -3,7 +3,7 @@
 Each module below registers its commands on the one Typer app.
 """
 
-from endless_assets.cli import pipeline  # noqa: F401  (registers commands)
+from endless_assets.cli import dataset, pipeline, show  # noqa: F401  (registers commands)
 from endless_assets.cli.app import app
 
 

@@ -18,6 +18,8 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.generation.factory import docker_slots, task_parallelism
+from endless_assets.generation.llm.cost import cost_per_task
 from endless_assets.models import TaskDraft
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.stages import HARNESS_ERROR, OK
@@ -83,13 +85,24 @@ def _materialize(
         if row["task_id"] in envs
     ]
     context.log.info(f"{len(drafts)} tasks enter stage III")
+    no_reference = {d.task_id for d in drafts if not d.reference_solution.strip()}
+
+    slots = docker_slots(settings)
 
     def work(draft: TaskDraft) -> dict:
-        build = sandbox.build(draft.dockerfile or "", draft.context_files)
+        with slots:
+            build = sandbox.build(draft.dockerfile or "", draft.context_files)
         if not build.ok:
             raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")
         outcome = check_completion_test(
-            draft, build.tag, generator, sandbox, reference_required=reference_required
+            draft,
+            build.tag,
+            generator,
+            sandbox,
+            # A task that carries no reference solution (e.g. imported without one) cannot be
+            # required to pass with it: the solver in stage IV decides whether it is solvable.
+            reference_required=reference_required and bool(draft.reference_solution.strip()),
+            docker_slots=slots,
         )
         return completion_row(draft, outcome)
 
@@ -97,7 +110,14 @@ def _materialize(
         out = CompletionOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
         return completion_row(draft, out)
 
-    rows = run_parallel(context, drafts, work, failed, workers=settings.workers, label="completion")
+    rows = run_parallel(
+        context,
+        drafts,
+        work,
+        failed,
+        workers=task_parallelism(generator, settings),
+        label="completion",
+    )
     table = frame(TABLE, rows)
     check = validate(TABLE, table, spec.prefix)
     violations = []
@@ -108,7 +128,11 @@ def _materialize(
             violations.append(f"{r['task_id']}: ok but did not fail on the initial state")
         if not r["fails_with_noop"]:
             violations.append(f"{r['task_id']}: ok but did not fail after a do-nothing episode")
-        if reference_required and not r["passes_with_reference"]:
+        if (
+            reference_required
+            and r["task_id"] not in no_reference
+            and not r["passes_with_reference"]
+        ):
             violations.append(f"{r['task_id']}: ok but the reference solution fails")
     metadata = {
         "funnel_step": "III. completion test",
@@ -116,7 +140,11 @@ def _materialize(
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
+        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
     }
+    if hasattr(generator, "run_metadata"):  # what the model cost per task kept so far (I-III)
+        kept = sum(1 for r in rows if r["status"] == OK)
+        metadata.update(cost_per_task([task_descriptions, task_environments, table], kept))
     return dg.MaterializeResult(
         value=table,
         metadata=metadata,

@@ -15,7 +15,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
-from endless_assets.generation.factory import make_generator
+from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import task_seed
 from endless_assets.partitions import batches
 from endless_assets.sandbox.base_image import base_image_tag
@@ -80,7 +80,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         list(range(settings.tasks)),
         describe,
         failed,
-        workers=settings.workers,
+        workers=task_parallelism(generator, settings),
         label="describe",
     )
     if hasattr(generator, "reject_duplicates"):
@@ -94,6 +94,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
+        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
     }
     if ok_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(ok_rows[0]))

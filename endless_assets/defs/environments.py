@@ -17,6 +17,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.generation.factory import docker_slots, task_parallelism
 from endless_assets.models import TaskDraft
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.environment import EnvironmentOutcome, build_environment
@@ -66,15 +67,23 @@ def _materialize(
     ]
     context.log.info(f"{len(drafts)} tasks enter stage II")
 
+    slots = docker_slots(settings)
+
     def work(draft: TaskDraft) -> dict:
-        return environment_row(draft, build_environment(draft, generator, sandbox))
+        outcome = build_environment(draft, generator, sandbox, docker_slots=slots)
+        return environment_row(draft, outcome)
 
     def failed(draft: TaskDraft, exc: BaseException) -> dict:
         out = EnvironmentOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
         return environment_row(draft, out)
 
     rows = run_parallel(
-        context, drafts, work, failed, workers=settings.workers, label="environment"
+        context,
+        drafts,
+        work,
+        failed,
+        workers=task_parallelism(generator, settings),
+        label="environment",
     )
     table = frame(TABLE, rows)
     check = validate(TABLE, table, spec.prefix)
@@ -90,6 +99,7 @@ def _materialize(
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
         "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
+        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
     }
     return dg.MaterializeResult(
         value=table,

@@ -41,6 +41,8 @@ class PipelineSettings(dg.ConfigurableResource):
     llm_timeout: float | None = None
     llm_retries: int | None = None
     llm_cache: bool | None = None
+    llm_backoff: float | None = None
+    dedupe_threshold: float | None = None
     solver_base_url: str | None = None
     solver_temperature: float | None = None
     turn_tokens: int | None = None

@@ -2,16 +2,22 @@
 
 Rows of other solvers already in the partition are kept, so two models' pass rates compare in
 one query. Re-materializing reuses this solver's scored rollouts and runs only the missing or
-`harness_error` ones.
+`harness_error` ones. Episodes run `Settings.episode_workers` at a time (16 for a chat model,
+which mostly waits on its endpoint) while at most `workers` of them start a container or run
+pytest at once, so a 2-core machine stays responsive.
 """
 
 import json
+import threading
 import time
+from collections import Counter
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
+from endless_assets.agent.analysis import analysis_columns
+from endless_assets.agent.breaker import EndpointBreaker
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
@@ -19,6 +25,7 @@ from endless_assets.defs.common import run_parallel, schema_check_spec, timing_m
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages import OK
 from endless_assets.stages.rows import frame, rollout_row
 
@@ -79,77 +86,139 @@ def _materialize(
     envs = {r["task_id"]: r for r in task_environments.to_dicts()}
     tasks = [r for r in task_descriptions.to_dicts() if r["task_id"] in tests]
 
-    previous = pipeline.lake().read_or_empty(TABLE, batch)
-    mine = (pl.col("policy") == policy_name) & (pl.col("model") == model)
-    others = previous.filter(~mine) if len(previous) else previous
-    reusable = (
-        {
-            (r["task_id"], r["rollout_idx"]): r
-            for r in previous.filter(mine & (pl.col("termination") != "harness_error")).to_dicts()
-            if r["task_id"] in tests and r["rollout_idx"] < k
-        }
-        if len(previous)
-        else {}
-    )
+    previous = [_current_columns(r) for r in pipeline.lake().read_or_empty(TABLE, batch).to_dicts()]
+    mine = [r for r in previous if (r["policy"], r["model"]) == (policy_name, model)]
+    others = [r for r in previous if (r["policy"], r["model"]) != (policy_name, model)]
+    reusable = {
+        (r["task_id"], r["rollout_idx"]): r
+        for r in mine
+        if r["termination"] != "harness_error" and r["task_id"] in tests and r["rollout_idx"] < k
+    }
+    # Attempts beyond today's k (an earlier run with a larger k) stay stored, unused.
+    beyond_k = [r for r in mine if r["rollout_idx"] >= k and r["task_id"] in tests]
     todo = [
         (task, idx) for task in tasks for idx in range(k) if (task["task_id"], idx) not in reusable
     ]
+    workers = settings.episode_workers
     context.log.info(
         f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
-        f"{len(reusable)} scored rollouts reused, {len(todo)} to run"
+        f"{len(reusable)} scored rollouts reused, {len(todo)} to run, {workers} episodes in "
+        f"parallel, at most {settings.workers} starting containers or grading at once"
     )
+    docker_slots = threading.BoundedSemaphore(max(1, settings.workers))
+    breaker = EndpointBreaker()
+    images = _ImageCache(sandbox, envs)
 
     def work(item: tuple[dict[str, Any], int]) -> dict:
         task, idx = item
-        env = envs[task["task_id"]]
-        build = sandbox.build(env["dockerfile"], json.loads(env["context_files"] or "{}"))
-        if not build.ok:
-            raise SandboxError(f"the task image no longer builds: {build.log[-500:]}")
+        if breaker.is_open:
+            skipped = Rollout(
+                task["task_id"],
+                policy_name,
+                model,
+                None,
+                "harness_error",
+                error=breaker.skipped_error(),
+                prompt_version=probe.prompt_version,
+            )
+            return rollout_row(batch, idx, skipped)
         rollout = run_episode(
             sandbox,
-            build.tag,
+            images.tag(task["task_id"]),
             EpisodeTask(task["task_id"], task["instruction"], task["reference_solution"]),
             make_policy(),
             tests[task["task_id"]]["completion_test"],
             limits,
             labels={"task_id": task["task_id"], "batch": batch, "role": f"rollout-{idx}"},
+            docker_slots=docker_slots,
         )
+        breaker.record(rollout)
         return rollout_row(batch, idx, rollout)
 
     def failed(item: tuple[dict[str, Any], int], exc: BaseException) -> dict:
         task, idx = item
         rollout = Rollout(
-            task["task_id"], policy_name, model, None, "harness_error", error=repr(exc)
+            task["task_id"],
+            policy_name,
+            model,
+            None,
+            "harness_error",
+            error=repr(exc),
+            prompt_version=probe.prompt_version,
         )
         return rollout_row(batch, idx, rollout)
 
-    new_rows = run_parallel(context, todo, work, failed, workers=settings.workers, label="rollout")
-    rows = [*reusable.values(), *new_rows]
-    table = (
-        pl.concat([frame(TABLE, rows), others], how="vertical_relaxed")
-        if len(others)
-        else frame(TABLE, rows)
+    new_rows = run_parallel(context, todo, work, failed, workers=workers, label="rollout")
+    current_rows = [*reusable.values(), *new_rows]
+    table = frame(TABLE, [*current_rows, *beyond_k, *others]).sort(
+        ["task_id", "policy", "model", "rollout_idx"]
     )
-    table = table.sort(["task_id", "policy", "model", "rollout_idx"])
     check = validate(TABLE, table, spec.prefix)
-    current = table.filter(mine)
-    scored = current.filter(pl.col("termination") != "harness_error")
+    current = frame(TABLE, current_rows)
+    scored = current.filter(pl.col("reward").is_not_null())
+    ran_seconds = sum(r["seconds"] for r in new_rows)
+    steps = sum(r["commands"] for r in new_rows)
+    modes = Counter(r["failure_mode"] for r in current_rows)
     metadata = {
         "funnel_step": "IV. solver rollouts",
         "policy": policy_name,
         "model": model,
+        "prompt_version": probe.prompt_version,
         "k": k,
         "tasks": len(tasks),
         "rollouts": len(current),
         "reused": len(reusable),
         "ran_now": len(new_rows),
         "harness_errors": len(current) - len(scored),
+        "endpoint_breaker_opened": breaker.is_open,
         "mean_reward": round(float(scored["reward"].mean()), 3) if len(scored) else 0.0,
         "loops_detected": int(current["loop_detected"].sum()) if len(current) else 0,
+        "tokens_in": int(current["tokens_in"].sum()) if len(current) else 0,
+        "tokens_out": int(current["tokens_out"].sum()) if len(current) else 0,
+        "environment_steps_now": steps,
         "other_solvers_rows_kept": len(others),
+        "failure_modes": dg.MetadataValue.md(
+            "| failure mode | rollouts |\n|---|---|\n"
+            + "\n".join(f"| {m} | {n} |" for m, n in modes.most_common())
+        ),
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }
+    if ran_seconds > 0 and steps:
+        metadata["environment_steps_per_second"] = round(
+            steps / max(time.monotonic() - started, 1e-9), 2
+        )
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
+
+
+def _current_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """A row written by an older version of this table, completed with today's columns."""
+    row = {"prompt_version": "", **row}
+    if row.get("failure_mode") is None:
+        trajectory = json.loads(row.get("trajectory") or "[]")
+        row.update(analysis_columns(trajectory, row["termination"], row["reward"]))
+    return row
+
+
+class _ImageCache:
+    """Each task's image, checked once per run (a content-addressed cache hit after stage II)."""
+
+    def __init__(self, sandbox: Sandbox, envs: dict[str, dict[str, Any]]) -> None:
+        self.sandbox = sandbox
+        self.envs = envs
+        self._tags: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def tag(self, task_id: str) -> str:
+        with self._lock:
+            if task_id in self._tags:
+                return self._tags[task_id]
+        env = self.envs[task_id]
+        build = self.sandbox.build(env["dockerfile"], json.loads(env["context_files"] or "{}"))
+        if not build.ok:
+            raise SandboxError(f"the task image no longer builds: {build.log[-500:]}")
+        with self._lock:
+            self._tags[task_id] = build.tag
+        return build.tag
 
 
 solver_rollouts = build_solver_rollouts(GENERATED)

@@ -1,6 +1,8 @@
-"""Pick the generator the settings ask for."""
+"""Pick the generator the settings ask for, and how many tasks a stage runs at once with it."""
 
 from __future__ import annotations
+
+import threading
 
 from endless_assets.generation import TaskGenerator
 from endless_assets.generation.procedural import ProceduralGenerator
@@ -15,3 +17,16 @@ def make_generator(settings: Settings, base_image: str) -> TaskGenerator:
 
         return LLMGenerator.from_settings(settings, base_image)
     raise SettingsError(f"unknown generator {settings.generator!r}")
+
+
+def task_parallelism(generator: object, settings: Settings) -> int:
+    """Tasks a stage works on at once. A generator that waits on a model asks for more than
+    `workers` (its `parallelism`), so requests overlap; Docker work stays bounded by
+    `docker_slots`."""
+    parallelism = getattr(generator, "parallelism", None)
+    return max(1, parallelism(settings)) if callable(parallelism) else settings.workers
+
+
+def docker_slots(settings: Settings) -> threading.BoundedSemaphore:
+    """At most `workers` builds or task containers at a time within one stage."""
+    return threading.BoundedSemaphore(max(1, settings.workers))

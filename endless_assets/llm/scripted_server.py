@@ -33,6 +33,11 @@ class Reply:
 Responder = Callable[[dict[str, Any]], "Reply | str"]
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) refuses connections when 32+ clients start at once.
+    request_queue_size = 256
+
+
 def approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -46,7 +51,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -105,6 +110,9 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY every reply waits
+            # ~40 ms for the client's delayed ACK, which real servers do not make it pay.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass

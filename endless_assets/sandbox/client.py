@@ -13,6 +13,8 @@ from docker import DockerClient
 PROJECT_LABEL = "endless.project"
 PROJECT = "endless"
 OWNER_LABEL = "endless.owner"  # host:pid of the process that created a container
+KIND_LABEL = "endless.kind"
+TASK_KIND = "task-container"  # the kind of the containers task_container() starts
 
 
 class SandboxError(RuntimeError):
@@ -63,15 +65,27 @@ def _owner_alive(owner: str) -> bool:
 def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
     """Remove project containers whose creating process is gone (or all of them). Returns count."""
     removed = 0
-    containers = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
+    # Only task containers: a container inherits its image's labels, so containers that others
+    # start from images built on ours (e.g. exported tasks run by Harbor) carry the project
+    # label too, with the image builder as owner; they are not ours to remove.
+    # Sparse: no per-container inspect, which would race with containers that other processes
+    # remove between the listing and the inspect (NotFound from the listing itself).
+    containers = client.containers.list(
+        all=True,
+        sparse=True,
+        filters={"label": [f"{PROJECT_LABEL}={PROJECT}", f"{KIND_LABEL}={TASK_KIND}"]},
+    )
     for container in containers:
-        owner = container.labels.get(OWNER_LABEL, "")
+        owner = (container.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
         if everything or not _owner_alive(owner):
             try:
-                container.remove(force=True)
+                client.api.remove_container(container.id, force=True)
                 removed += 1
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as exc:
+                if "already in progress" not in str(exc):
+                    raise
     return removed
 
 

@@ -14,7 +14,7 @@ import docker.errors
 from docker import DockerClient
 from docker.models.containers import Container
 
-from endless_assets.sandbox.client import SandboxError, base_labels
+from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Capabilities root keeps inside the container (for the grader): enough to read and chown files
@@ -152,7 +152,7 @@ def task_container(
             name=name,
             user="root",
             detach=True,
-            labels=base_labels(kind="task-container", **(labels or {})),
+            labels=base_labels(kind=TASK_KIND, **(labels or {})),
             host_config=host_config,
             network_disabled=True,
         )

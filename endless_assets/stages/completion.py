@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import Verdict, run_pytest
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+from endless_assets.stages.environment import numbered_feedback
 
 FEEDBACK_LIMIT = 4000
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
@@ -48,6 +50,7 @@ def check_completion_test(
     max_rounds: int | None = None,
     reference_required: bool = True,
     limits: EpisodeLimits = CHECK_LIMITS,
+    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> CompletionOutcome:
     """Write (or take) the completion test and check it against three states.
 
@@ -59,8 +62,11 @@ def check_completion_test(
 
     `reference_required=False` (the LLM path) records a failing reference solution instead of
     rejecting the task: stage IV's solver then decides whether the task is solvable.
+    `docker_slots` (e.g. a semaphore) is held while a container exists, not while the generator
+    writes.
     """
     started = time.monotonic()
+    slot = docker_slots if docker_slots is not None else nullcontext()
     rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
@@ -71,7 +77,9 @@ def check_completion_test(
         for round_no in range(1, rounds + 1):
             outcome.attempts = round_no
             try:
-                test, usage = generator.write_completion_test(draft, feedback, previous)
+                test, usage = generator.write_completion_test(
+                    draft, numbered_feedback(feedback, round_no - 1, rounds), previous
+                )
             except GenerationError as exc:
                 outcome.usage.add(getattr(exc, "usage", Usage()))
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
@@ -82,7 +90,7 @@ def check_completion_test(
             previous = test
             outcome.completion_test = test
             noop = oracle = None
-            with sandbox.container(image_tag, labels=labels) as box:
+            with slot, sandbox.container(image_tag, labels=labels) as box:
                 initial = run_pytest(
                     box, test, timeout=sandbox.config.test_timeout, stop_agent=False
                 )

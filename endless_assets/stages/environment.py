@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +39,20 @@ class EnvironmentOutcome:
 
 
 def build_environment(
-    draft: TaskDraft, generator: TaskGenerator, sandbox: Sandbox, *, max_rounds: int | None = None
+    draft: TaskDraft,
+    generator: TaskGenerator,
+    sandbox: Sandbox,
+    *,
+    max_rounds: int | None = None,
+    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> EnvironmentOutcome:
-    """Write (or take) the environment, build it, and run the initial-state test in it."""
+    """Write (or take) the environment, build it, and run the initial-state test in it.
+
+    `docker_slots` (e.g. a semaphore) is held around each build and container only, so many
+    tasks can wait on a model while few use Docker at a time.
+    """
     started = time.monotonic()
+    slot = docker_slots if docker_slots is not None else nullcontext()
     rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
     outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
     feedback: str | None = None
@@ -51,18 +62,23 @@ def build_environment(
         for round_no in range(1, rounds + 1):
             outcome.attempts = round_no
             try:
-                env, usage = generator.write_environment(draft, feedback, previous)
+                env, usage = generator.write_environment(
+                    draft, numbered_feedback(feedback, round_no - 1, rounds), previous
+                )
             except GenerationError as exc:
                 outcome.usage.add(getattr(exc, "usage", Usage()))
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
                 outcome.reject_reason = f"environment_unparsable: {exc}"
                 feedback = f"Your previous reply could not be used: {exc}"
+                # What the generator could use of its reply (e.g. a test without a Dockerfile).
+                previous = getattr(exc, "partial", None) or previous
                 continue
             outcome.usage.add(usage)
             previous = env
             outcome.dockerfile, outcome.initial_test = env.dockerfile, env.initial_test
             outcome.context_files = dict(env.context_files)
-            build = sandbox.build(env.dockerfile, env.context_files, labels=labels)
+            with slot:
+                build = sandbox.build(env.dockerfile, env.context_files, labels=labels)
             outcome.build_seconds += build.seconds
             if not build.ok:
                 log = build.log[-FEEDBACK_LIMIT:]
@@ -71,7 +87,10 @@ def build_environment(
                 feedback = f"The Dockerfile failed to build. Build output (tail):\n{log}"
                 continue
             outcome.image_tag, outcome.image_id = build.tag, build.image_id
-            with sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box:
+            with (
+                slot,
+                sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box,
+            ):
                 verdict = run_pytest(
                     box,
                     env.initial_test,
@@ -99,6 +118,14 @@ def build_environment(
         outcome.reject_reason = f"harness: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def numbered_feedback(feedback: str | None, failed_round: int, rounds: int) -> str | None:
+    """Feedback that says which attempt failed: the model learns how many remain, and two
+    rounds that failed the same way still make different requests (no cached repeat)."""
+    if feedback is None:
+        return None
+    return f"Attempt {failed_round} of {rounds} did not work. {feedback}"
 
 
 def _last_line(text: str) -> str:

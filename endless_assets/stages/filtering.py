@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
+from typing import Any
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -17,6 +19,42 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def pass_at_curve(n: int, c: int) -> list[float]:
+    """pass@k for every k from 1 to n (element i is pass@(i+1)); empty when n is 0."""
+    return [pass_at_k(n, c, k) for k in range(1, n + 1)]
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    """One task's attempts by one solver, reduced to what the keep rule and a trainer need."""
+
+    attempts: int  # rows for the task (scored or not)
+    harness_errors: int
+    n: int  # scored attempts
+    successes: int
+    pass_at_k: float  # pass@n: solved at least once
+    curve: list[float]
+    pass_rate: float  # successes / n = pass@1: the difficulty
+    mean_turns_solved: float | None
+
+
+def score_task(rollouts: Sequence[Mapping[str, Any]]) -> TaskScore:
+    """Score a task from its `solver_rollouts` rows (reward null = harness error, not 0)."""
+    scored = [r for r in rollouts if r["reward"] is not None]
+    solved = [r for r in scored if r["reward"] == 1]
+    n, c = len(scored), len(solved)
+    return TaskScore(
+        attempts=len(rollouts),
+        harness_errors=len(rollouts) - n,
+        n=n,
+        successes=c,
+        pass_at_k=pass_at_k(n, c, n) if n else 0.0,
+        curve=pass_at_curve(n, c),
+        pass_rate=c / n if n else 0.0,
+        mean_turns_solved=sum(r["n_turns"] for r in solved) / c if c else None,
+    )
+
+
 @dataclass(frozen=True)
 class KeepRule:
     """Keep a task when its pass rate is inside [min_pass_rate, max_pass_rate] and it was solved.
@@ -27,6 +65,18 @@ class KeepRule:
 
     min_pass_rate: float = 0.0
     max_pass_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_pass_rate <= self.max_pass_rate <= 1:
+            raise ValueError(
+                "need 0 <= min_pass_rate <= max_pass_rate <= 1, got "
+                f"{self.min_pass_rate} and {self.max_pass_rate}"
+            )
+
+    def describe(self) -> str:
+        if (self.min_pass_rate, self.max_pass_rate) == (0.0, 1.0):
+            return "solved at least once"
+        return f"solved at least once, pass rate in [{self.min_pass_rate}, {self.max_pass_rate}]"
 
     def decide(self, scored: int, successes: int) -> tuple[bool, str]:
         if scored == 0:

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.agent.analysis import Step, command_diversity, loop_detected
+from endless_assets.agent.analysis import analysis_columns
 from endless_assets.agent.episode import Rollout
 from endless_assets.generation import Usage
 from endless_assets.models import TaskDraft, task_id_for
@@ -162,28 +162,24 @@ def completion_row(draft: TaskDraft, out: CompletionOutcome) -> dict[str, Any]:
 
 
 def rollout_row(batch: str, rollout_idx: int, rollout: Rollout) -> dict[str, Any]:
-    steps = [
-        Step(t.command, t.output, t.exit_code, t.timed_out)
-        for t in rollout.turns
-        if t.kind == "command"
-    ]
+    trajectory = rollout.trajectory()
     return {
         "task_id": rollout.task_id,
         "batch": batch,
         "rollout_idx": rollout_idx,
         "policy": rollout.policy,
         "model": rollout.model,
+        "prompt_version": rollout.prompt_version,
         "reward": rollout.reward,
         "termination": rollout.termination,
         "n_turns": rollout.n_turns,
-        "trajectory": json.dumps(rollout.trajectory(), ensure_ascii=False),
+        "trajectory": json.dumps(trajectory, ensure_ascii=False),
         "messages": json.dumps(rollout.messages, ensure_ascii=False),
         "verdict": rollout.verdict.summary() if rollout.verdict else "",
         "error": rollout.error,
         "tokens_in": rollout.tokens_in,
         "tokens_out": rollout.tokens_out,
         "seconds": rollout.seconds,
-        "loop_detected": loop_detected(steps),
-        "command_diversity": command_diversity(steps),
+        **analysis_columns(trajectory, rollout.termination, rollout.reward),
         "created_at": now(),
     }

@@ -1,0 +1,330 @@
+"""Dataset commands: look at it (`stats`, `report`), ship it (`export`), bring tasks in
+(`import harbor`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from endless_assets.cli.app import OutputFormat, _fail, app, err, out, print_frame
+
+BatchOption = Annotated[
+    list[str] | None,
+    typer.Option("--batch", "-b", help="only this batch (repeatable); default: every batch"),
+]
+
+
+class ExportFormat(StrEnum):
+    harbor = "harbor"
+    terminal_bench = "terminal-bench"
+    rl = "rl"
+    sft = "sft"
+
+
+def _lake():
+    from endless_assets.lake import Lake
+    from endless_assets.settings import Settings, SettingsError
+
+    try:
+        return Lake(Settings.resolve().data_dir)
+    except SettingsError as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def stats(
+    batch: BatchOption = None,
+    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+) -> None:
+    """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models).
+
+    The catalog's stats views, summed over the chosen batches (all by default).
+    """
+    from endless_assets.lake import LakeError
+    from endless_assets.report import headline, stats_tables
+
+    lake = _lake()
+    try:
+        tables = stats_tables(lake, batch)
+        figures = headline(lake, batch)
+    except LakeError as exc:
+        _fail(str(exc))
+    if format is OutputFormat.json:
+        payload: dict[str, Any] = {"headline": figures}
+        payload.update({t.name: t.frame.to_dicts() for t in tables})
+        sys.stdout.write(json.dumps(payload, default=str, ensure_ascii=False, indent=1) + "\n")
+        return
+    if format is OutputFormat.csv:
+        for t in tables:
+            sys.stdout.write(f"# {t.name}\n")
+            print_frame(t.frame, format)
+            sys.stdout.write("\n")
+        return
+    scope = ", ".join(batch) if batch else "all batches"
+    out.print(
+        f"[bold]{scope}[/]: {figures['tasks_sampled']} tasks sampled in {figures['batches']} "
+        f"batch(es), {figures['tasks_kept']} kept ({figures['keep_rate']:.1%}), mean pass rate "
+        f"of kept tasks {figures['mean_pass_rate_kept']:.2f}, {figures['rollouts']} rollouts, "
+        f"{figures['tokens']:,} tokens ({figures['tokens_per_kept_task']:,.0f} per kept task)"
+    )
+    for t in tables:
+        if t.frame.is_empty():
+            out.print(f"[dim]{t.title}: no rows[/]")
+            continue
+        print_frame(t.frame, format, title=t.title)
+
+
+@app.command()
+def report(
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="the HTML file to write")] = Path(
+        "report.html"
+    ),
+    batch: BatchOption = None,
+    sample: Annotated[int, typer.Option(help="kept tasks in the browsable sample")] = 40,
+) -> None:
+    """Write one self-contained HTML report (charts, tables, a sample of tasks; opens offline)."""
+    from endless_assets.lake import LakeError
+    from endless_assets.report import write_report
+
+    try:
+        path = write_report(_lake(), out_path, batch, sample=sample)
+    except LakeError as exc:
+        _fail(str(exc))
+    out.print(f"report written: {path}")
+
+
+@app.command()
+def export(
+    format: Annotated[ExportFormat, typer.Option("--format", "-f", help="what to write")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="directory to write")],
+    batch: BatchOption = None,
+    base_image: Annotated[
+        str | None,
+        typer.Option(help="image the exported Dockerfiles build FROM; default: our base image"),
+    ] = None,
+    val_fraction: Annotated[
+        float, typer.Option(help="rl: share of tasks in validation.parquet (by task id hash)")
+    ] = 0.0,
+    overwrite: Annotated[bool, typer.Option(help="replace OUT if it is not empty")] = False,
+) -> None:
+    """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows."""
+    from endless_assets.export import ExportError, OutputError, export_dataset
+    from endless_assets.lake import LakeError
+    from endless_assets.settings import Settings
+
+    try:
+        summary = export_dataset(
+            _lake(),
+            format.value,
+            out_dir,
+            batches=batch,
+            base_image=base_image,
+            settings=Settings.resolve(),
+            overwrite=overwrite,
+            val_fraction=val_fraction,
+        )
+    except (ExportError, OutputError, LakeError) as exc:
+        _fail(f"export failed, nothing written: {exc}", code=1)
+    rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
+    out.print(f"{format.value}: {summary.tasks} kept tasks -> {summary.out.resolve()} ({rows})")
+
+
+import_app = typer.Typer(
+    no_args_is_help=True, help="Bring task sets from elsewhere into the lake as a batch."
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("harbor")
+def import_harbor(
+    source: Annotated[Path, typer.Argument(help="a Harbor task directory or a directory of them")],
+    batch: Annotated[str, typer.Option("--batch", "-b", help="name of the imported batch")],
+    base_image_map: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--base-image-map",
+            help="IMAGE=REPLACEMENT for base images this machine cannot pull (repeatable); "
+            "REPLACEMENT 'endless-base' means our base image",
+        ),
+    ] = None,
+    solver: Annotated[str | None, typer.Option(help="oracle | noop | chat")] = None,
+    k: Annotated[int | None, typer.Option(help="solver attempts per task")] = None,
+    workers: Annotated[int | None, typer.Option(help="tasks in parallel per stage")] = None,
+    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+) -> None:
+    """Import Harbor tasks as a batch, then validate, roll out and filter them through Dagster."""
+    from endless_assets.export.dockerfile import DockerfileError, parse_image_map
+    from endless_assets.lake import LakeError, check_batch_key
+    from endless_assets.settings import Settings, SettingsError
+
+    try:
+        check_batch_key(batch)
+        mapping = parse_image_map(base_image_map or [])
+    except (LakeError, DockerfileError) as exc:
+        _fail(str(exc))
+    source = source.expanduser().resolve()
+    if not source.is_dir():
+        _fail(f"{source} is not a directory")
+    overrides = {"solver": solver, "k": k, "workers": workers}
+    try:
+        settings = Settings.resolve(**overrides)
+    except SettingsError as exc:
+        _fail(str(exc))
+    err.print(
+        f"[bold]endless import harbor[/] {source} as batch {batch}: solver {settings.solver} "
+        f"(k={settings.attempts}), data in {settings.data_dir}"
+    )
+    _warn_missing_images(source, batch, mapping, settings.docker_host)
+    started = time.monotonic()
+    result = launch_import(
+        batch,
+        source,
+        mapping,
+        overrides,
+        log_level="WARNING" if quiet else "INFO",
+    )
+    _print_import_summary(settings.data_dir, batch)
+    if not result.success:
+        _fail(
+            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
+            "see the log above or the run in `dagster dev`",
+            code=1,
+        )
+    out.print(
+        f"[bold green]imported batch {batch} done[/] in {time.monotonic() - started:.0f} s "
+        f"(run {result.run_id})"
+    )
+
+
+def _warn_missing_images(
+    source: Path, batch: str, mapping: dict[str, str], docker_host: str
+) -> None:
+    """Say up front which base images this engine lacks: their tasks fail to build in stage II
+    unless the engine can pull them."""
+    import docker.errors
+
+    from endless_assets.export.dockerfile import base_images
+    from endless_assets.export.harbor_import import ImportProblem
+    from endless_assets.export.imports import import_tasks
+    from endless_assets.sandbox.base_image import base_image_tag
+    from endless_assets.sandbox.client import SandboxError, docker_client
+
+    try:
+        outcomes = import_tasks(source, batch, base_image_map=mapping, base_image=base_image_tag())
+        client = docker_client(docker_host or None)
+    except (ImportProblem, SandboxError):
+        return  # the run reports it
+    images = sorted({i for o in outcomes if o.draft for i in base_images(o.draft.dockerfile)})
+    for image in images:
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            err.print(
+                f"[yellow]warning:[/] base image {image} is not on this Docker engine: its tasks "
+                f"will be rejected (build_failed) unless it can be pulled; map it with "
+                f"--base-image-map {image}=endless-base"
+            )
+        except docker.errors.DockerException:
+            return
+
+
+def launch_import(
+    batch: str,
+    source: Path,
+    base_image_map: dict[str, str],
+    overrides: dict[str, Any],
+    *,
+    log_level: str = "INFO",
+):
+    """Add the partition on the instance and run the `imported_batch` job for it."""
+    import logging
+
+    import dagster as dg
+
+    from endless_assets.defs.imports import IMPORT_OP, imported_batch_job
+    from endless_assets.launch import LaunchResult, ensure_dagster_home
+    from endless_assets.partitions import imported_batches
+
+    ensure_dagster_home()
+    logging.getLogger("dagster").setLevel(log_level)
+    config = {key: value for key, value in overrides.items() if value is not None}
+    run_config: dict[str, Any] = {
+        "loggers": {"console": {"config": {"log_level": log_level}}},
+        "ops": {
+            IMPORT_OP: {
+                "config": {
+                    "source_dir": str(source),
+                    "format": "harbor",
+                    "base_image_map": base_image_map,
+                }
+            }
+        },
+    }
+    if config:
+        run_config["resources"] = {"pipeline": {"config": config}}
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(imported_batches.name, [batch])
+        result = dg.execute_job(
+            dg.reconstructable(imported_batch_job),
+            instance=instance,
+            run_config=run_config,
+            tags={"dagster/partition": batch, "endless/launched_by": "endless import"},
+            raise_on_error=False,
+        )
+        failed = [
+            event.step_key or ""
+            for event in result.all_events
+            if event.event_type_value == "STEP_FAILURE"
+        ]
+        return LaunchResult(result.success, result.run_id, failed)
+
+
+def _print_import_summary(data_dir: str, batch: str) -> None:
+    import polars as pl
+
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+
+    lake = Lake(data_dir)
+    if batch not in lake.batches("task_descriptions"):
+        return
+    imported = query(
+        lake,
+        f"select count(*) filter (where status = 'ok') as imported, "
+        f"count(*) filter (where status <> 'ok') as not_imported "
+        f"from task_descriptions where batch = '{batch}'",
+    ).row(0, named=True)
+    out.print(f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported")
+    rejected = query(
+        lake,
+        f"select reject_reason from task_descriptions "
+        f"where batch = '{batch}' and status <> 'ok' order by 1",
+    )["reject_reason"].to_list()
+    split = [reason.removeprefix("import_failed: ").split(": ", 1) for reason in rejected]
+    failures = pl.DataFrame(
+        {
+            "directory": [parts[0] for parts in split],
+            "reason": [parts[1] if len(parts) > 1 else "" for parts in split],
+        }
+    )
+    if len(failures):
+        print_frame(failures, title="task directories not imported")
+    funnel = query(
+        lake,
+        f"select stage, entered, survived, rejected, harness_errors "
+        f"from funnel where batch = '{batch}' order by stage_order",
+    )
+    print_frame(funnel, title=f"funnel of imported batch {batch}")
+    reasons = query(
+        lake,
+        f"select stage, reason, tasks, example from funnel_reasons "
+        f"where batch = '{batch}' and stage_order > 1 order by stage_order, tasks desc",
+    )
+    if len(reasons):
+        print_frame(reasons, title="why imported tasks did not survive")

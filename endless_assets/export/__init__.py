@@ -1,0 +1,73 @@
+"""Exports of the verified dataset (Harbor, Terminal-Bench, RL and SFT rows) and imports of
+task sets from elsewhere (Harbor task directories).
+
+`export_dataset` is the one entry point the CLI (`endless export`) and the `dataset_exports`
+asset share: it loads the kept tasks of the chosen batches from the lake, validates every one
+(a malformed task fails the export with its id before anything is written) and writes the
+format into a staging directory that replaces `out` only when complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from endless_assets.export.harbor import export_harbor
+from endless_assets.export.output import OutputError
+from endless_assets.export.tasks import ExportError, load_tasks
+from endless_assets.export.terminal_bench import export_terminal_bench
+from endless_assets.export.trainer import export_rl, export_sft
+from endless_assets.lake import Lake
+from endless_assets.settings import Settings
+
+FORMATS = ("harbor", "terminal-bench", "rl", "sft")
+
+__all__ = ["FORMATS", "ExportError", "ExportSummary", "OutputError", "export_dataset"]
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    format: str
+    out: Path
+    tasks: int
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+def export_dataset(
+    lake: Lake,
+    fmt: str,
+    out: Path,
+    *,
+    batches: list[str] | None = None,
+    base_image: str | None = None,
+    settings: Settings | None = None,
+    overwrite: bool = False,
+    val_fraction: float = 0.0,
+) -> ExportSummary:
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r} (one of: {', '.join(FORMATS)})")
+    if base_image is None:
+        from endless_assets.sandbox.base_image import base_image_tag
+
+        base_image = base_image_tag()
+    settings = settings or Settings.resolve()
+    tasks = load_tasks(lake, batches)
+    out = Path(out)
+    if fmt == "harbor":
+        written = export_harbor(tasks, out, base_image=base_image, overwrite=overwrite)
+        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)})
+    if fmt == "terminal-bench":
+        written = export_terminal_bench(tasks, out, base_image=base_image, overwrite=overwrite)
+        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)})
+    if fmt == "rl":
+        rows = export_rl(
+            tasks,
+            out,
+            base_image=base_image,
+            settings=settings,
+            val_fraction=val_fraction,
+            overwrite=overwrite,
+        )
+        return ExportSummary(fmt, out, len(tasks), rows)
+    rows = export_sft(lake, tasks, out, overwrite=overwrite)
+    return ExportSummary(fmt, out, len(tasks), rows)

@@ -1,0 +1,189 @@
+"""Harbor task directories, one per kept task.
+
+```
+<task_id>/
+  instruction.md             what the agent reads
+  task.toml                  Harbor config + [metadata]: category, complexity, scenario, pass
+                             rate, difficulty, source batch, generator, solver, truth
+  environment/Dockerfile     the task image, FROM the base image given by --base-image
+  environment/...            its build-context files
+  tests/test.sh              grades: runs the completion test, writes /logs/verifier/reward.txt
+  tests/test_final_state.py  the completion test
+  tests/test_initial_state.py  the initial-state test (kept for re-validation and re-import)
+  solution/solve.sh          the reference solution (Harbor's oracle agent runs it); absent
+                             for a task kept without one (imported, solved by a model)
+```
+
+Grading needs no network: pytest is already in the image (our base image installs Debian's
+python3-pytest), unlike tasks that download uv and pytest when they are graded. `test.sh` grades
+the way our own verifier does: it first kills everything the agent user left running, then runs
+pytest as root in Python's isolated mode with a clean environment, no conftest files, no plugin
+autoload and an ini file of its own, so nothing the agent left in its home changes the verdict.
+The agent runs as `user` (uid 1000, home /home/user), as in our pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from endless_assets.export.dockerfile import rebase
+from endless_assets.export.output import staged_directory, write_text
+from endless_assets.export.tasks import ExportError, ExportTask, validate_all
+from endless_assets.export.toml_text import dumps
+from endless_assets.models import AGENT_USER
+
+COMPLETION_TEST = "test_final_state.py"
+INITIAL_TEST = "test_initial_state.py"
+AGENT_TIMEOUT_SEC = 900.0
+VERIFIER_TIMEOUT_SEC = 180.0
+BUILD_TIMEOUT_SEC = 600.0
+
+TEST_SH = """\
+#!/bin/bash
+# Grades this task (written by endless). Needs no network: pytest is in the image.
+# Reward 1 only if pytest ran the completion test and every test in it passed.
+mkdir -p /logs/verifier
+echo 0 > /logs/verifier/reward.txt
+# Nothing the agent left running may race the grader: stop every process of its user.
+setpriv --reuid={uid} --regid={uid} --clear-groups kill -KILL -1 2>/dev/null || true
+run_dir=$(mktemp -d /tmp/endless-verifier.XXXXXX)
+chmod 700 "$run_dir"
+cp /tests/{test} "$run_dir/{test}"
+printf '[pytest]\\n' > "$run_dir/pytest.ini"
+cd "$run_dir" || exit 0
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TMPDIR="$run_dir" \\
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \\
+    python3 -I -B -m pytest -q -rA -p no:cacheprovider --noconftest \\
+    --rootdir="$run_dir" -c "$run_dir/pytest.ini" "$run_dir/{test}"
+status=$?
+if [ "$status" -eq 0 ]; then
+    echo 1 > /logs/verifier/reward.txt
+fi
+echo "pytest exit status: $status"
+exit 0
+"""
+
+
+def grader_script(uid: int = 1000) -> str:
+    return TEST_SH.format(uid=uid, test=COMPLETION_TEST)
+
+
+def solve_script(reference_solution: str) -> str:
+    body = reference_solution.rstrip("\n") + "\n"
+    if body.startswith("#!"):
+        return body
+    return "#!/bin/bash\n" + body
+
+
+def task_config(task: ExportTask, base_image: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "author_name": "endless",
+        **task.metadata(),
+        "difficulty": _harbor_difficulty(task.difficulty),
+        "pass_difficulty": task.difficulty,
+        "tags": [t for t in (task.category, task.family, task.complexity) if t],
+        "base_image": base_image,
+        "truth": _json(task.truth),
+    }
+    return {
+        "schema_version": "1.4",
+        "source": "endless",
+        "task": {
+            "name": f"endless/{task.task_id}",
+            "description": task.instruction.strip().splitlines()[0][:200],
+            "keywords": [t for t in (task.category, task.family) if t],
+        },
+        "metadata": metadata,
+        "verifier": {"timeout_sec": VERIFIER_TIMEOUT_SEC, "user": "root"},
+        "agent": {"timeout_sec": AGENT_TIMEOUT_SEC, "user": AGENT_USER},
+        "environment": {"build_timeout_sec": BUILD_TIMEOUT_SEC, "cpus": 1, "memory_mb": 1024},
+    }
+
+
+def _harbor_difficulty(label: str) -> str:
+    # Harbor's Difficulty enum is easy | medium | hard | unknown.
+    return label if label in ("easy", "medium", "hard") else "unknown"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]:
+    """Relative path -> (text, executable) for one task directory."""
+    files: dict[str, tuple[str, bool]] = {
+        "instruction.md": (task.instruction.rstrip("\n") + "\n", False),
+        "task.toml": (dumps(task_config(task, base_image)), False),
+        "environment/Dockerfile": (rebase(task.dockerfile, base_image), False),
+        f"tests/{COMPLETION_TEST}": (task.completion_test, False),
+        "tests/test.sh": (grader_script(), True),
+    }
+    if task.reference_solution.strip():
+        # A task kept without one (imported, solved by a model) ships no solution/.
+        files["solution/solve.sh"] = (solve_script(task.reference_solution), True)
+    if task.initial_test.strip():
+        files[f"tests/{INITIAL_TEST}"] = (task.initial_test, False)
+    for rel, text in task.context_files.items():
+        files[f"environment/{rel}"] = (text, False)
+    return files
+
+
+def write_task(directory: Path, task: ExportTask, base_image: str) -> None:
+    for rel, (text, executable) in task_files(task, base_image).items():
+        write_text(directory / rel, text, executable=executable)
+
+
+def export_harbor(
+    tasks: list[ExportTask], out: Path, *, base_image: str, overwrite: bool = False
+) -> list[Path]:
+    """Validate every task, then write one Harbor task directory per task under `out`."""
+    validate_all(tasks)
+    check_base_image(base_image)
+    written = []
+    with staged_directory(out, overwrite=overwrite) as stage:
+        for task in tasks:
+            write_task(stage / task.task_id, task, base_image)
+            _check_written(stage / task.task_id, task, base_image)
+            written.append(Path(out) / task.task_id)
+    return written
+
+
+def check_base_image(base_image: str) -> None:
+    if not base_image or any(c.isspace() for c in base_image):
+        raise ExportError(f"--base-image {base_image!r} is not an image reference")
+
+
+def _check_written(directory: Path, task: ExportTask, base_image: str) -> None:
+    """Read the directory back as Harbor would and compare: the export is what we meant."""
+    from endless_assets.export.harbor_import import read_harbor_dir, solution_body
+
+    try:
+        back = read_harbor_dir(directory)
+    except Exception as exc:
+        raise ExportError(
+            f"task {task.task_id}: the written Harbor task does not read back: {exc}"
+        ) from exc
+    mismatches = [
+        name
+        for name, ours, theirs in (
+            ("instruction", task.instruction.strip(), back.instruction.strip()),
+            ("completion test", task.completion_test, back.completion_test),
+            ("initial test", task.initial_test, back.initial_test or ""),
+            (
+                "solution",
+                solution_body(task.reference_solution).strip(),
+                back.reference_solution.strip(),
+            ),
+            ("context files", task.context_files, back.context_files),
+        )
+        if ours != theirs
+    ]
+    if back.base_images != [base_image]:
+        mismatches.append(f"base image {back.base_images}")
+    if mismatches:
+        raise ExportError(
+            f"task {task.task_id}: the written Harbor task differs from the lake in: "
+            + ", ".join(mismatches)
+        )

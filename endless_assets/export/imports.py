@@ -1,0 +1,119 @@
+"""Importing a directory of Harbor tasks as a batch: one `TaskDraft` per task directory, or the
+reason it could not be imported.
+
+Base images the machine cannot pull are mapped with `base_image_map` (`ubuntu:22.04` ->
+`endless-base:<tag>`; the value `endless-base` without a tag means our current base image). An
+image that is neither mapped nor present is not checked here: stage II rejects the task with
+`build_failed` and Docker's own message (e.g. pull access denied).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from endless_assets.export.dockerfile import replace_base_images
+from endless_assets.export.harbor_import import (
+    HarborTask,
+    ImportProblem,
+    find_task_dirs,
+    read_harbor_dir,
+    trivial_initial_test,
+)
+from endless_assets.models import TaskDraft, task_seed
+
+FORMATS = ("harbor",)
+OUR_BASE = "endless-base"
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    directory: str  # relative to the source directory ("." for the source itself)
+    index: int
+    draft: TaskDraft | None
+    reason: str = ""  # why it could not be imported
+    notes: tuple[str, ...] = ()  # what was filled in (e.g. a generated initial-state test)
+
+
+def resolve_image_map(mapping: dict[str, str], base_image: str) -> dict[str, str]:
+    return {src: (base_image if dst == OUR_BASE else dst) for src, dst in mapping.items()}
+
+
+def _text(metadata: dict[str, Any], *names: str, default: str = "") -> str:
+    for name in names:
+        value = metadata.get(name)
+        if value not in (None, ""):
+            return str(value)
+    return default
+
+
+def draft_from_harbor(
+    task: HarborTask, batch: str, index: int, image_map: dict[str, str]
+) -> tuple[TaskDraft, tuple[str, ...]]:
+    meta = task.metadata
+    notes: list[str] = []
+    initial_test = task.initial_test
+    if initial_test is None:
+        initial_test = trivial_initial_test(task.dockerfile)
+        notes.append("initial-state test generated (the task has none)")
+    if not task.reference_solution.strip():
+        notes.append("no reference solution")
+    mapped = replace_base_images(task.dockerfile, image_map)
+    if mapped != task.dockerfile:
+        notes.append("base image mapped")
+    draft = TaskDraft(
+        batch=batch,
+        index=index,
+        seed=task_seed(batch, index),
+        category=_text(meta, "category", default="imported"),
+        complexity=_text(meta, "complexity", "difficulty", default="unknown"),
+        scenario=_text(meta, "scenario"),
+        instruction=task.instruction,
+        truth=task.truth,
+        reference_solution=task.reference_solution,
+        dockerfile=mapped,
+        context_files=task.context_files,
+        initial_test=initial_test,
+        completion_test=task.completion_test,
+        generator=_text(meta, "generator", default="imported"),
+        generator_model=_text(meta, "generator_model"),
+        prompt_version=_text(meta, "prompt_version"),
+        family=_text(meta, "family"),
+    )
+    return draft, tuple(notes)
+
+
+def import_tasks(
+    source: Path,
+    batch: str,
+    *,
+    fmt: str = "harbor",
+    base_image_map: dict[str, str] | None = None,
+    base_image: str,
+) -> list[ImportOutcome]:
+    """Read every task directory under `source`. Never raises for one bad directory."""
+    if fmt not in FORMATS:
+        raise ImportProblem(f"import format {fmt!r} is not supported (supported: harbor)")
+    source = Path(source).expanduser().resolve()
+    image_map = resolve_image_map(base_image_map or {}, base_image)
+    outcomes = []
+    for index, directory in enumerate(find_task_dirs(source)):
+        name = directory.relative_to(source).as_posix()
+        try:
+            task = read_harbor_dir(directory)
+            draft, notes = draft_from_harbor(task, batch, index, image_map)
+        except ImportProblem as exc:
+            outcomes.append(ImportOutcome(name, index, None, str(exc)))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            outcomes.append(ImportOutcome(name, index, None, problems))
+        except OSError as exc:
+            outcomes.append(ImportOutcome(name, index, None, f"cannot read: {exc}"))
+        else:
+            outcomes.append(ImportOutcome(name, index, draft, notes=notes))
+    return outcomes

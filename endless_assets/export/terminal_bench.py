@@ -1,0 +1,151 @@
+"""Terminal-Bench 1.x task directories, one per kept task.
+
+```
+<task_id>/
+  task.yaml             instruction, difficulty, category, tags, parser (pytest), timeouts, and
+                        an `endless:` block with provenance and pass rate
+  Dockerfile            the task image, FROM --base-image, ending as the agent user
+  docker-compose.yaml   the standard single `client` service
+  run-tests.sh          runs the completion test with the image's pytest (no network), -rA for
+                        Terminal-Bench's pytest parser
+  solution.sh           the reference solution
+  tests/test_outputs.py the completion test
+  <build-context files> beside the Dockerfile, as the Dockerfile expects
+```
+
+Terminal-Bench runs the agent, the solution and the tests as the image's user, here root (the
+tests need root, e.g. to run a script as the agent user). `solution.sh` runs the reference
+solution as `user` (uid 1000, home /home/user), the user it was written and verified for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from endless_assets.export.dockerfile import rebase
+from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, VERIFIER_TIMEOUT_SEC
+from endless_assets.export.harbor import check_base_image as _check_base_image
+from endless_assets.export.harbor_import import solution_body
+from endless_assets.export.output import staged_directory, write_text
+from endless_assets.export.tasks import ExportError, ExportTask, validate_all
+from endless_assets.models import AGENT_HOME, AGENT_USER
+
+TEST_FILE = "test_outputs.py"
+RESERVED = {"task.yaml", "Dockerfile", "docker-compose.yaml", "run-tests.sh", "solution.sh"}
+
+DOCKER_COMPOSE = """\
+services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+    command: [ "sh", "-c", "sleep infinity" ]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+      - ${T_BENCH_TASK_AGENT_LOGS_PATH}:${T_BENCH_CONTAINER_AGENT_LOGS_PATH}
+"""
+
+RUN_TESTS = """\
+#!/bin/bash
+# Runs the completion test with the image's own pytest: no network needed (written by endless).
+run_dir=$(mktemp -d)
+cp "${TEST_DIR:-/tests}/test_outputs.py" "$run_dir/test_outputs.py"
+printf '[pytest]\\n' > "$run_dir/pytest.ini"
+cd "$run_dir" || exit 1
+PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -I -B -m pytest -rA -p no:cacheprovider \\
+    --noconftest --rootdir="$run_dir" -c "$run_dir/pytest.ini" "$run_dir/test_outputs.py"
+"""
+
+
+def task_yaml(task: ExportTask, base_image: str) -> str:
+    difficulty = task.difficulty if task.difficulty in ("easy", "medium", "hard") else "unknown"
+    data: dict[str, Any] = {
+        "instruction": task.instruction.rstrip("\n"),
+        "author_name": "endless",
+        "author_email": "unknown",
+        "difficulty": difficulty,
+        "category": task.category or "software_engineering",
+        "tags": [t for t in (task.family, task.complexity) if t],
+        "parser_name": "pytest",
+        "max_agent_timeout_sec": AGENT_TIMEOUT_SEC,
+        "max_test_timeout_sec": VERIFIER_TIMEOUT_SEC,
+        "run_tests_in_same_shell": False,
+        "endless": {**task.metadata(), "base_image": base_image},
+    }
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
+
+
+def dockerfile(task: ExportTask, base_image: str) -> str:
+    text = rebase(task.dockerfile, base_image).rstrip("\n")
+    return f"{text}\nWORKDIR {AGENT_HOME}\n"
+
+
+def solution_script(reference_solution: str) -> str:
+    """The reference solution, run as the agent user (Terminal-Bench runs solution.sh as root)."""
+    if not reference_solution.strip():
+        return (
+            "#!/bin/bash\n"
+            "echo 'this task was kept without a reference solution (a model solved it)' >&2\n"
+            "exit 1\n"
+        )
+    delimiter = "ENDLESS_REFERENCE_SOLUTION"
+    body = solution_body(reference_solution).rstrip("\n")
+    return (
+        "#!/bin/bash\n"
+        f"# The reference solution, run as {AGENT_USER} (the user it was verified for).\n"
+        f"cd {AGENT_HOME}\n"
+        f"exec setpriv --reuid=1000 --regid=1000 --init-groups env HOME={AGENT_HOME} "
+        f"USER={AGENT_USER} LOGNAME={AGENT_USER} bash <<'{delimiter}'\n{body}\n{delimiter}\n"
+    )
+
+
+def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]:
+    clashes = sorted(
+        p for p in task.context_files if p in RESERVED or p == "tests" or p.startswith("tests/")
+    )
+    if clashes:
+        raise ExportError(
+            f"task {task.task_id}: build-context files {clashes} clash with Terminal-Bench's own "
+            "file names"
+        )
+    files: dict[str, tuple[str, bool]] = {
+        "task.yaml": (task_yaml(task, base_image), False),
+        "Dockerfile": (dockerfile(task, base_image), False),
+        "docker-compose.yaml": (DOCKER_COMPOSE, False),
+        "run-tests.sh": (RUN_TESTS, True),
+        "solution.sh": (solution_script(task.reference_solution), True),
+        f"tests/{TEST_FILE}": (task.completion_test, False),
+    }
+    for rel, text in task.context_files.items():
+        files[rel] = (text, False)
+    return files
+
+
+def export_terminal_bench(
+    tasks: list[ExportTask], out: Path, *, base_image: str, overwrite: bool = False
+) -> list[Path]:
+    validate_all(tasks)
+    _check_base_image(base_image)
+    written = []
+    with staged_directory(out, overwrite=overwrite) as stage:
+        for task in tasks:
+            for rel, (text, executable) in task_files(task, base_image).items():
+                write_text(stage / task.task_id / rel, text, executable=executable)
+            _check_written(stage / task.task_id, task)
+            written.append(Path(out) / task.task_id)
+    return written
+
+
+def _check_written(directory: Path, task: ExportTask) -> None:
+    config = yaml.safe_load((directory / "task.yaml").read_text(encoding="utf-8"))
+    if config.get("instruction", "").strip() != task.instruction.strip():
+        raise ExportError(f"task {task.task_id}: task.yaml does not carry the instruction back")
+    compose = yaml.safe_load((directory / "docker-compose.yaml").read_text(encoding="utf-8"))
+    if "client" not in compose.get("services", {}):
+        raise ExportError(f"task {task.task_id}: docker-compose.yaml has no client service")

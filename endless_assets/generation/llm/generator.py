@@ -1,0 +1,422 @@
+"""The LLM generator: any OpenAI-compatible chat endpoint writes stages I-III of a task.
+
+Requests per task (what a batch of N tasks costs):
+
+- stage I: 1 (the task, its truth and a reference solution);
+- stage II: 2 in the first round (the initial-state test, then the Dockerfile written to pass
+  it), 1 per repair round (the model sends back whichever of the two it fixed);
+- stage III: 1, plus 1 per repair round.
+
+So 4 requests for a task that needs no repair and at most 1 + 4 + 3 = 8 with the default 3
+rounds per stage; an unusable reply counts as a round. Every reply is cached by a hash of
+(model, messages, sampling parameters, seed), so re-materializing a batch with unchanged prompts
+sends no request at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from pydantic import ValidationError
+
+from endless_assets.generation import Environment, GenerationError, Usage
+from endless_assets.generation.dedupe import Candidate, find_near_duplicates
+from endless_assets.generation.llm.feedback import stable_feedback
+from endless_assets.generation.llm.prompts import PromptSet
+from endless_assets.generation.parsing import (
+    ParseError,
+    parse_environment,
+    parse_task,
+    parse_test,
+)
+from endless_assets.lake import Lake, resolve_data_dir
+from endless_assets.llm.cache import ReplyCache
+from endless_assets.llm.client import ChatClient, ChatReply, Endpoint, LLMRequestError
+from endless_assets.models import TaskDraft
+from endless_assets.sandbox.base_image import PACKAGES
+from endless_assets.settings import Settings, SettingsError
+from endless_assets.stages import OK, REJECTED
+from endless_assets.taxonomy import Taxonomy
+
+Messages = list[dict[str, str]]
+SEED_MODULUS = 2**31  # some servers take only 32-bit seeds
+
+
+def base_image_tools() -> str:
+    names = {"python3-pytest": "pytest", "xz-utils": "xz"}
+    return ", ".join(names.get(p, p) for p in PACKAGES if p != "ca-certificates")
+
+
+class LLMGenerator:
+    """Writes tasks with a chat model. Thread-safe: the stage assets call it from many threads."""
+
+    name = "llm"
+    reference_required = False  # a failing reference solution is recorded; stage IV decides
+
+    def __init__(
+        self,
+        client: ChatClient,
+        base_image: str,
+        *,
+        prompts: PromptSet | None = None,
+        taxonomy: Taxonomy | None = None,
+        task_temperature: float = 1.0,
+        test_temperature: float = 0.6,
+        max_tokens: int = 4096,
+        repair_rounds: int = 3,
+        concurrency: int = 32,
+        dedupe_threshold: float = 0.4,
+    ) -> None:
+        self.client = client
+        self.base_image = base_image
+        self.prompts = prompts or PromptSet.load()
+        self.taxonomy = taxonomy or Taxonomy.load()
+        self.task_temperature = task_temperature
+        self.test_temperature = test_temperature
+        self.max_tokens = max_tokens
+        self.repair_rounds = repair_rounds
+        self.concurrency = concurrency
+        self.dedupe_threshold = dedupe_threshold
+        self.version = self.prompts.version
+        self._guard = threading.Lock()
+        self.cache_hits = 0
+        self.replies = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, base_image: str) -> LLMGenerator:
+        if not settings.generator_model:
+            raise SettingsError(
+                "generator_model (ENDLESS_GENERATOR_MODEL) must name the model when "
+                "generator is llm, e.g. ENDLESS_GENERATOR_MODEL=qwen3-32b"
+            )
+        endpoint = Endpoint(
+            model=settings.generator_model,
+            base_url=settings.generator_base_url,
+            timeout=settings.llm_timeout,
+            retries=settings.llm_retries,
+            concurrency=settings.llm_concurrency,
+            backoff=settings.llm_backoff,
+        )
+        cache = (
+            ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
+            if settings.llm_cache
+            else None
+        )
+        return cls(
+            ChatClient(endpoint, cache),
+            base_image,
+            task_temperature=settings.task_temperature,
+            test_temperature=settings.test_temperature,
+            max_tokens=settings.max_tokens,
+            repair_rounds=settings.repair_rounds,
+            concurrency=settings.llm_concurrency,
+            dedupe_threshold=settings.dedupe_threshold,
+        )
+
+    @property
+    def model(self) -> str:
+        return self.client.endpoint.model
+
+    def parallelism(self, settings: Settings) -> int:
+        """Tasks in flight per stage: enough to keep every allowed request busy. The stage
+        bounds its Docker work separately (settings.workers)."""
+        return max(settings.workers, self.concurrency)
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What this step asked of the endpoint (for the asset's metadata)."""
+        return {
+            "llm_model": self.model,
+            "llm_replies_used": self.replies,
+            "llm_cache_hits": self.cache_hits,
+            "llm_requests_sent": self.client.requests,  # retries included
+            "prompt_version": self.version,
+        }
+
+    # --- stage I ----------------------------------------------------------------------------
+
+    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
+        usage = Usage()
+        draw = self.taxonomy.draw(seed)
+        messages = [
+            self._system("task"),
+            {
+                "role": "user",
+                "content": self.prompts["task"].render(
+                    "user",
+                    category=draw.category,
+                    complexity=draw.complexity,
+                    complexity_hint=draw.complexity_hint or draw.complexity,
+                    scenario=draw.scenario,
+                ),
+            },
+        ]
+        reply = self._ask(messages, self.task_temperature, seed, usage, code="request_refused")
+        with self._unusable(reply, usage, code="unusable_task"):
+            parsed = parse_task(reply.text)
+        try:
+            draft = TaskDraft(
+                batch=batch,
+                index=index,
+                seed=seed,
+                category=draw.category,
+                complexity=draw.complexity,
+                scenario=draw.scenario,
+                instruction=parsed.instruction,
+                truth={"text": parsed.truth},
+                reference_solution=parsed.solution,
+                generator=self.name,
+                generator_model=self.model,
+                prompt_version=self.version,
+            )
+        except ValidationError as exc:
+            raise _error(f"unusable_task: {exc.errors()[0]['msg']}", usage) from exc
+        return draft, usage
+
+    # --- stage II ---------------------------------------------------------------------------
+
+    def write_environment(
+        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+    ) -> tuple[Environment, Usage]:
+        """Round 1: the initial-state test, then the Dockerfile that passes it. A later round
+        repairs what failed: an unusable reply is asked again with the reason; a failed build or
+        initial test goes back to the model with the log, and it resends what it fixed."""
+        usage = Usage()
+        test = previous.initial_test if previous else ""
+        dockerfile = previous.dockerfile if previous else ""
+        if not test:
+            test = self._initial_test(draft, feedback, usage)
+            feedback = None
+        if not dockerfile:
+            dockerfile, files = self._dockerfile(draft, test, feedback, usage)
+            return Environment(dockerfile, files, test), usage
+        assert previous is not None
+        if feedback is None:
+            return previous, usage
+        return self._repair_environment(draft, previous, feedback, usage), usage
+
+    def _initial_test(self, draft: TaskDraft, feedback: str | None, usage: Usage) -> str:
+        request = self.prompts["initial_test"].render(
+            "user", instruction=draft.instruction, truth=_truth_text(draft)
+        )
+        messages = [self._system("initial_test"), self._user(request, feedback)]
+        reply = self._ask(messages, self.test_temperature, draft.seed, usage)
+        with self._unusable(reply, usage):
+            return parse_test(reply.text, "initial-state test")
+
+    def _dockerfile(
+        self, draft: TaskDraft, test: str, feedback: str | None, usage: Usage
+    ) -> tuple[str, dict[str, str]]:
+        request = self._environment_request(draft, test)
+        messages = [self._system("environment"), self._user(request, feedback)]
+        reply = self._ask(messages, self.test_temperature, draft.seed, usage)
+        partial = Environment("", {}, test)
+        with self._unusable(reply, usage, partial=partial):
+            parsed = parse_environment(reply.text, self.base_image)
+        assert parsed.dockerfile is not None
+        return parsed.dockerfile, parsed.files
+
+    def _repair_environment(
+        self, draft: TaskDraft, previous: Environment, feedback: str, usage: Usage
+    ) -> Environment:
+        messages = [
+            self._system("environment"),
+            {"role": "user", "content": self._environment_request(draft, previous.initial_test)},
+            {"role": "assistant", "content": _render_environment(previous)},
+            {
+                "role": "user",
+                "content": self.prompts["repair"].render(
+                    "environment", feedback=stable_feedback(feedback)
+                ),
+            },
+        ]
+        reply = self._ask(messages, self.test_temperature, draft.seed, usage)
+        with self._unusable(reply, usage, partial=previous):
+            parsed = parse_environment(
+                reply.text, self.base_image, allow_test=True, known_files=previous.context_files
+            )
+        files = {**previous.context_files, **parsed.files}
+        return Environment(
+            parsed.dockerfile or previous.dockerfile,
+            files,
+            parsed.initial_test or previous.initial_test,
+        )
+
+    def _environment_request(self, draft: TaskDraft, test: str) -> str:
+        return self.prompts["environment"].render(
+            "user",
+            instruction=draft.instruction,
+            truth=_truth_text(draft),
+            initial_test=test.rstrip("\n"),
+        )
+
+    # --- stage III --------------------------------------------------------------------------
+
+    def write_completion_test(
+        self, draft: TaskDraft, feedback: str | None, previous: str | None
+    ) -> tuple[str, Usage]:
+        usage = Usage()
+        request = self.prompts["completion_test"].render(
+            "user",
+            instruction=draft.instruction,
+            truth=_truth_text(draft),
+            dockerfile=(draft.dockerfile or "").rstrip("\n"),
+            initial_test=(draft.initial_test or "").rstrip("\n"),
+        )
+        messages = [self._system("completion_test")]
+        if previous and feedback:
+            messages += [
+                {"role": "user", "content": request},
+                {"role": "assistant", "content": f"```python\n{previous.rstrip()}\n```\n"},
+                {
+                    "role": "user",
+                    "content": self.prompts["repair"].render(
+                        "completion_test", feedback=stable_feedback(feedback)
+                    ),
+                },
+            ]
+        else:
+            messages.append(self._user(request, feedback))
+        reply = self._ask(messages, self.test_temperature, draft.seed, usage)
+        with self._unusable(reply, usage):
+            return parse_test(reply.text, "completion test"), usage
+
+    # --- near-duplicates --------------------------------------------------------------------
+
+    def reject_duplicates(self, rows: list[dict[str, Any]], lake: Lake) -> list[dict[str, Any]]:
+        """Reject stage I rows whose instruction nearly repeats a task kept earlier in this
+        batch or in any other batch of the lake; record the matched task id."""
+        candidates = [
+            Candidate(i, r["task_id"], r["batch"], r["instruction"])
+            for i, r in enumerate(rows)
+            if r["status"] == OK
+        ]
+        if not candidates:
+            return rows
+        batches = {c.batch for c in candidates}
+        found = find_near_duplicates(
+            candidates, _stored_tasks(lake, exclude=batches), self.dedupe_threshold
+        )
+        result = list(rows)
+        for position, match in found.items():
+            result[position] = {
+                **rows[position],
+                "status": REJECTED,
+                "reject_reason": match.reason(),
+                "duplicate_of": match.task_id,
+            }
+        return result
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _system(self, template: str) -> dict[str, str]:
+        values = {}
+        wanted = self.prompts[template].placeholders("system")
+        if "base_image" in wanted:
+            values["base_image"] = self.base_image
+        if "tools" in wanted:
+            values["tools"] = base_image_tools()
+        return {"role": "system", "content": self.prompts[template].render("system", **values)}
+
+    def _user(self, request: str, feedback: str | None) -> dict[str, str]:
+        """The request, with the reason the previous reply was unusable folded in (one user
+        message: some chat templates refuse two user turns in a row)."""
+        if not feedback:
+            return {"role": "user", "content": request}
+        content = self.prompts["repair"].render(
+            "format",
+            request=request.rstrip("\n"),
+            feedback=stable_feedback(feedback).rstrip(". \n"),
+        )
+        return {"role": "user", "content": content}
+
+    def _ask(
+        self, messages: Messages, temperature: float, seed: int, usage: Usage, code: str = ""
+    ) -> ChatReply:
+        """One reply, its cost added to `usage`. A request the endpoint refuses (400, e.g. a
+        context too long) is the task's problem, not the harness's: a GenerationError."""
+        try:
+            reply = self.client.complete(
+                messages,
+                temperature=temperature,
+                max_tokens=self.max_tokens,
+                seed=seed % SEED_MODULUS,
+            )
+        except LLMRequestError as exc:
+            raise _error(_coded(code, f"the endpoint refused the request: {exc}"), usage) from exc
+        usage.add(
+            Usage(
+                requests=1,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                cached=int(reply.cached),
+            )
+        )
+        with self._guard:
+            self.replies += 1
+            self.cache_hits += int(reply.cached)
+        return reply
+
+    @contextlib.contextmanager
+    def _unusable(
+        self,
+        reply: ChatReply,
+        usage: Usage,
+        *,
+        code: str = "",
+        partial: Environment | None = None,
+    ) -> Iterator[None]:
+        """Turn a parse failure into a GenerationError saying why (stage I rows carry a reason
+        code; stages II and III add their own). `partial` is what the stage may keep."""
+        try:
+            yield
+        except ParseError as exc:
+            note = ""
+            if reply.finish_reason == "length":
+                note = f" (the reply was cut off at max_tokens={self.max_tokens})"
+            raise _error(_coded(code, f"{exc}{note}"), usage, partial) from exc
+
+
+def _error(message: str, usage: Usage, partial: Environment | None = None) -> GenerationError:
+    error = GenerationError(message)
+    error.usage = usage  # type: ignore[attr-defined]
+    error.partial = partial  # type: ignore[attr-defined]
+    return error
+
+
+def _coded(code: str, message: str) -> str:
+    return f"{code}: {message}" if code else message
+
+
+def _truth_text(draft: TaskDraft) -> str:
+    text = draft.truth.get("text")
+    return str(text) if text else draft.truth_json()
+
+
+def _render_environment(env: Environment) -> str:
+    parts = [f"```dockerfile\n{env.dockerfile.rstrip()}\n```"]
+    for path, content in sorted(env.context_files.items()):
+        parts.append(f'<file path="{path}">\n{content}</file>')
+    return "\n\n".join(parts) + "\n"
+
+
+def _stored_tasks(lake: Lake, exclude: set[str]) -> Iterator[tuple[str, str, str]]:
+    """(task_id, batch, instruction) of every task kept at stage I in other batches."""
+    if not lake.has_data("task_descriptions"):
+        return iter(())
+    frame = (
+        pl.scan_parquet(
+            lake.table_glob("task_descriptions"),
+            hive_partitioning=False,
+            missing_columns="insert",
+            extra_columns="ignore",
+        )
+        .filter((pl.col("status") == OK) & ~pl.col("batch").is_in(sorted(exclude)))
+        .select("task_id", "batch", "instruction")
+        .collect()
+    )
+    return frame.iter_rows()

@@ -1,0 +1,454 @@
+"""Reading what real models send: tolerant where the intent is clear, strict everywhere else.
+
+Tolerated: reasoning blocks (`<think>…</think>`, also one whose opening tag was part of the
+prompt, so only `</think>` appears), prose around the answer, code fences with or without a
+language (``` or ~~~, indented or not), a whole reply wrapped in a fence, tag names in any case
+and with attributes, the same section sent twice (the last one counts), and a section left open
+at the end of a reply cut off by the token limit (it runs to the next section or the end).
+
+Rejected, with a reason naming what is wrong: a missing or empty section, code that is not
+valid Python, a test file without tests or importing beyond the standard library and pytest,
+and Dockerfiles that cannot build on our base image (another FROM image, several stages,
+heredocs, ENTRYPOINT, COPY of a file the reply did not provide).
+
+Nothing here runs what it reads: Python is only compiled to a syntax tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+
+class ParseError(ValueError):
+    """A reply that cannot be used; the message says why."""
+
+
+MAX_INSTRUCTION_CHARS = 8000
+MIN_INSTRUCTION_CHARS = 20
+MAX_DOCKERFILE_CHARS = 50_000
+MAX_CONTEXT_BYTES = 2_000_000
+ALLOWED_TEST_MODULES = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest"}
+
+_REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
+_REASONING_BLOCK = re.compile(
+    r"<(?P<tag>" + "|".join(_REASONING_TAGS) + r")\b[^>]*>.*?</(?P=tag)\s*>", re.S | re.I
+)
+_REASONING_CLOSE = re.compile(r"</(?:" + "|".join(_REASONING_TAGS) + r")\s*>", re.I)
+_REASONING_OPEN = re.compile(r"<(?:" + "|".join(_REASONING_TAGS) + r")\b[^>]*>", re.I)
+_FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*?)[ \t]*$")
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*['\"]?[A-Za-z_]\w*['\"]?")
+_FILE_TAG = re.compile(
+    r"<file\s+path\s*=\s*(?P<q>['\"])(?P<path>[^'\"]+)(?P=q)\s*>(?P<body>.*?)(?:</file\s*>|\Z)",
+    re.S | re.I,
+)
+
+PYTHON_LANGS = {"python", "py", "python3", "pytest"}
+DOCKER_LANGS = {"dockerfile", "docker"}
+
+
+# --- generic pieces -----------------------------------------------------------------------------
+
+
+def strip_reasoning(text: str) -> str:
+    """The reply without its reasoning: whole blocks, a block whose opening tag was in the prompt
+    (only the closing tag appears), and a block left open by a cut-off reply."""
+    text = _REASONING_BLOCK.sub("", text)
+    closes = list(_REASONING_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    opened = _REASONING_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    lang: str
+    code: str
+    closed: bool
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """Fenced blocks in order; a block left open at the end runs to the end of the text."""
+    blocks: list[CodeBlock] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence = opening.group("fence")
+        lang = (opening.group("info").split() or [""])[0].lower().strip("{}.")
+        body: list[str] = []
+        i += 1
+        closed = False
+        while i < len(lines):
+            closing = _FENCE.match(lines[i])
+            if (
+                closing
+                and closing.group("fence")[0] == fence[0]
+                and len(closing.group("fence")) >= len(fence)
+                and not closing.group("info")
+            ):
+                closed = True
+                i += 1
+                break
+            body.append(lines[i])
+            i += 1
+        blocks.append(CodeBlock(lang, textwrap.dedent("\n".join(body)).strip("\n"), closed))
+    return blocks
+
+
+def unfence(text: str) -> str:
+    """The code of the text's first fenced block, or the text itself, dedented and stripped."""
+    blocks = code_blocks(text)
+    if blocks:
+        return blocks[0].code.strip("\n")
+    return textwrap.dedent(text.strip("\n")).strip()
+
+
+def sections(text: str, names: tuple[str, ...]) -> dict[str, str]:
+    """The content of each `<name>…</name>` section; for a name sent more than once, the last
+    non-empty one. A section with no closing tag ends at the next known section or at the end."""
+    opening = re.compile(r"<(?P<name>" + "|".join(map(re.escape, names)) + r")\b[^>/]*>", re.I)
+    starts = list(opening.finditer(text))
+    found: dict[str, str] = {}
+    for n, match in enumerate(starts):
+        name = match.group("name").lower()
+        following = starts[n + 1].start() if n + 1 < len(starts) else len(text)
+        closing = re.compile(rf"</{re.escape(name)}\s*>", re.I).search(text, match.end(), following)
+        content = text[match.end() : closing.start() if closing else following]
+        if content.strip():
+            found[name] = content
+    return found
+
+
+def _truncated_note(closed: bool) -> str:
+    return "" if closed else " (its code block is not closed: the reply looks cut off)"
+
+
+# --- stage I: the task --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskReply:
+    instruction: str
+    truth: str
+    solution: str
+
+
+def parse_task(text: str) -> TaskReply:
+    """A stage I reply: a public <task>, a privileged <truth> and a reference <solution>."""
+    body = _answer(text)
+    found = sections(body, ("task", "truth", "solution"))
+    if "task" not in found:
+        raise ParseError("no <task> section in the reply")
+    instruction = _prose(found["task"])
+    if len(instruction) < MIN_INSTRUCTION_CHARS:
+        raise ParseError(
+            f"the <task> section is too short to be a task ({len(instruction)} characters)"
+        )
+    if len(instruction) > MAX_INSTRUCTION_CHARS:
+        raise ParseError(
+            f"the <task> section has {len(instruction)} characters; at most "
+            f"{MAX_INSTRUCTION_CHARS} are allowed"
+        )
+    if "truth" not in found:
+        raise ParseError("no <truth> section in the reply (the privileged ground truth)")
+    truth = _prose(found["truth"])
+    if "solution" not in found:
+        raise ParseError("no <solution> section in the reply (a bash script that solves the task)")
+    solution = unfence(found["solution"])
+    if not solution.strip():
+        raise ParseError("the <solution> section holds no script")
+    return TaskReply(instruction, truth, solution.rstrip() + "\n")
+
+
+def _answer(text: str) -> str:
+    body = strip_reasoning(text)
+    if not body:
+        if text.strip():
+            raise ParseError("the reply holds only reasoning, no answer after it")
+        raise ParseError("the reply is empty")
+    return body
+
+
+def _prose(content: str) -> str:
+    """Section text: unwrapped from a fence if it is one whole block, dedented, stripped."""
+    stripped = content.strip()
+    if stripped.startswith(("```", "~~~")):
+        return unfence(stripped)
+    return textwrap.dedent(content.strip("\n")).strip()
+
+
+# --- stages II and III: tests -------------------------------------------------------------------
+
+
+def parse_test(text: str, what: str) -> str:
+    """The one pytest file in a reply (`what` names it in errors, e.g. "completion test")."""
+    body = _answer(text)
+    return pick_test(body, what)
+
+
+def pick_test(body: str, what: str) -> str:
+    blocks = [b for b in code_blocks(body) if b.lang in PYTHON_LANGS or not b.lang]
+    if not blocks and not code_blocks(body) and _looks_like_python(body):
+        blocks = [CodeBlock("python", textwrap.dedent(body).strip("\n"), True)]
+    if not blocks:
+        raise ParseError(f"no Python code block with the {what} in the reply")
+    errors: list[str] = []
+    valid: list[tuple[bool, int, str]] = []
+    for block in blocks:
+        try:
+            code = check_test(block.code, what)
+        except ParseError as exc:
+            errors.append(str(exc) + _truncated_note(block.closed))
+            continue
+        valid.append((block.lang in PYTHON_LANGS, len(code), code))
+    if not valid:
+        raise ParseError(errors[-1])
+    return max(valid)[2]
+
+
+def _looks_like_python(text: str) -> bool:
+    return bool(re.search(r"^\s*(?:import \w|from \w+ import|def test_)", text, re.M))
+
+
+def check_test(code: str, what: str) -> str:
+    """A pytest file we can run: valid Python, at least one test, stdlib and pytest only."""
+    code = code.strip("\n") + "\n"
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ParseError(f"the {what} is not valid Python: line {exc.lineno}: {exc.msg}") from None
+    if not _has_tests(tree):
+        raise ParseError(f"the {what} defines no test functions (def test_...)")
+    foreign = sorted(_imported(tree) - ALLOWED_TEST_MODULES)
+    if foreign:
+        raise ParseError(
+            f"the {what} imports {', '.join(foreign)}: only the Python standard library and "
+            "pytest are available"
+        )
+    return code
+
+
+def _has_tests(tree: ast.Module) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test"
+        ):
+            return True
+        if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+            if any(m.name.startswith("test") for m in methods):
+                return True
+    return False
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+# --- stage II: the environment ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvironmentReply:
+    dockerfile: str | None
+    files: dict[str, str] = field(default_factory=dict)
+    initial_test: str | None = None
+
+
+def parse_environment(
+    text: str,
+    base_image: str,
+    *,
+    allow_test: bool = False,
+    known_files: dict[str, str] | None = None,
+) -> EnvironmentReply:
+    """A Dockerfile (fenced or in <dockerfile>), its build-context files (<file path="…">), and,
+    in a repair reply (`allow_test`), possibly a corrected initial-state test. A repair reply may
+    send only the part it changed; a first reply must send the Dockerfile. `known_files` are
+    files sent in earlier rounds, which the Dockerfile may still COPY; the reply's own files
+    are returned, not merged."""
+    body = _answer(text)
+    files = context_files(body)
+    rest = _FILE_TAG.sub("", body)
+    dockerfile = _pick_dockerfile(rest)
+    test = None
+    if allow_test:
+        blocks = [b for b in code_blocks(rest) if b.lang in PYTHON_LANGS]
+        if blocks:
+            test = pick_test(rest, "initial-state test")
+    if dockerfile is None and test is None:
+        if allow_test:
+            raise ParseError("no Dockerfile (```dockerfile) and no initial-state test in the reply")
+        raise ParseError("no Dockerfile in the reply (a ```dockerfile block starting with FROM)")
+    if dockerfile is not None:
+        dockerfile = check_dockerfile(dockerfile, base_image, {**(known_files or {}), **files})
+    return EnvironmentReply(dockerfile, files, test)
+
+
+def context_files(body: str) -> dict[str, str]:
+    """`<file path="relative/path">content</file>` blocks: the build context of the Dockerfile."""
+    files: dict[str, str] = {}
+    for match in _FILE_TAG.finditer(body):
+        path = check_context_path(match.group("path"))
+        content = match.group("body")
+        stripped = content.strip()
+        if stripped.startswith(("```", "~~~")):
+            content = unfence(stripped) + "\n"
+        elif content.startswith("\n"):
+            content = content[1:]
+        files[path] = content
+    total = sum(len(c.encode()) for c in files.values())
+    if total > MAX_CONTEXT_BYTES:
+        raise ParseError(f"the reply's files hold {total} bytes; at most {MAX_CONTEXT_BYTES}")
+    return files
+
+
+def check_context_path(raw: str) -> str:
+    path = raw.strip()
+    parts = PurePosixPath(path).parts
+    if not path or path.startswith("/") or ".." in parts or path == "Dockerfile":
+        raise ParseError(
+            f"file path {raw!r} must be relative to the build context (e.g. setup/data.csv), "
+            "without '..', and not 'Dockerfile'"
+        )
+    return str(PurePosixPath(path))
+
+
+def _pick_dockerfile(body: str) -> str | None:
+    tagged = sections(body, ("dockerfile",))
+    if "dockerfile" in tagged:
+        return unfence(tagged["dockerfile"])
+    blocks = code_blocks(body)
+    for block in blocks:
+        if block.lang in DOCKER_LANGS:
+            return block.code
+    for block in blocks:
+        if block.lang not in PYTHON_LANGS and _first_instruction(block.code) == "FROM":
+            return block.code
+    if not blocks and _first_instruction(body) == "FROM":
+        return textwrap.dedent(body).strip()
+    return None
+
+
+def _first_instruction(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return stripped.split()[0].upper()
+    return ""
+
+
+def _instructions(dockerfile: str) -> list[tuple[int, str]]:
+    """Logical instructions (continuation lines joined) with their first line number."""
+    result: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+    for number, line in enumerate(dockerfile.splitlines(), start=1):
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if current and stripped.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped by Docker
+        if not current:
+            start = number
+        if stripped.endswith("\\"):
+            current.append(stripped[:-1])
+            continue
+        current.append(stripped)
+        result.append((start, " ".join(current).strip()))
+        current = []
+    if current:
+        result.append((start, " ".join(current).strip()))
+    return result
+
+
+def check_dockerfile(dockerfile: str, base_image: str, files: dict[str, str]) -> str:
+    """The Dockerfile, its FROM line normalised to the base image; or why it cannot build."""
+    if len(dockerfile) > MAX_DOCKERFILE_CHARS:
+        raise ParseError(
+            f"the Dockerfile has {len(dockerfile)} characters; at most {MAX_DOCKERFILE_CHARS}"
+        )
+    instructions = _instructions(dockerfile)
+    if not instructions:
+        raise ParseError("the Dockerfile is empty")
+    froms = [(n, text) for n, text in instructions if text.split()[0].upper() == "FROM"]
+    first_line, first = instructions[0]
+    if first.split()[0].upper() != "FROM":
+        raise ParseError(
+            f"the Dockerfile must start with `FROM {base_image}`; line {first_line} is "
+            f"`{first[:80]}`"
+        )
+    if len(froms) > 1:
+        raise ParseError(
+            f"the Dockerfile has {len(froms)} FROM lines; multi-stage builds are not supported, "
+            f"use a single `FROM {base_image}`"
+        )
+    words = first.split()[1:]
+    if not words or words[0].startswith("--"):
+        raise ParseError(f"line {first_line}: use exactly `FROM {base_image}` (no flags)")
+    image = words[0]
+    repository = base_image.rsplit(":", 1)[0]
+    if image != base_image and image.split("@")[0].rsplit(":", 1)[0] != repository:
+        raise ParseError(
+            f"the Dockerfile must build on the base image: line {first_line} names {image!r}; "
+            f"use `FROM {base_image}` (no other image is available)"
+        )
+    for number, text in instructions[1:]:
+        keyword = text.split()[0].upper()
+        if _HEREDOC.search(text) and keyword in ("RUN", "COPY", "ADD"):
+            raise ParseError(
+                f"line {number}: heredocs (<<EOF) are not supported by the image builder; put "
+                'file contents in <file path="..."> blocks and COPY them, or use printf'
+            )
+        if keyword == "ENTRYPOINT":
+            raise ParseError(
+                f"line {number}: ENTRYPOINT is not allowed; the harness starts the container "
+                "itself and nothing runs in the background"
+            )
+        if keyword in ("COPY", "ADD"):
+            _check_copy(number, text, files)
+    lines = dockerfile.strip("\n").splitlines()
+    index = first_line - 1
+    lines[index] = re.sub(r"(?i)^(\s*FROM\s+)\S+", lambda m: m.group(1) + base_image, lines[index])
+    return "\n".join(lines) + "\n"
+
+
+def _check_copy(number: int, text: str, files: dict[str, str]) -> None:
+    words = text.split()[1:]
+    if any(w.startswith("--from") for w in words):
+        raise ParseError(f"line {number}: COPY --from needs another stage; there is only one")
+    words = [w for w in words if not w.startswith("--")]
+    if not words or words[0].startswith("["):
+        return  # JSON form: left to the builder
+    sources = words[:-1]
+    for source in sources:
+        if "://" in source or any(ch in source for ch in "*?[$"):
+            continue
+        wanted = str(PurePosixPath(source.removeprefix("./"))).rstrip("/")
+        if wanted in ("", "."):
+            if files:
+                continue
+        elif wanted in files or any(path.startswith(wanted + "/") for path in files):
+            continue
+        provided = ", ".join(sorted(files)) or "none"
+        raise ParseError(
+            f"line {number}: COPY/ADD source {source!r} is not among the files of the reply "
+            f'(<file path="..."> blocks: {provided})'
+        )

@@ -1,0 +1,138 @@
+"""The stats as readable tables, over the chosen batches (all by default).
+
+The same templates as the catalog's stats views (catalog.STATS_TEMPLATES), grouped over the
+selected batches instead of per batch, so `endless stats`, the HTML report and the
+`dataset_exports` metadata always agree with `select * from <view>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from endless_assets.catalog import query, render_stats_sql
+from endless_assets.lake import Lake, LakeError, check_batch_key
+
+
+@dataclass(frozen=True)
+class StatsTable:
+    name: str  # the stats view it summarizes
+    title: str
+    frame: pl.DataFrame
+
+
+# name -> (title, columns shown, in order)
+TABLES: dict[str, tuple[str, list[str]]] = {
+    "funnel": ("Funnel", ["stage", "entered", "survived", "rejected", "harness_errors"]),
+    "funnel_reasons": ("Why tasks did not survive", ["stage", "reason", "tasks", "example"]),
+    "category_mix": (
+        "Category x complexity",
+        ["category", "complexity", "described", "reached_filter", "kept", "mean_pass_rate"],
+    ),
+    "difficulty": ("Difficulty per solver (pass rate)", ["solver", "difficulty", "tasks"]),
+    "failure_modes": (
+        "Failure modes per solver",
+        [
+            "solver",
+            "failure_mode",
+            "rollouts",
+            "tasks",
+            "mean_turns",
+            "mean_command_diversity",
+            "loop_share",
+        ],
+    ),
+    "token_cost": (
+        "Token cost per stage",
+        ["stage", "requests", "tokens_in", "tokens_out", "tokens", "tokens_per_kept_task"],
+    ),
+    "generator_models": (
+        "Generator models",
+        ["generator", "sampled", "described", "built", "validated", "kept", "tokens"],
+    ),
+    "solver_models": (
+        "Solver models",
+        [
+            "solver",
+            "tasks",
+            "solved_tasks",
+            "rollouts",
+            "success_rate",
+            "mean_turns",
+            "loop_rate",
+            "mean_command_diversity",
+            "tokens_per_rollout",
+        ],
+    ),
+    "model_matrix": (
+        "Generator x solver",
+        ["generator", "solver", "tasks", "solved_tasks", "mean_pass_rate"],
+    ),
+}
+
+
+def batch_filter(batches: list[str] | None) -> str:
+    """SQL for `batch in (...)`; batch keys are checked, so they need no escaping."""
+    if not batches:
+        return "true"
+    for batch in batches:
+        check_batch_key(batch)
+    return "batch in (" + ", ".join(f"'{b}'" for b in batches) + ")"
+
+
+def check_batches(lake: Lake, batches: list[str] | None) -> None:
+    if not batches:
+        return
+    known = set(lake.batches("task_descriptions"))
+    missing = [b for b in batches if b not in known]
+    if missing:
+        raise LakeError(
+            f"no batch {', '.join(missing)} in {lake.root} "
+            f"(batches: {', '.join(sorted(known)) or 'none'})"
+        )
+
+
+def stats_query(lake: Lake, name: str, batches: list[str] | None = None) -> pl.DataFrame:
+    """One stats view summed over the chosen batches (no batch column)."""
+    sql = render_stats_sql(name, key="'selected'", where=batch_filter(batches))
+    return query(lake, sql).drop("batch", strict=False)
+
+
+def stats_tables(lake: Lake, batches: list[str] | None = None) -> list[StatsTable]:
+    check_batches(lake, batches)
+    tables = []
+    for name, (title, columns) in TABLES.items():
+        frame = stats_query(lake, name, batches)
+        tables.append(StatsTable(name, title, frame.select([c for c in columns if c in frame])))
+    return tables
+
+
+def headline(lake: Lake, batches: list[str] | None = None) -> dict[str, float | int]:
+    """The few figures a reader wants first (also the dataset_exports asset metadata)."""
+    where = batch_filter(batches)
+    row = query(
+        lake,
+        f"""
+        select
+          (select count(distinct batch) from task_descriptions where {where}) as batches,
+          (select count(*) from task_descriptions where {where}) as tasks_sampled,
+          (select count(*) from filtered_dataset where kept and {where}) as tasks_kept,
+          (select avg(pass_rate) from filtered_dataset where kept and {where}) as mean_pass_rate,
+          (select count(*) from solver_rollouts where {where}) as rollouts
+        """,
+    ).row(0, named=True)
+    cost = stats_query(lake, "token_cost", batches)
+    tokens = int(cost["tokens"].fill_null(0).sum()) if len(cost) else 0
+    sampled = int(row["tasks_sampled"] or 0)
+    kept = int(row["tasks_kept"] or 0)
+    return {
+        "batches": int(row["batches"] or 0),
+        "tasks_sampled": sampled,
+        "tasks_kept": kept,
+        "keep_rate": round(kept / sampled, 4) if sampled else 0.0,
+        "mean_pass_rate_kept": round(float(row["mean_pass_rate"] or 0.0), 4),
+        "rollouts": int(row["rollouts"] or 0),
+        "tokens": tokens,
+        "tokens_per_kept_task": round(tokens / kept, 1) if kept else 0.0,
+    }

@@ -1,0 +1,112 @@
+"""The task taxonomy: categories x complexity levels x scenario personas, kept as data.
+
+`prompts/taxonomy.yaml` holds the paper's three axes (62 categories, 6 complexity levels, 54
+personas) with optional weights. Stage I draws one entry per axis for every task, seeded by the
+task's seed, so a batch always draws the same mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+TAXONOMY_FILE = PROMPTS_DIR / "taxonomy.yaml"
+AXES = ("categories", "complexities", "scenarios")
+
+
+class TaxonomyError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    weight: float = 1.0
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One task's place in the taxonomy."""
+
+    category: str
+    complexity: str
+    complexity_hint: str
+    scenario: str
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    categories: tuple[Entry, ...]
+    complexities: tuple[Entry, ...]
+    scenarios: tuple[Entry, ...]
+    digest: str = ""  # hash of the file's text: part of the prompt version
+
+    @classmethod
+    def load(cls, path: str | Path = TAXONOMY_FILE) -> Taxonomy:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TaxonomyError(f"cannot read the taxonomy {path}: {exc}") from exc
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TaxonomyError(f"{path} is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise TaxonomyError(f"{path} must be a mapping with keys {', '.join(AXES)}")
+        unknown = set(data) - set(AXES)
+        if unknown:
+            raise TaxonomyError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+        axes = {axis: _entries(path, axis, data.get(axis)) for axis in AXES}
+        return cls(**axes, digest=hashlib.sha256(text.encode()).hexdigest()[:16])
+
+    def draw(self, seed: int) -> Draw:
+        """The (category, complexity, scenario) of the task with this seed."""
+        rng = random.Random(f"taxonomy:{seed}")
+        category = _pick(rng, self.categories)
+        complexity = _pick(rng, self.complexities)
+        scenario = _pick(rng, self.scenarios)
+        return Draw(category.name, complexity.name, complexity.hint, scenario.name)
+
+
+def _entries(path: Path, axis: str, raw: Any) -> tuple[Entry, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise TaxonomyError(f"{path}: `{axis}` must be a non-empty list")
+    entries: list[Entry] = []
+    for i, item in enumerate(raw):
+        where = f"{path}: {axis}[{i}]"
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise TaxonomyError(f"{where} must be a name or a mapping with `name`, got {item!r}")
+        extra = set(item) - {"name", "weight", "hint"}
+        if extra:
+            raise TaxonomyError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
+        name = str(item.get("name") or "").strip()
+        if not name:
+            raise TaxonomyError(f"{where} has no name")
+        try:
+            weight = float(item.get("weight", 1.0))
+        except (TypeError, ValueError):
+            raise TaxonomyError(f"{where} ({name}): weight must be a number") from None
+        if weight < 0:
+            raise TaxonomyError(f"{where} ({name}): weight must be 0 or more, got {weight}")
+        entries.append(Entry(name, weight, str(item.get("hint") or "").strip()))
+    names = [e.name for e in entries]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise TaxonomyError(f"{path}: `{axis}` lists {', '.join(duplicates)} more than once")
+    if not any(e.weight > 0 for e in entries):
+        raise TaxonomyError(f"{path}: every entry of `{axis}` has weight 0")
+    return tuple(entries)
+
+
+def _pick(rng: random.Random, entries: tuple[Entry, ...]) -> Entry:
+    return rng.choices(entries, weights=[e.weight for e in entries], k=1)[0]
