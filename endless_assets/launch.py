@@ -45,7 +45,7 @@ class LaunchResult:
 
 
 def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
-    """Materialize one partition of the daily batch job under the multiprocess executor."""
+    """Materialize one partition of the daily batch job, as the UI would, on this instance."""
     ensure_dagster_home()
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.

@@ -1,4 +1,4 @@
-"""`endless run` end to end under Dagster's multiprocess executor, then `endless sql`."""
+"""`endless run` end to end in a separate process (a real Dagster run), then `endless sql`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Round trip through Harbor's format: export a materialized batch, import it back with
-`endless import harbor` (a real Dagster run under the multiprocess executor, real Docker) next
+`endless import harbor` (a real Dagster run, real Docker) next
 to foreign and malformed task directories, and find the same tasks, validated and kept again."""
 
 from __future__ import annotations
