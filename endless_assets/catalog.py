@@ -18,6 +18,8 @@ import polars as pl
 from endless_assets.lake import Lake
 from endless_assets.schemas import TABLES, polars_schema
 
+STORAGE_VERSION = "v1.0.0"
+
 _DUCK_TYPES = {
     pl.String: "VARCHAR",
     pl.Int64: "BIGINT",
@@ -340,10 +342,18 @@ def rebuild_catalog(lake: Lake) -> Path:
     target = lake.catalog_path
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect()
         try:
+            # An older storage format, so the DuckDB CLI (`duckdb data/endless.duckdb`, which
+            # lags the Python package by a major version) opens the catalog too.
+            con.execute(
+                f"attach {_sql_string(str(tmp))} as catalog (storage_version '{STORAGE_VERSION}')"
+            )
+            con.execute("use catalog")
             create_views(con, lake)
-            con.execute("checkpoint")
+            con.execute("checkpoint catalog")
+            con.execute("use memory")
+            con.execute("detach catalog")
         finally:
             con.close()
         os.replace(tmp, target)

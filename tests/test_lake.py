@@ -110,3 +110,30 @@ def test_the_catalog_swap_does_not_disturb_an_open_reader(tmp_path):
     finally:
         reader.close()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_duckdb_command_line_opens_the_catalog(tmp_path):
+    """Plain `duckdb data/endless.duckdb` works: the catalog is written in a storage format the
+    DuckDB CLI (which lags the Python package) reads, and every view answers."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = shutil.which("duckdb") or str(Path(sys.executable).with_name("duckdb"))
+    lake = Lake(tmp_path)
+    lake.write("task_environments", "2026-01-01", rows(3, "2026-01-01"))
+    rebuild_catalog(lake)
+    views = [*TABLES, *STATS_VIEWS]
+    sql = "".join(f"select '{v}', count(*) from {v};\n" for v in views)
+    proc = subprocess.run(
+        [cli, "-csv", "-noheader", str(lake.catalog_path)],
+        input=sql,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    counts = dict(line.split(",") for line in proc.stdout.split())
+    assert set(counts) == set(views)
+    assert counts["task_environments"] == "3"
