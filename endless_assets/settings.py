@@ -55,6 +55,14 @@ FIELDS: tuple[Field, ...] = (
     Field("memory", "ENDLESS_MEMORY", "1g", str, "memory limit per task container"),
     Field("cpus", "ENDLESS_CPUS", 1.0, float, "CPU limit per task container"),
     Field("pids", "ENDLESS_PIDS", 512, int, "process limit per task container"),
+    Field(
+        "build_network",
+        "ENDLESS_BUILD_NETWORK",
+        True,
+        bool,
+        "let RUN steps of LLM-written and imported Dockerfiles reach the network during builds "
+        "(host network; procedural builds never get one; containers never do)",
+    ),
     # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
     # made; it is never a setting and never stored.
     Field(
@@ -136,6 +144,7 @@ class Settings:
     memory: str
     cpus: float
     pids: int
+    build_network: bool
     generator_base_url: str
     task_temperature: float
     test_temperature: float

@@ -50,6 +50,7 @@ class TaskGenerator(Protocol):
     model: str
     repair_rounds: int
     reference_required: bool  # must the reference solution pass the completion test?
+    needs_build_network: bool  # may its Dockerfiles' RUN steps reach the network?
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]: ...
 

@@ -11,6 +11,7 @@ class CarriedGenerator:
     model = ""
     repair_rounds = 1
     reference_required = True
+    needs_build_network = True  # imported Dockerfiles may install packages
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
         raise GenerationError("carried tasks are imported, not described")

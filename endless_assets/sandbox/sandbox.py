@@ -41,15 +41,22 @@ class Sandbox:
         return self._base
 
     def build(
-        self, dockerfile: str, context_files: dict[str, str], labels: dict[str, str] | None = None
+        self,
+        dockerfile: str,
+        context_files: dict[str, str],
+        labels: dict[str, str] | None = None,
+        *,
+        network: bool = True,
     ) -> BuildResult:
+        """Build (or reuse) a task image. RUN steps get the host network only when the caller
+        asks (`network`) and the configuration allows it (`build_network`)."""
         return build_task_image(
             self.client,
             dockerfile,
             context_files,
             base_image_id=self.base.image_id,
             labels=labels,
-            network=self.config.build_network,
+            network=network and self.config.build_network,
             timeout=self.config.build_timeout,
         )
 

@@ -78,7 +78,12 @@ def build_environment(
             outcome.dockerfile, outcome.initial_test = env.dockerfile, env.initial_test
             outcome.context_files = dict(env.context_files)
             with slot:
-                build = sandbox.build(env.dockerfile, env.context_files, labels=labels)
+                build = sandbox.build(
+                    env.dockerfile,
+                    env.context_files,
+                    labels=labels,
+                    network=generator.needs_build_network,
+                )
             outcome.build_seconds += build.seconds
             if not build.ok:
                 log = build.log[-FEEDBACK_LIMIT:]

@@ -57,6 +57,7 @@ class LLMGenerator:
 
     name = "llm"
     reference_required = False  # a failing reference solution is recorded; stage IV decides
+    needs_build_network = True  # its Dockerfiles may apt-get or pip install
 
     def __init__(
         self,

@@ -36,6 +36,7 @@ class ProceduralGenerator(CarriedGenerator):
     model = ""
     repair_rounds = 1
     reference_required = True
+    needs_build_network = False  # families build from their own files only
 
     def __init__(self, base_image: str, families: list[type[Family]] | None = None) -> None:
         self.base_image = base_image
