@@ -112,3 +112,14 @@ def test_the_agent_is_not_root_and_has_no_network(container):
         assert sh.run("cat /proc/net/dev | grep -c ':'").output == "1\n"  # only lo
         assert sh.run("touch /etc/x").exit_code != 0
         assert sh.run("ls /verifier").exit_code != 0
+
+
+def test_a_runaway_writer_is_stopped_at_the_file_size_cap(sandbox):
+    from endless_assets.sandbox.container import Limits
+    from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+
+    small = Sandbox(SandboxConfig(limits=Limits(file_size_mb=8)))
+    with small.container(small.base.tag) as box, ShellSession(box) as sh:
+        result = sh.run("yes endless > /home/user/big; echo rc=$?; stat -c %s /home/user/big")
+        assert "rc=153" in result.output  # 128 + SIGXFSZ
+        assert result.output.strip().endswith(str(8 * 1024 * 1024))

@@ -11,6 +11,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import docker.errors
+import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
@@ -27,6 +28,9 @@ class Limits:
     memory: str = "1g"
     cpus: float = 1.0
     pids: int = 512
+    # overlay2 on ext4 has no disk quota, so a runaway `yes > f` could fill the host's disk
+    # within one command timeout; every process in the container gets this per-file size cap.
+    file_size_mb: int = 1024
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,13 @@ def task_container(
             security_opt=["no-new-privileges"],
             privileged=False,
             log_config={"type": "none", "config": {}},
+            ulimits=[
+                docker.types.Ulimit(
+                    name="fsize",
+                    soft=limits.file_size_mb * 1024 * 1024,
+                    hard=limits.file_size_mb * 1024 * 1024,
+                )
+            ],
         )
         created = api.create_container(
             image,
