@@ -83,6 +83,13 @@ def task_yaml(task: ExportTask, base_image: str) -> str:
 
 def dockerfile(task: ExportTask, base_image: str) -> str:
     text = rebase(task.dockerfile, base_image).rstrip("\n")
+    workdirs = [
+        ln.split(None, 1)[1].strip()
+        for ln in text.splitlines()
+        if ln.strip().upper().startswith("WORKDIR ")
+    ]
+    if workdirs and workdirs[-1] == AGENT_HOME:
+        return f"{text}\n"
     return f"{text}\nWORKDIR {AGENT_HOME}\n"
 
 

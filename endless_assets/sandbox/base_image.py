@@ -45,6 +45,11 @@ PACKAGES = (
     "gawk",
     "cron",
     "ca-certificates",
+    # What peer harnesses drive agents with: Terminal-Bench and Harbor's terminus agents run
+    # their shell in tmux (and Terminal-Bench records with asciinema); with both in the image,
+    # exported tasks need no network when a real agent runs them.
+    "tmux",
+    "asciinema",
 )
 USER_LAYER = """\
 FROM {rootfs}

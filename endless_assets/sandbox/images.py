@@ -32,6 +32,27 @@ class BuildResult:
     log: str  # tail of the build output; the error when not ok
 
 
+_STEP = re.compile(r"^Step \d+/\d+ : ", re.MULTILINE)
+_HOUSEKEEPING = re.compile(
+    r"^ ---> (?:Running in [0-9a-f]+|Using cache|[0-9a-f]{12})$\n?"
+    r"|^Removing intermediate container [0-9a-f]+$\n?",
+    re.MULTILINE,
+)
+
+
+def failing_step_log(text: str) -> str:
+    """The part of a failed build's log that explains the failure, the same on every run.
+
+    Only the last step (the one that failed) is kept: earlier steps read differently depending
+    on Docker's layer cache ("Using cache" the second time), which would make the same failure
+    look new to a repair prompt and to the reply cache. Docker's housekeeping lines (container
+    and layer ids) go too.
+    """
+    starts = [m.start() for m in _STEP.finditer(text)]
+    section = text[starts[-1] :] if starts else text
+    return _HOUSEKEEPING.sub("", section).strip()[-BUILD_LOG_LIMIT:]
+
+
 def image_tag_for(dockerfile: str, context_files: dict[str, str], base_image_id: str) -> str:
     parts: list[str] = [base_image_id, dockerfile]
     for path in sorted(context_files):
@@ -111,7 +132,7 @@ def build_task_image(
         text = _ANSI.sub("", "".join(chunks))
         if error:
             return BuildResult(
-                False, tag, "", time.monotonic() - started, False, text[-BUILD_LOG_LIMIT:]
+                False, tag, "", time.monotonic() - started, False, failing_step_log(text)
             )
         try:
             image = client.images.get(tag)
