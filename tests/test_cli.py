@@ -118,6 +118,15 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "solver (config) must be one of" in proc.stderr
+    proc = subprocess.run(
+        [*ENDLESS, "run", "--solver", "chat"],
+        capture_output=True,
+        text=True,
+        env={**env, "ENDLESS_SOLVER_MODEL": ""},
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2 and "set ENDLESS_SOLVER_MODEL" in proc.stderr
     assert not (tmp_path / "lake").exists()
 
 

@@ -71,6 +71,10 @@ def run(
 
 def _preflight(settings) -> None:
     """Fail fast, with the reason, on what would otherwise fail inside the run."""
+    if settings.generator == "llm" and not settings.generator_model:
+        _fail("the llm generator needs a model: set ENDLESS_GENERATOR_MODEL")
+    if settings.solver == "chat" and not settings.solver_model:
+        _fail("the chat solver needs a model: set ENDLESS_SOLVER_MODEL")
     import docker.errors
 
     from endless_assets.sandbox.base_image import base_image_tag
