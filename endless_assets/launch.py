@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,24 @@ class LaunchResult:
 
 def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
     """Materialize one partition of the daily batch job, as the UI would, on this instance."""
+    return launch_job(
+        daily_batch_job, batch, overrides, launched_by="endless run", log_level=log_level
+    )
+
+
+def launch_job(
+    job: Callable[[], dg.JobDefinition],
+    batch: str,
+    overrides: dict[str, Any],
+    *,
+    launched_by: str,
+    log_level: str = "INFO",
+    extra_run_config: dict[str, Any] | None = None,
+    dynamic_partitions: str | None = None,
+) -> LaunchResult:
+    """Run `job` (a module-level function returning the job, so Dagster can reconstruct it) for
+    one partition on the DAGSTER_HOME instance. `overrides` are pipeline settings (None: unset);
+    `dynamic_partitions` names a dynamic partitions definition to add the batch to first."""
     ensure_dagster_home()
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
@@ -53,15 +72,18 @@ def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INF
     config = {k: v for k, v in overrides.items() if v is not None}
     run_config: dict[str, Any] = {
         "loggers": {"console": {"config": {"log_level": log_level}}},
+        **(extra_run_config or {}),
     }
     if config:
         run_config["resources"] = {"pipeline": {"config": config}}
     with dg.DagsterInstance.get() as instance:
+        if dynamic_partitions:
+            instance.add_dynamic_partitions(dynamic_partitions, [batch])
         result = dg.execute_job(
-            dg.reconstructable(daily_batch_job),
+            dg.reconstructable(job),
             instance=instance,
             run_config=run_config,
-            tags={"dagster/partition": batch, "endless/launched_by": "endless run"},
+            tags={"dagster/partition": batch, "endless/launched_by": launched_by},
             raise_on_error=False,
         )
         failed = [

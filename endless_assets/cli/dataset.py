@@ -243,46 +243,24 @@ def launch_import(
     log_level: str = "INFO",
 ):
     """Add the partition on the instance and run the `imported_batch` job for it."""
-    import logging
-
-    import dagster as dg
-
     from endless_assets.defs.imports import IMPORT_OP, imported_batch_job
-    from endless_assets.launch import LaunchResult, ensure_dagster_home
+    from endless_assets.launch import launch_job
     from endless_assets.partitions import imported_batches
 
-    ensure_dagster_home()
-    logging.getLogger("dagster").setLevel(log_level)
-    config = {key: value for key, value in overrides.items() if value is not None}
-    run_config: dict[str, Any] = {
-        "loggers": {"console": {"config": {"log_level": log_level}}},
-        "ops": {
-            IMPORT_OP: {
-                "config": {
-                    "source_dir": str(source),
-                    "format": "harbor",
-                    "base_image_map": base_image_map,
-                }
-            }
-        },
+    import_config = {
+        "source_dir": str(source),
+        "format": "harbor",
+        "base_image_map": base_image_map,
     }
-    if config:
-        run_config["resources"] = {"pipeline": {"config": config}}
-    with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions(imported_batches.name, [batch])
-        result = dg.execute_job(
-            dg.reconstructable(imported_batch_job),
-            instance=instance,
-            run_config=run_config,
-            tags={"dagster/partition": batch, "endless/launched_by": "endless import"},
-            raise_on_error=False,
-        )
-        failed = [
-            event.step_key or ""
-            for event in result.all_events
-            if event.event_type_value == "STEP_FAILURE"
-        ]
-        return LaunchResult(result.success, result.run_id, failed)
+    return launch_job(
+        imported_batch_job,
+        batch,
+        overrides,
+        launched_by="endless import",
+        log_level=log_level,
+        extra_run_config={"ops": {IMPORT_OP: {"config": import_config}}},
+        dynamic_partitions=imported_batches.name,
+    )
 
 
 def _print_import_summary(data_dir: str, batch: str) -> None:
