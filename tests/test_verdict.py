@@ -158,3 +158,42 @@ def test_a_fork_bomb_left_running_does_not_stop_the_grader(container):
     assert verdict.passed, verdict.output
     with ShellSession(container) as sh:
         assert sh.run("pgrep -u user -c sleep || true").output.strip() == "0"
+
+
+class Scripted:
+    """A policy that runs fixed commands, then says done."""
+
+    name, model = "scripted", "fixed"
+
+    def __init__(self, *commands: str) -> None:
+        self.commands = list(commands)
+
+    def reset(self, task) -> None:
+        self.queue = list(self.commands)
+
+    def act(self, observation):
+        from endless_assets.agent.policies import Action
+
+        if self.queue:
+            return Action("command", command=self.queue.pop(0))
+        return Action("done")
+
+    def messages(self):
+        return []
+
+
+def test_a_fork_bomb_that_escapes_the_command_timeout_still_gets_graded(container):
+    """The bomb drops the harness's process tag and fills the process limit; the grader, resident
+    since before the first command, still stops it and grades (no harness error)."""
+    from endless_assets.agent.episode import EpisodeLimits, run_episode_in
+    from endless_assets.agent.policies import EpisodeTask
+
+    bomb = (
+        "for i in 1 2 3 4; do env -u ENDLESS_CMD setsid sh -c "
+        "'while :; do sleep 1000 & done' >/dev/null 2>&1 & done; sleep 3; echo launched"
+    )
+    policy = Scripted("echo 42 > /home/user/answer.txt", bomb)
+    task = EpisodeTask("et-bomb", "write 42")
+    rollout = run_episode_in(container, task, policy, TEST, EpisodeLimits(command_timeout=10))
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == 1 and rollout.verdict.passed

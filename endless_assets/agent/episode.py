@@ -19,7 +19,7 @@ from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.shell import CommandResult, ShellSession
-from endless_assets.sandbox.verdict import Verdict, run_pytest
+from endless_assets.sandbox.verdict import Verdict, run_pytest, start_grader
 
 TERMINATIONS = ("done", "turn_limit", "time_limit", "context_limit", "harness_error")
 
@@ -160,6 +160,10 @@ def run_episode_in(
     rollout.prompt_version = getattr(policy, "prompt_version", "")
     try:
         policy.reset(task)
+        # The grader is resident before the agent's first command: at the verdict it can stop
+        # every agent process without needing a new exec or a fork (a fork bomb or a memory hog
+        # left behind cannot keep the grade from happening).
+        start_grader(container)
         with ShellSession(container, output_cap=limits.output_cap) as shell:
             rollout.termination = _loop(shell, policy, rollout, limits, started)
         with docker_slots or contextlib.nullcontext():

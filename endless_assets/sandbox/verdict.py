@@ -205,6 +205,11 @@ class _Grader:
             self._sock.close()
 
 
+def start_grader(container: TaskContainer) -> None:
+    """Start the container's grader now (it is otherwise started by the first verdict)."""
+    _grader_for(container)
+
+
 def _grader_for(container: TaskContainer) -> _Grader:
     grader = getattr(container, "_grader", None)
     if grader is None:
