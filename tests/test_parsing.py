@@ -67,12 +67,7 @@ def test_task_replies_real_models_send_are_accepted(reply):
         ("<think>I should write a task about logs, maybe", "only reasoning"),
         (f"<truth>{TRUTH}</truth><solution>{SOLUTION}</solution>", "no <task> section"),
         (f"<task>{INSTRUCTION}</task><solution>{SOLUTION}</solution>", "no <truth> section"),
-        (f"<task>{INSTRUCTION}</task><truth>{TRUTH}</truth>", "no <solution> section"),
         (f"<task>Do it.</task><truth>{TRUTH}</truth><solution>ls</solution>", "too short"),
-        (
-            f"<task>{INSTRUCTION}</task><truth>{TRUTH}</truth><solution>```bash\n```</solution>",
-            "holds no script",
-        ),
         (
             f"<task>{'x' * 9000}</task><truth>{TRUTH}</truth><solution>ls</solution>",
             "at most 8000",
@@ -83,6 +78,19 @@ def test_task_replies_real_models_send_are_accepted(reply):
 def test_unusable_task_replies_are_rejected_with_the_reason(reply, reason):
     with pytest.raises(ParseError, match=reason):
         parse_task(reply)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"<task>{INSTRUCTION}</task>\n<truth>{TRUTH}</truth>",  # the paper's format
+        f"<task>{INSTRUCTION}</task><truth>{TRUTH}</truth><solution>```bash\n```</solution>",
+    ],
+    ids=["no-solution-section", "empty-solution"],
+)
+def test_a_task_without_a_reference_solution_is_accepted_without_one(reply):
+    task = parse_task(reply)
+    assert task.instruction == INSTRUCTION and task.solution == ""
 
 
 def test_reasoning_is_stripped_in_all_its_forms():
