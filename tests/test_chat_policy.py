@@ -124,13 +124,55 @@ def test_a_400_for_length_folds_harder_then_gives_up_with_context_limit():
     # Each refused request is followed by one with at least half of the unfolded turns folded.
     assert [len(r["messages"]) for r in server.requests] == [2, 4, 2, 4, 2]
 
-    with ScriptedServer(
-        lambda r: Reply(status=400, body={"error": {"message": "context too long"}})
-    ) as server:
+    too_long = Reply(status=400, body={"error": {"message": "prompt is too long: 9000 tokens"}})
+    answers = iter([Reply("<command>ls</command>")])
+    with ScriptedServer(lambda r: next(answers, too_long)) as server:
         agent = policy(server)
         agent.reset(TASK)
+        agent.act(None)
         with pytest.raises(ContextExhausted, match="too long with every earlier turn folded"):
+            agent.act(observation(0))
+    assert [len(r["messages"]) for r in server.requests] == [2, 4, 2]
+
+
+def test_a_refusal_of_the_first_request_is_unavailable_even_for_length():
+    # Nothing was folded or done yet: the settings do not fit the model, for every episode.
+    too_long = {"error": {"message": "This model's maximum context length is 10 tokens"}}
+    with ScriptedServer(lambda r: Reply(status=400, body=too_long)) as server:
+        agent = policy(server)
+        agent.reset(TASK)
+        with pytest.raises(PolicyUnavailable, match="refused the first request"):
             agent.act(None)
+    assert len(server.requests) == 1
+
+
+def test_max_tokens_too_large_is_unavailable_but_vllms_context_wording_folds():
+    openai_wording = (
+        "max_tokens is too large: 4096. This model supports at most 1024 completion tokens, "
+        "whereas you provided 4096."
+    )
+    vllm_wording = (
+        "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+        "context length is 8192 tokens and your request has 5000 input tokens (4096 > 8192 - "
+        "5000)."
+    )
+    for wording, folds in ((openai_wording, False), (vllm_wording, True)):
+
+        def responder(request, wording=wording):
+            if len(request["messages"]) > 2:
+                return Reply(status=400, body={"error": {"message": wording}})
+            return Reply("<command>ls</command>")
+
+        with ScriptedServer(responder) as server:
+            agent = policy(server)
+            agent.reset(TASK)
+            agent.act(None)  # answered: a refusal now is not the first request's
+            if folds:
+                assert agent.act(observation(0)).folded_turns == 1
+            else:
+                with pytest.raises(PolicyUnavailable, match="at most 1024 completion tokens"):
+                    agent.act(observation(0))
+                assert all(len(r["messages"]) > 2 for r in server.requests[1:]), "never folded"
 
 
 def test_an_endpoint_that_is_down_or_refuses_is_unavailable_not_the_agents_fault():
@@ -197,3 +239,12 @@ def test_bad_solver_settings_are_refused_up_front():
         policy_factory(
             Settings.resolve(solver="chat", solver_model="m", context_tokens=100, turn_tokens=100)
         )
+
+
+def test_a_lone_surrogate_in_a_reply_is_replaced_before_it_is_run_or_kept():
+    with ScriptedServer(lambda r: Reply("<command>echo caf\ud800</command>")) as server:
+        agent = policy(server)
+        agent.reset(TASK)
+        action = agent.act(None)
+    assert action.command == "echo caf\ufffd" and action.raw == "<command>echo caf\ufffd</command>"
+    assert agent.messages()[-1]["content"] == action.raw  # storable: valid UTF-8

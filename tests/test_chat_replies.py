@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from endless_assets.agent.replies import parse_reply
+from endless_assets.agent.replies import clean_text, parse_reply
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,19 @@ from endless_assets.agent.replies import parse_reply
         ("<thinking>plan</thinking>\n<command>grep -c x f</command>", "grep -c x f"),
         # A server that stops at "</command>" leaves the last block unclosed.
         ("Let me check.\n<command>head -n 3 data.csv", "head -n 3 data.csv"),
+        # Thinking tags inside a command are part of it.
+        (
+            "<command>grep -E '<think>|</think>' chat.log</command>",
+            "grep -E '<think>|</think>' chat.log",
+        ),
+        ("<command>sed -i 's#</think>##' chat.log</command>", "sed -i 's#</think>##' chat.log"),
+        (
+            "<think>an XML file</think><command>echo '<reasoning>' > a.xml</command>",
+            "echo '<reasoning>' > a.xml",
+        ),
+        ("<command>grep -c '<thinking>' chat.log", "grep -c '<thinking>' chat.log"),
+        # ... but a command tag mentioned in template thinking is still thinking.
+        ("I reply with a <command> tag.</think>\n<command>ls</command>", "ls"),
     ],
 )
 def test_commands_real_models_send_are_accepted(reply, command):
@@ -80,3 +93,11 @@ def test_the_thought_keeps_reasoning_thinking_and_prose():
 def test_a_complete_command_survives_the_token_limit():
     parsed = parse_reply("<command>ls</command> and then I would", finish_reason="length")
     assert parsed.kind == "command" and parsed.command == "ls"
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character():
+    parsed = parse_reply("<command>echo caf\ud800 \U0001f600</command>", reasoning="hm\udcff")
+    assert parsed.kind == "command" and parsed.command == "echo caf\ufffd \U0001f600"
+    assert parsed.thought == "hm\ufffd"
+    parsed.command.encode("utf-8")  # would raise on a surrogate
+    assert clean_text("a\ud83d\ude00b") == "a\U0001f600b"  # a pair is one character

@@ -131,6 +131,8 @@ def test_an_exported_harbor_task_grades_offline_as_harbor_would(harbor_dir, sand
         box.put_files("/solution", {"solve.sh": solve}, mode=0o755)
 
         def reward() -> str:
+            # Harbor uploads the tests for each grading; the grader removes its test file.
+            box.put_files("/tests", tests, mode=0o755)
             run = box.exec_root(["bash", "/tests/test.sh"], workdir="/home/user")
             assert run.exit_code == 0, run.output
             return box.exec_root(["cat", "/logs/verifier/reward.txt"]).output.strip()
@@ -316,3 +318,20 @@ def test_a_task_kept_without_a_reference_solution_ships_without_one(lake, kept, 
     assert all((tmp_path / "harbor" / t / "solution/solve.sh").is_file() for t in others)
     export_dataset(copy, "terminal-bench", tmp_path / "tb")
     assert "exit 1" in (tmp_path / "tb" / bare / "solution.sh").read_text()
+
+
+def test_the_exported_harbor_grader_gives_no_reward_for_skipped_tests(sandbox):
+    """Exit status 0 is not enough: a test that skips itself (say, because the agent deleted the
+    file its condition looks at) must not earn the reward."""
+    from endless_assets.export.harbor import COMPLETION_TEST, grader_script
+
+    skipping = "import pytest\n\ndef test_x():\n    pytest.skip('nothing to check')\n"
+    passing = "def test_x():\n    assert True\n"
+    with sandbox.container(sandbox.base.tag, labels={"role": "harbor-grader-test"}) as box:
+        box.exec_root(["mkdir", "-p", "/tests", "/logs/verifier"])
+        rewards = []
+        for test in (skipping, passing):
+            box.put_files("/tests", {"test.sh": grader_script(), COMPLETION_TEST: test}, mode=0o755)
+            assert box.exec_root(["bash", "/tests/test.sh"]).exit_code == 0
+            rewards.append(box.exec_root(["cat", "/logs/verifier/reward.txt"]).output.strip())
+    assert rewards == ["0", "1"]

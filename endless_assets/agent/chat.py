@@ -6,9 +6,10 @@ would not fit, see context.py), thinks, and emits exactly one `<command>` or
 turn and the episode loop answers with a corrective observation.
 
 Failures are classified where they happen: the endpoint unreachable after the client's retries
-(or refusing the request for a reason other than its length) raises `PolicyUnavailable`, so the
-rollout is a `harness_error` with no reward; a conversation that does not fit even with every
-earlier turn folded raises `ContextExhausted` (`context_limit`).
+(or refusing the request for a reason other than its length, or refusing the first request of
+the episode, before the agent did anything) raises `PolicyUnavailable`, so the rollout is a
+`harness_error` with no reward; a conversation that does not fit even with every earlier turn
+folded raises `ContextExhausted` (`context_limit`).
 
 Replies are never cached: k attempts of one task must be independent samples.
 """
@@ -31,7 +32,7 @@ from endless_assets.agent.context import (
 )
 from endless_assets.agent.episode import ContextExhausted, PolicyUnavailable
 from endless_assets.agent.policies import Action, EpisodeTask
-from endless_assets.agent.replies import parse_reply
+from endless_assets.agent.replies import clean_text, parse_reply
 from endless_assets.llm.client import (
     ChatClient,
     ChatReply,
@@ -43,7 +44,19 @@ from endless_assets.settings import Settings, SettingsError
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 SOLVER_API_KEY_ENVS = ("ENDLESS_SOLVER_API_KEY", "OPENAI_API_KEY")
-_CONTEXT_WORDS = ("context", "too long", "maximum", "token")
+# How endpoints word "the prompt does not fit" (OpenAI and its error code, vLLM, llama.cpp,
+# Anthropic, ...). A refusal without such wording, e.g. "max_tokens is too large" for a
+# turn_tokens the model does not support, is not the conversation's length: folding cannot help.
+_CONTEXT_WORDING = (
+    "context length",
+    "context_length",
+    "context size",
+    "context window",
+    "maximum context",
+    "too many tokens in the prompt",
+    "prompt is too long",
+    "reduce the length",
+)
 
 
 @dataclass(frozen=True)
@@ -177,15 +190,14 @@ class ChatPolicy:
         if observation is not None:
             self._transcript.append({"role": "user", "content": observation})
         reply, folded = self._complete()
-        self._transcript.append({"role": "assistant", "content": reply.text})
-        parsed = parse_reply(
-            reply.text, reasoning=reply.reasoning, finish_reason=reply.finish_reason
-        )
+        text = clean_text(reply.text)  # a lone surrogate could not be run or stored
+        self._transcript.append({"role": "assistant", "content": text})
+        parsed = parse_reply(text, reasoning=reply.reasoning, finish_reason=reply.finish_reason)
         return Action(
             parsed.kind,
             command=parsed.command,
             thought=parsed.thought,
-            raw=reply.text,
+            raw=text,
             error=parsed.error,
             tokens_in=reply.tokens_in,
             tokens_out=reply.tokens_out,
@@ -222,9 +234,16 @@ class ChatPolicy:
                 raise PolicyUnavailable(self._scrub(str(exc))) from exc
             except LLMRequestError as exc:
                 text = self._scrub(str(exc))
-                if not any(word in text.lower() for word in _CONTEXT_WORDS):
+                if not any(words in text.lower() for words in _CONTEXT_WORDING):
                     raise PolicyUnavailable(text) from exc
                 total = turns_in(self._transcript)
+                if total == 0:
+                    # Nothing the agent did yet: the endpoint refuses what every episode starts
+                    # with, so the settings do not fit this model (a harness error, rerun).
+                    raise PolicyUnavailable(
+                        f"the endpoint refused the first request of the episode (check "
+                        f"context_tokens and turn_tokens against the model): {text}"
+                    ) from exc
                 if folded >= total:
                     raise ContextExhausted(
                         f"the endpoint refused the prompt as too long with every earlier turn "

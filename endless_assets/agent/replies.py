@@ -3,7 +3,10 @@
 What is accepted (all of it tested in tests/test_chat_replies.py):
 - Thinking, either in the server's separate reasoning field, in `<think>…</think>` (also
   `<thinking>`, `<reasoning>`), after a bare `</think>` whose opening tag was in the chat
-  template, or as plain prose around the tag. Tags inside thinking are ignored.
+  template, or as plain prose around the tag. Tags inside thinking are ignored, and thinking
+  tags inside a `<command>`/`<action>` block are part of the command (`grep '<think>' log`).
+- Any text: lone surrogates (a JSON reply may carry "\ud800") become U+FFFD (`clean_text`), so
+  what is parsed, run and stored is always valid Unicode.
 - `<command>…</command>`: tag names are case-insensitive and may carry attributes; the command may
   be wrapped in a Markdown code fence or in single backticks, which are removed. Multi-line
   commands are kept as they are.
@@ -24,11 +27,12 @@ from typing import Literal
 
 ReplyKind = Literal["command", "done", "invalid"]
 
-_THINK = re.compile(r"<(think|thinking|reasoning)\b[^>]*>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<(think|thinking|reasoning)\b[^>]*>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)\s*>", re.IGNORECASE)
 _BLOCK = re.compile(r"<(command|action)\b[^>]*>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
+_BLOCK_OPEN = re.compile(r"<(command|action)\b[^>]*>", re.IGNORECASE)
 _OPEN_COMMAND = re.compile(r"<command\b[^>]*>", re.IGNORECASE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _FENCE = re.compile(r"^```[\w+-]*[ \t]*\n(.*?)\n?```$", re.DOTALL)
 FORMAT_HINT = "Reply with exactly one <command>...</command>, or <action>done</action>"
 
@@ -41,10 +45,19 @@ class ParsedReply:
     error: str = ""
 
 
+def clean_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (pairs are joined): encodable as
+    UTF-8, so it can be sent to the shell and stored in Parquet."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def parse_reply(text: str, *, reasoning: str = "", finish_reason: str = "") -> ParsedReply:
     """Parse one reply. `finish_reason` is the server's ("stop", "length", ...)."""
+    text, reasoning = clean_text(text or ""), clean_text(reasoning or "")
     thoughts = [reasoning.strip()] if reasoning.strip() else []
-    body, thinking, unfinished = _split_thinking(text or "")
+    body, thinking, unfinished = _split_thinking(text)
     thoughts += thinking
     cut_off = finish_reason == "length"
     if unfinished:
@@ -121,24 +134,59 @@ def _unwrap(content: str) -> str:
 
 
 def _split_thinking(text: str) -> tuple[str, list[str], str]:
-    """(text outside thinking, closed thinking blocks, unfinished thinking or "")."""
+    """(text outside thinking, closed thinking blocks, unfinished thinking or "").
+
+    Read left to right: whichever opens first, a thinking tag or a `<command>`/`<action>` block,
+    runs to its own closing tag, and tags of the other kind inside it are its content."""
     thinking: list[str] = []
     close = _THINK_CLOSE.search(text)
     opening = _THINK_OPEN.search(text)
-    if close and (opening is None or opening.start() > close.start()):
+    if (
+        close
+        and (opening is None or opening.start() > close.start())
+        and not _inside_block(text, close.start())
+    ):
         # The opening tag was part of the chat template: everything before `</think>` is thought.
         thinking.append(text[: close.start()].strip())
         text = text[close.end() :]
 
-    def keep(match: re.Match[str]) -> str:
-        thinking.append(match.group(2).strip())
-        return " "
+    body: list[str] = []
+    pos = 0
+    while opening := _THINK_OPEN.search(text, pos):
+        block = _BLOCK_OPEN.search(text, pos, opening.start())
+        if block:  # a command block comes first: a thinking tag inside it is part of it
+            end = _closing(block.group(1)).search(text, block.end())
+            if end is None:  # an unclosed last command: the rest of the reply
+                break
+            body.append(text[pos : end.end()])
+            pos = end.end()
+            continue
+        end = _closing(opening.group(1)).search(text, opening.end())
+        body.append(text[pos : opening.start()])
+        if end is None:
+            return "".join(body), thinking, text[opening.end() :].strip()
+        thinking.append(text[opening.end() : end.start()].strip())
+        body.append(" ")
+        pos = end.end()
+    body.append(text[pos:])
+    return "".join(body), thinking, ""
 
-    text = _THINK.sub(keep, text)
-    opening = _THINK_OPEN.search(text)
-    if opening:
-        return text[: opening.start()], thinking, text[opening.end() :].strip()
-    return text, thinking, ""
+
+def _closing(tag: str) -> re.Pattern[str]:
+    return re.compile(rf"</{tag}\s*>", re.IGNORECASE)
+
+
+def _inside_block(text: str, at: int) -> bool:
+    """Whether position `at` lies inside a well-formed `<command>`/`<action>` block: the last
+    block opened before it is closed after it, with no other block opening in between."""
+    opens = list(_BLOCK_OPEN.finditer(text, 0, at))
+    if not opens:
+        return False
+    close = _closing(opens[-1].group(1))
+    if close.search(text, opens[-1].end(), at):
+        return False
+    end = close.search(text, at)
+    return end is not None and not _BLOCK_OPEN.search(text, at, end.start())
 
 
 def _join(parts: list[str]) -> str:

@@ -49,16 +49,32 @@ echo 0 > /logs/verifier/reward.txt
 # Nothing the agent left running may race the grader: stop every process of its user.
 setpriv --reuid={uid} --regid={uid} --clear-groups kill -KILL -1 2>/dev/null || true
 run_dir=$(mktemp -d /tmp/endless-verifier.XXXXXX)
-chmod 700 "$run_dir"
+work_dir=$(mktemp -d /tmp/endless-cwd.XXXXXX)
+chmod 700 "$run_dir" "$work_dir"
 cp /tests/{test} "$run_dir/{test}"
+# A symlink the agent planted at a path the test reads must not lead back to the test itself:
+# remove the known copy, and run from an empty directory that is not the test's.
+rm -f /tests/{test} 2>/dev/null || true
 printf '[pytest]\\n' > "$run_dir/pytest.ini"
-cd "$run_dir" || exit 0
+cd "$work_dir" || exit 0
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TMPDIR="$run_dir" \\
     PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \\
     python3 -I -B -m pytest -q -rA -p no:cacheprovider --noconftest \\
-    --rootdir="$run_dir" -c "$run_dir/pytest.ini" "$run_dir/{test}"
+    --rootdir="$run_dir" -c "$run_dir/pytest.ini" --junitxml="$run_dir/junit.xml" \\
+    "$run_dir/{test}"
 status=$?
-if [ "$status" -eq 0 ]; then
+# Passed means: exit 0, at least one test ran, none skipped (a skip can hide an assertion).
+if [ "$status" -eq 0 ] && python3 -I -B - "$run_dir/junit.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+tests = sum(int(s.get("tests", 0)) for s in suites)
+skipped = sum(int(s.get("skipped", 0)) for s in suites)
+sys.exit(0 if skipped == 0 and tests > 0 else 1)
+PY
+then
     echo 1 > /logs/verifier/reward.txt
 fi
 echo "pytest exit status: $status"

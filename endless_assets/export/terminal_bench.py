@@ -55,9 +55,11 @@ RUN_TESTS = """\
 #!/bin/bash
 # Runs the completion test with the image's own pytest: no network needed (written by endless).
 run_dir=$(mktemp -d)
+work_dir=$(mktemp -d)
 cp "${TEST_DIR:-/tests}/test_outputs.py" "$run_dir/test_outputs.py"
 printf '[pytest]\\n' > "$run_dir/pytest.ini"
-cd "$run_dir" || exit 1
+# Run from an empty directory that is not the test's (see the Harbor grader's comment).
+cd "$work_dir" || exit 1
 PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -I -B -m pytest -rA -p no:cacheprovider \\
     --noconftest --rootdir="$run_dir" -c "$run_dir/pytest.ini" "$run_dir/test_outputs.py"
 """

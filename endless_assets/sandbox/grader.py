@@ -8,7 +8,7 @@ library and pytest, and runs under `python3 -I -B` with a clean environment.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
 Request: {"id", "run_dir", "filename", "test", "timeout", "stop_uid" (int or null)}.
-Reply:   {"id", "exit_code", "junit", "output"}.
+Reply:   {"id", "exit_code", "timed_out", "counts" (pytest's JUnit totals or null), "output"}.
 
 For each request: all processes of `stop_uid` are killed first (the agent), then the test is
 written into a fresh root-only directory and pytest runs in a child process with a clean
@@ -88,7 +88,9 @@ def run_pytest(run_dir, filename, timeout):
             os.dup2(fd, 2)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
-            os.chdir(run_dir)
+            # An empty working directory beside the run directory, not inside it: a test that reads
+            # an agent's symlink to /proc/self/cwd/... must not find its own source there.
+            os.chdir(run_dir + "-cwd")
             os.environ.clear()
             os.environ.update(CLEAN_ENV)
             os.environ["TMPDIR"] = os.path.join(run_dir, "tmp")
@@ -118,21 +120,39 @@ def run_pytest(run_dir, filename, timeout):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code, out_path
+            return (128 - code if code < 0 else code), False, out_path
         if time.monotonic() > deadline:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return 137, out_path
+            return 137, True, out_path
         time.sleep(0.005)
 
 
-def read(path, limit=200_000):
+def read_tail(path, limit=20_000):
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def junit_counts(path):
+    """pytest's own counts from its JUnit report, whatever its size; None if unreadable."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for suite in suites:
+        for key in counts:
+            counts[key] += int(suite.get(key, 0) or 0)
+    return counts
 
 
 def handle(request):
@@ -140,20 +160,34 @@ def handle(request):
         stop_user(int(request["stop_uid"]))
     run_dir = request["run_dir"]
     os.makedirs(os.path.join(run_dir, "tmp"), mode=0o700)
+    os.makedirs(run_dir + "-cwd", mode=0o700)
     with open(os.path.join(run_dir, request["filename"]), "w", encoding="utf-8") as fh:
         fh.write(request["test"])
     with open(os.path.join(run_dir, "pytest.ini"), "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
-    code, out_path = run_pytest(run_dir, request["filename"], float(request["timeout"]))
+    code, timed_out, out_path = run_pytest(run_dir, request["filename"], float(request["timeout"]))
     return {
         "id": request["id"],
         "exit_code": code,
-        "junit": read(os.path.join(run_dir, "junit.xml")),
-        "output": read(out_path)[-20_000:],
+        "timed_out": timed_out,
+        "counts": junit_counts(os.path.join(run_dir, "junit.xml")),
+        # The run directory's name is random: keep it out of the output, which feeds repair
+        # prompts (and their cache keys).
+        "output": read_tail(out_path).replace(os.path.basename(run_dir), "run"),
     }
 
 
+def not_dumpable():
+    """No process (root included, since CAP_SYS_PTRACE is dropped) may read this process's
+    memory or file descriptors through /proc; forked pytest children inherit it."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
 def main():
+    not_dumpable()
     os.umask(0o077)
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
@@ -163,7 +197,13 @@ def main():
         try:
             reply = handle(request)
         except Exception as exc:
-            reply = {"id": request.get("id"), "exit_code": 3, "junit": "", "output": repr(exc)}
+            reply = {
+                "id": request.get("id"),
+                "exit_code": 3,
+                "timed_out": False,
+                "counts": None,
+                "output": repr(exc),
+            }
         print(json.dumps(reply), flush=True)
 
 

@@ -172,10 +172,18 @@ class GitHistory(Family):
             "REVERTED_TREE": reverted_tree,
         }
         consts_text = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
+        # The repository is the agent's: its config, hooks and attributes can name programs
+        # (core.fsmonitor, filters, ...), so git runs as the agent user, never as root.
         git = dedent("""
+            AS_AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+            GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                   "--no-optional-locks", "--no-replace-objects"]
+            AGENT_ENV = {"HOME": "/home/user", "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+
+
             def git(*args):
-                cmd = ["git", "-c", "safe.directory=*", "--no-optional-locks", "-C", REPO, *args]
-                out = subprocess.run(cmd, capture_output=True, text=True)
+                out = subprocess.run([*AS_AGENT, *GIT, "-C", REPO, *args], capture_output=True,
+                                     text=True, timeout=60, cwd="/", env=AGENT_ENV)
                 return out.stdout.strip() if out.returncode == 0 else None
         """)
         initial_test = (
