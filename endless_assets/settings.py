@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from endless_assets.sandbox.disk import check_budget, parse_size
+
 
 class SettingsError(ValueError):
     pass
@@ -55,6 +57,14 @@ FIELDS: tuple[Field, ...] = (
     Field("memory", "ENDLESS_MEMORY", "1g", str, "memory limit per task container"),
     Field("cpus", "ENDLESS_CPUS", 1.0, float, "CPU limit per task container"),
     Field("pids", "ENDLESS_PIDS", 512, int, "process limit per task container"),
+    Field(
+        "disk",
+        "ENDLESS_DISK",
+        "2g",
+        str,
+        "disk an agent may write per task container (writes past it: 'No space left on device'; "
+        "0: no budget)",
+    ),
     Field(
         "build_network",
         "ENDLESS_BUILD_NETWORK",
@@ -144,6 +154,7 @@ class Settings:
     memory: str
     cpus: float
     pids: int
+    disk: str
     build_network: bool
     generator_base_url: str
     task_temperature: float
@@ -212,6 +223,12 @@ class Settings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        try:
+            if parse_size(self.memory, what="memory") < 6 * 2**20:
+                raise ValueError(f"memory must be at least 6m, got {self.memory!r}")
+            check_budget(self.disk)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         if self.k < 0:
             raise SettingsError(f"k must be 0 (automatic) or more, got {self.k}")
         for name in ("command_timeout", "episode_seconds", "cpus", "llm_timeout"):

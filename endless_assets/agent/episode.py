@@ -101,10 +101,13 @@ def observation_text(result: CommandResult, output_cap: int) -> str:
             f"{result.original_bytes} bytes]"
         )
     if result.timed_out:
-        parts.append(f"\n[command timed out and was {result.note or 'interrupted'}]")
-    elif result.shell_restarted:
+        parts.append(f"\n[command timed out: {result.note or 'interrupted'}]")
+    elif result.note:
         parts.append(f"\n[{result.note}]")
-    code = "none (timed out)" if result.exit_code is None else str(result.exit_code)
+    if result.exit_code is not None:
+        code = str(result.exit_code)
+    else:
+        code = "none (timed out)" if result.timed_out else "unknown"
     parts.append(f"\n[exit code: {code}]")
     return "".join(parts)
 

@@ -91,6 +91,17 @@ def _preflight(settings) -> None:
             f"the base image {base_image_tag()} is not built yet: the run builds it first "
             "(about a minute; `endless setup` does it alone)"
         )
+        return
+    # A disk budget this engine cannot enforce would make every container fail: say so now.
+    from endless_assets.sandbox.container import Limits, task_container
+
+    try:
+        with task_container(
+            client, base_image_tag(), limits=Limits(disk=settings.disk), labels={"role": "check"}
+        ):
+            pass
+    except SandboxError as exc:
+        _fail(str(exc), code=2 if "disk" in str(exc) else 1)
 
 
 def _print_funnel(data_dir: str, batch: str) -> None:

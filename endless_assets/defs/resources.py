@@ -32,6 +32,7 @@ class PipelineSettings(dg.ConfigurableResource):
     memory: str | None = None
     cpus: float | None = None
     pids: int | None = None
+    disk: str | None = None
     build_network: bool | None = None
     generator_base_url: str | None = None
     task_temperature: float | None = None
@@ -64,7 +65,7 @@ class PipelineSettings(dg.ConfigurableResource):
         return Sandbox(
             SandboxConfig(
                 docker_host=s.docker_host or None,
-                limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids),
+                limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
             )
         )

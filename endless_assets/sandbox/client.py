@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -9,6 +10,8 @@ import socket
 import docker
 import docker.errors
 from docker import DockerClient
+
+from endless_assets.sandbox import disk
 
 PROJECT_LABEL = "endless.project"
 PROJECT = "endless"
@@ -79,14 +82,26 @@ def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
         owner = (container.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
         if everything or not _owner_alive(owner):
             try:
+                _release_disk(client, container.id)
                 client.api.remove_container(container.id, force=True)
                 removed += 1
-            except docker.errors.NotFound:
-                pass
+            except (docker.errors.NotFound, OSError):
+                pass  # gone already, or its disk still busy: the next sweep tries again
             except docker.errors.APIError as exc:
                 if "already in progress" not in str(exc):
                     raise
     return removed
+
+
+def _release_disk(client: DockerClient, container_id: str) -> None:
+    """A container with a disk budget (disk.py) is stopped and its filesystem unmounted before
+    Docker removes its layer."""
+    layer = disk.layer_dir(client.api.inspect_container(container_id))
+    if layer and os.path.ismount(layer):
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.kill(container_id)
+        client.api.wait(container_id, timeout=60)
+        disk.release(layer)
 
 
 def project_containers(client: DockerClient) -> list[str]:

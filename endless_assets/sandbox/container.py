@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import tarfile
 import time
@@ -9,18 +10,29 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import Protocol
 
 import docker.errors
 import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
+from endless_assets.sandbox import disk
 from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
+from endless_assets.sandbox.seccomp import SECURITY_OPT
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Capabilities root keeps inside the container (for the grader): enough to read and chown files
-# and signal processes, nothing that reaches the host or the network.
+# Capabilities root keeps inside the container (for the grader and the harness's own commands):
+# enough to read and chown files, signal processes and drop to the agent's uid, nothing that
+# reaches the host or the network. The agent (uid 1000 under no-new-privileges) holds none.
 KEEP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
+# The grader's scratch space: in memory (a full disk does not stop grading), searchable but not
+# listable by anyone but root.
+VERIFIER_TMPFS = {"/verifier": "rw,nosuid,nodev,noexec,size=256m,mode=0711"}
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -28,9 +40,14 @@ class Limits:
     memory: str = "1g"
     cpus: float = 1.0
     pids: int = 512
-    # overlay2 on ext4 has no disk quota, so a runaway `yes > f` could fill the host's disk
-    # within one command timeout; every process in the container gets this per-file size cap.
+    # Total disk the container may write (disk.py), "0" for no budget; and a per-file size cap
+    # for every process in it.
+    disk: str = "2g"
     file_size_mb: int = 1024
+
+    @property
+    def disk_bytes(self) -> int:
+        return disk.check_budget(self.disk)
 
 
 @dataclass(frozen=True)
@@ -43,9 +60,12 @@ class ExecResult:
 class TaskContainer:
     """A running container of a task image. Use `task_container(...)` to get one."""
 
-    def __init__(self, container: Container, client: DockerClient) -> None:
+    def __init__(self, container: Container, client: DockerClient, disk_layer: str = "") -> None:
         self.container = container
         self.client = client
+        self.disk_layer = disk_layer  # where the disk budget's filesystem is mounted, if it is
+        # The container's resident grader (verdict.py), once started; closed with the container.
+        self.grader: Closeable | None = None
 
     @property
     def id(self) -> str:
@@ -112,15 +132,36 @@ class TaskContainer:
         if not ok:
             raise SandboxError(f"copying files into {directory} failed")
 
-    def remove(self) -> None:
-        grader = getattr(self, "_grader", None)
-        if grader is not None:
-            grader.close()
+    def restart(self) -> None:
+        """Kill every process in the container and start its PID 1 again; files stay."""
+        if self.grader is not None:
+            self.grader.close()
+            self.grader = None
         try:
+            self.container.restart(timeout=0)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
+
+    def running(self) -> bool:
+        try:
+            self.container.reload()
+        except docker.errors.DockerException:
+            return False
+        return self.container.status == "running"
+
+    def remove(self) -> None:
+        if self.grader is not None:
+            self.grader.close()
+        try:
+            if self.disk_layer:  # stopped, so that the budget's filesystem can be unmounted
+                with suppress(docker.errors.APIError):
+                    self.container.kill()
+                self.container.wait(timeout=60)
+                disk.release(self.disk_layer)
             self.container.remove(force=True)
         except docker.errors.NotFound:
             pass
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             if "already in progress" not in str(exc):
                 raise SandboxError(f"removing container {self.container.short_id}: {exc}") from exc
 
@@ -146,7 +187,8 @@ def task_container(
             pids_limit=limits.pids,
             cap_drop=["ALL"],
             cap_add=KEEP_CAPS,
-            security_opt=["no-new-privileges"],
+            security_opt=["no-new-privileges", SECURITY_OPT],
+            tmpfs=VERIFIER_TMPFS,
             privileged=False,
             log_config={"type": "none", "config": {}},
             ulimits=[
@@ -157,16 +199,22 @@ def task_container(
                 )
             ],
         )
-        created = api.create_container(
+        create = functools.partial(
+            api.create_container,
             image,
             command=["sleep", "infinity"],
             name=name,
             user="root",
             detach=True,
             labels=base_labels(kind=TASK_KIND, **(labels or {})),
-            host_config=host_config,
             network_disabled=True,
         )
+        created = create(host_config=host_config)
+        layer = _limit_disk(client, created["Id"], limits.disk_bytes)
+        if layer is None:  # the engine's own quota, where it has one
+            api.remove_container(created["Id"], force=True)
+            host_config["StorageOpt"] = {"size": str(limits.disk_bytes)}
+            created = create(host_config=host_config)
         container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
         api.start(created["Id"])
     except docker.errors.ImageNotFound as exc:
@@ -174,14 +222,40 @@ def task_container(
         raise SandboxError(f"image {image} not found: {exc}") from exc
     except docker.errors.APIError as exc:
         _remove_by_name(client, name)
+        if "storage-opt" in str(exc).lower() or "storageopt" in str(exc).lower():
+            raise SandboxError(
+                f"the Docker engine cannot limit a container's disk ({exc.explanation}); "
+                "run endless as root on the engine's host (overlay2), or set disk=0 "
+                "(ENDLESS_DISK=0) to run without a disk budget"
+            ) from exc
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
-    handle = TaskContainer(container, client)
+    except OSError as exc:
+        _remove_by_name(client, name)
+        raise SandboxError(f"limiting the disk of a container of {image} failed: {exc}") from exc
+    handle = TaskContainer(container, client, disk_layer=layer or "")
     try:
         yield handle
     finally:
         handle.remove()
 
 
+def _limit_disk(client: DockerClient, container_id: str, size: int) -> str | None:
+    """Mount the disk budget over the created container's layer; its path, "" without a budget,
+    None when this engine's layer is out of our reach (then its storage_opt is the way)."""
+    if not size:
+        return ""
+    layer = disk.layer_dir(client.api.inspect_container(container_id))
+    if layer is None:
+        return None
+    disk.attach(layer, size)
+    return layer
+
+
 def _remove_by_name(client: DockerClient, name: str) -> None:
-    with suppress(docker.errors.DockerException):
+    with suppress(docker.errors.DockerException, OSError):
+        found = client.containers.get(name)
+        found.kill()
+        found.wait(timeout=60)
+    with suppress(docker.errors.DockerException, OSError):
+        disk.release(disk.layer_dir(client.api.inspect_container(name)) or "")
         client.containers.get(name).remove(force=True)

@@ -1,34 +1,86 @@
 """The grader: a root process inside a task container that runs pytest verdicts on request.
 
-This file is copied into the container (root-only) and started once per container, the first
-time a verdict is needed, by one `docker exec` whose stdin/stdout stay open. It imports pytest
-once; every verdict then runs in a forked child, so a container graded three times (stage III)
-pays Python's start-up and pytest's import once, not three times. It uses only the standard
-library and pytest, and runs under `python3 -I -B` with a clean environment.
+Its source is passed on the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose
+stdin/stdout stay open as the only channel to the harness; nothing of it is on disk. It starts
+before the agent's first command (or with the first verdict, when there is no agent), imports
+pytest once, and runs every verdict in a forked child. It uses only the standard library and
+pytest. See the README's threat model for what each measure below defends against.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Request: {"id", "run_dir", "filename", "test", "timeout", "stop_uid" (int or null)}.
-Reply:   {"id", "exit_code", "timed_out", "counts" (pytest's JUnit totals or null), "output"}.
+Hello:   {"ready": true}
+Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent"}.
+Reply:   {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
 
-For each request: all processes of `stop_uid` are killed first (the agent), then the test is
-written into a fresh root-only directory and pytest runs in a child process with a clean
-environment, no conftest files, no plugin autoload, no cache and our own ini file, from that
-directory. A child that outlives `timeout` is killed (exit code 137).
+The grader itself:
+- is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
+  its memory or file descriptors through /proc or ptrace (and the seccomp profile refuses ptrace
+  to everyone). The agent cannot signal it (another uid). The OOM killer can pick it when the
+  agent fills the memory limit: the harness then restarts the container (every process dies, the
+  files stay) and grades with a new grader (verdict.py);
+- kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
+  a fork bomb cannot stop it) and again after it;
+- writes the test (root-only) into a fresh, randomly named directory on /verifier, a tmpfs that
+  nobody but root can list (and a full disk does not stop grading), and removes it afterwards.
+The pytest child:
+- runs as the agent's uid, with no supplementary groups, keeping one capability (DAC_OVERRIDE,
+  to read whatever the agent left, whatever its modes) in its own process only: any program a
+  test runs (git and its hooks, the agent's scripts, a shell reading rc files) starts with the
+  agent's uid and no capabilities, i.e. with no more privilege than the agent had;
+- is not dumpable (so those programs cannot trace it or open its descriptors), has a clean
+  environment, Python's isolated mode, no conftest
+  files, no plugin autoload, no cache, our own ini file, and / as its working directory;
+- reports outcome totals over a pipe that only it and the grader hold (close-on-exec, behind a
+  per-verdict nonce), never through a file. A verdict counts only if that report arrived and the
+  child exited by itself; a child killed or stopped by anything is an error (reward 0).
 """
 
 import contextlib
+import ctypes
 import json
+import linecache
 import os
+import select
+import shutil
 import signal
 import sys
 import time
+import traceback
 
+VERIFIER = "/verifier"
 CLEAN_ENV = {
     "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
     "LANG": "C.UTF-8",
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
 }
+PR_SET_KEEPCAPS, PR_SET_DUMPABLE = 8, 4
+CAP_DAC_OVERRIDE = 1
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def prctl(option, value):
+    if LIBC.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
+
+
+def keep_only(caps):
+    """Effective = permitted = `caps`, nothing inheritable: lost on any execve."""
+    mask = sum(1 << cap for cap in caps)
+    header = CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (CapData * 2)(CapData(mask, mask, 0), CapData(0, 0, 0))
+    if LIBC.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
 
 
 def user_pids(uid):
@@ -40,7 +92,7 @@ def user_pids(uid):
             with open(f"/proc/{entry}/status") as fh:
                 for line in fh:
                     if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
+                        if uid in (int(x) for x in line.split()[1:]):
                             pids.append(int(entry))
                         break
         except OSError:
@@ -49,84 +101,156 @@ def user_pids(uid):
 
 
 def stop_user(uid):
-    """Kill every process of `uid`. First by scanning /proc as root, which needs no fork (a fork
-    bomb may have used up the process limit), until none is left; then, for good measure, from a
-    child that drops to that uid and signals -1 (all of its processes at once)."""
-    for _ in range(100):
+    """Kill every process that has `uid` as a real, effective or saved uid, until none is left.
+    Scanning /proc as root needs no fork, so a fork bomb cannot prevent it."""
+    for _ in range(200):
         pids = user_pids(uid)
         if not pids:
-            break
+            return
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-    try:
-        pid = os.fork()
-    except OSError:
-        return
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
 
 
-def run_pytest(run_dir, filename, timeout):
-    import pytest  # imported once, in the parent, on the first request
+class Reporter:
+    """A pytest plugin in the child: outcome totals, like a JUnit report's, sent once at the end
+    over the result pipe. Once the test file is collected, it is deleted (its lines stay in
+    memory for tracebacks): nothing the agent planted can lead the test back to its own source."""
 
-    out_path = os.path.join(run_dir, "pytest-output.txt")
+    def __init__(self, fd, nonce, source):
+        self.fd, self.nonce, self.source = fd, nonce, source
+        self.items, self.collect_errors = {}, 0
+
+    def pytest_collection_finish(self, session):
+        with open(self.source, encoding="utf-8") as fh:
+            lines = fh.read().splitlines(keepends=True)
+        linecache.cache[self.source] = (sum(map(len, lines)), None, lines, self.source)
+        os.unlink(self.source)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collect_errors += 1
+
+    def pytest_runtest_logreport(self, report):
+        rank = {"passed": 0, "skipped": 1, "failure": 2, "error": 3}
+        if report.failed:
+            outcome = "failure" if report.when == "call" else "error"
+        elif report.skipped or hasattr(report, "wasxfail"):
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        seen = self.items.get(report.nodeid, "passed")
+        self.items[report.nodeid] = max(seen, outcome, key=rank.__getitem__)
+
+    def pytest_sessionfinish(self, session):
+        outcomes = list(self.items.values())
+        counts = {
+            "tests": len(outcomes) + self.collect_errors,
+            "failures": outcomes.count("failure"),
+            "errors": outcomes.count("error") + self.collect_errors,
+            "skipped": outcomes.count("skipped"),
+        }
+        with contextlib.suppress(OSError):
+            os.write(self.fd, self.nonce + json.dumps(counts).encode() + b"\n")
+
+
+def become_agent(uid):
+    """Drop to the agent's uid and gid, keeping DAC_OVERRIDE in this process only."""
+    prctl(PR_SET_KEEPCAPS, 1)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    keep_only([CAP_DAC_OVERRIDE])
+    prctl(PR_SET_DUMPABLE, 0)
+
+
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd):
+    import pytest
+
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.chown(home, agent_uid, agent_uid)
+    become_agent(agent_uid)
+    os.chdir("/")
+    os.environ.clear()
+    os.environ.update(CLEAN_ENV, HOME=home, TMPDIR=home)
+    source = os.path.join(run_dir, filename)
+    args = ["-q", "-rA", "-p", "no:cacheprovider", "--noconftest", f"--rootdir={run_dir}"]
+    args += ["-c", os.path.join(run_dir, "pytest.ini"), source]
+    code = pytest.main(args, plugins=[Reporter(result_fd, nonce, source)])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))
+
+
+def run_pytest(run_dir, home, filename, timeout, agent_uid):
+    """Fork the child, wait for it (at most `timeout`), return (exit code, timed out, counts)."""
+    nonce = os.urandom(16).hex().encode()
+    read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
+    out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
     pid = os.fork()
     if pid == 0:
         try:
-            os.setsid()
-            fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            # An empty working directory beside the run directory, not inside it: a test that reads
-            # an agent's symlink to /proc/self/cwd/... must not find its own source there.
-            os.chdir(run_dir + "-cwd")
-            os.environ.clear()
-            os.environ.update(CLEAN_ENV)
-            os.environ["TMPDIR"] = os.path.join(run_dir, "tmp")
-            code = pytest.main(
-                [
-                    "-q",
-                    "-rA",
-                    "-p",
-                    "no:cacheprovider",
-                    "--noconftest",
-                    f"--rootdir={run_dir}",
-                    "-c",
-                    os.path.join(run_dir, "pytest.ini"),
-                    f"--junitxml={os.path.join(run_dir, 'junit.xml')}",
-                    "-o",
-                    "junit_family=xunit2",
-                    os.path.join(run_dir, filename),
-                ]
-            )
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(int(code))
+            os.close(read_fd)
+            child(run_dir, home, os.path.basename(filename), agent_uid, write_fd, nonce, out_fd)
         except BaseException:
+            traceback.print_exc()
+        finally:
             os._exit(3)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            return (128 - code if code < 0 else code), False, out_path
-        if time.monotonic() > deadline:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return 137, True, out_path
-        time.sleep(0.005)
+    os.close(write_fd)
+    os.close(out_fd)
+    timed_out = not wait_exit(pid, timeout)
+    if timed_out:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    stop_user(agent_uid)  # whatever the test started
+    counts = read_counts(read_fd, nonce)
+    os.close(read_fd)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status), timed_out, counts
+    return os.waitstatus_to_exitcode(status), timed_out, counts
+
+
+def wait_exit(pid, timeout):
+    """Whether `pid` exited within `timeout` (it is not reaped)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # a kernel before 5.3: poll
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+            time.sleep(0.005)
+        return False
+    try:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    finally:
+        os.close(pidfd)
+
+
+def read_counts(fd, nonce):
+    data = b""
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk or len(data) > 1_000_000:
+            break
+        data += chunk
+    lines = [line for line in data.splitlines() if line.startswith(nonce)]
+    if len(lines) != 1:
+        return None
+    try:
+        counts = json.loads(lines[0][len(nonce) :])
+    except ValueError:
+        return None
+    return {key: int(counts.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
 
 
 def read_tail(path, limit=20_000):
@@ -139,71 +263,59 @@ def read_tail(path, limit=20_000):
         return ""
 
 
-def junit_counts(path):
-    """pytest's own counts from its JUnit report, whatever its size; None if unreadable."""
-    import xml.etree.ElementTree as ET
-
+def handle(request, serial):
+    agent_uid = int(request["agent_uid"])
+    if agent_uid == 0:
+        raise ValueError("the grader does not grade root agents in their own container")
+    if request.get("stop_agent", True):
+        stop_user(agent_uid)
+    # The test file and its output: root-only. The test's HOME and TMPDIR: the agent's uid's,
+    # apart, so that programs the test runs can use them without learning where the test is.
+    run_dir = os.path.join(VERIFIER, f"run-{serial}-{os.urandom(8).hex()}")
+    home = os.path.join(VERIFIER, f"home-{serial}-{os.urandom(8).hex()}")
     try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError):
-        return None
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for suite in suites:
-        for key in counts:
-            counts[key] += int(suite.get(key, 0) or 0)
-    return counts
-
-
-def handle(request):
-    if request.get("stop_uid") is not None:
-        stop_user(int(request["stop_uid"]))
-    run_dir = request["run_dir"]
-    os.makedirs(os.path.join(run_dir, "tmp"), mode=0o700)
-    os.makedirs(run_dir + "-cwd", mode=0o700)
-    with open(os.path.join(run_dir, request["filename"]), "w", encoding="utf-8") as fh:
-        fh.write(request["test"])
-    with open(os.path.join(run_dir, "pytest.ini"), "w", encoding="utf-8") as fh:
-        fh.write("[pytest]\n")
-    code, timed_out, out_path = run_pytest(run_dir, request["filename"], float(request["timeout"]))
+        os.mkdir(run_dir, 0o700)
+        os.mkdir(home, 0o700)
+        filename = os.path.basename(request["filename"])
+        with open(os.path.join(run_dir, filename), "w", encoding="utf-8") as fh:
+            fh.write(request["test"])
+        with open(os.path.join(run_dir, "pytest.ini"), "w", encoding="utf-8") as fh:
+            fh.write("[pytest]\n")
+        timeout = float(request["timeout"])
+        code, timed_out, counts = run_pytest(run_dir, home, filename, timeout, agent_uid)
+        # The run directory's name is random: keep it out of the output, which feeds repair
+        # prompts (and their cache keys).
+        output = read_tail(os.path.join(run_dir, "output.txt"))
+        output = output.replace(os.path.basename(run_dir), "run")
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
     return {
         "id": request["id"],
         "exit_code": code,
         "timed_out": timed_out,
-        "counts": junit_counts(os.path.join(run_dir, "junit.xml")),
-        # The run directory's name is random: keep it out of the output, which feeds repair
-        # prompts (and their cache keys).
-        "output": read_tail(out_path).replace(os.path.basename(run_dir), "run"),
+        "counts": counts,
+        "output": output,
     }
 
 
-def not_dumpable():
-    """No process (root included, since CAP_SYS_PTRACE is dropped) may read this process's
-    memory or file descriptors through /proc; forked pytest children inherit it."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-
-
 def main():
-    not_dumpable()
+    prctl(PR_SET_DUMPABLE, 0)
     os.umask(0o077)
+    os.makedirs(VERIFIER, exist_ok=True)
+    os.chmod(VERIFIER, 0o711)
+    import pytest  # noqa: F401  (once, before any agent command: forked children reuse it)
+
     print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
+    for serial, line in enumerate(sys.stdin):
         if not line.strip():
             continue
         request = json.loads(line)
         try:
-            reply = handle(request)
+            reply = handle(request, serial)
         except Exception as exc:
-            reply = {
-                "id": request.get("id"),
-                "exit_code": 3,
-                "timed_out": False,
-                "counts": None,
-                "output": repr(exc),
-            }
+            reply = {"id": request.get("id"), "exit_code": 3, "timed_out": False}
+            reply.update(counts=None, output=f"grader: {exc!r}")
         print(json.dumps(reply), flush=True)
 
 

@@ -1,23 +1,37 @@
 """A persistent shell session inside a task container.
 
-One `bash` per episode, started with a single `docker exec` whose stdin and stdout stay open.
-Each command is framed as `__endless_run <bytes> <nonce>\\n<command>`: the shell reads exactly
-that many bytes (in the C locale, whatever the agent sets) into a variable and `eval`s it, so
-`cd`, variables, functions and background jobs persist, and a command with a syntax error cannot
-swallow the framing. Its stdin is /dev/null, stderr is merged into stdout, and an end marker
-carrying a fresh random nonce, the exit code and the working directory follows it. Per-command
-overhead is a few hundred microseconds (bench/shell_overhead.py).
+One `bash` per episode, started with a single `docker exec` whose stdin and stdout stay open;
+`cd`, variables, functions and background jobs persist across commands. The framing:
 
-Every process a command starts carries ENDLESS_CMD=<nonce> in its environment. On timeout the
-harness interrupts (SIGINT, then SIGKILL) exactly those processes from a root exec; background
-jobs of earlier commands survive. If the shell itself is stuck (a busy loop in a builtin), or the
-command ends the shell (`exit`), a new shell is started in the last known working directory and
-the observation says so.
+- The exec runs a wrapper shell that reads a fresh exit token from stdin (so the agent's shell
+  never has it), runs the agent's `bash` on `/dev/stdin`, and when that shell ends (`exit 3`,
+  `set -e`, a signal) prints `\n<exit token> <exit code>\n`, so the code is reported.
+- The agent's bash reads its script on fd 255 (close-on-exec), so fd 0 is /dev/null for good and
+  no command can read the framing. Its error messages therefore start `/dev/stdin: line N:`.
+- A command is sent as the line `__endless_run <bytes>;builtin eval -- "$__endless_cmd" 2>&1;
+  __endless_end`, then a fresh tag, the command's bytes and a fresh end marker. `__endless_run`
+  reads the tag and exactly that many bytes (in the C locale, whatever the agent sets), so a
+  syntax error cannot swallow the framing; the command runs at the top level, as typed.
+  `__endless_end` restores stdout, reads the marker (in the pipe while the command ran, never in
+  the environment, a variable or an argument, so no command can print it) and prints
+  `\n<marker> <exit code> <cwd><marker>\n` (the marker ends the cwd: any byte but NUL may be in it).
+- Fd 2 is closed between commands and a copy of stdout only during the `eval`, so `set -x`
+  traces the command but not the framing. Per command the harness opens no file descriptor (it
+  only dup2s into fds 1 and 2), so `ulimit -n 4` cannot brick the shell. A command's `exec >f`
+  or `exec 2>f` lasts until it ends: the next command writes to the harness again.
+Per-command overhead is a few hundred microseconds (bench/shell_overhead.py).
+
+Every process a command starts carries ENDLESS_CMD=<tag> in its environment (the tag is not the
+marker). On timeout the harness interrupts (SIGINT, then SIGKILL) exactly those processes from a
+root exec; background jobs of earlier commands survive. If the shell itself is stuck (a busy loop
+in a builtin) it is killed; if it ends, its exit code is reported. Either way a new shell starts
+in the last known working directory and the observation says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import select
 import shlex
@@ -34,22 +48,33 @@ from endless_assets.sandbox.container import TaskContainer
 
 AGENT_PATH = "/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
 DEFAULT_OUTPUT_CAP = 50_000
-_PRELUDE = r"""
-exec 2>&1
+MARKER_CHARS = 24  # hex characters of a command's end marker
+TAG_CHARS = 16  # hex characters of the ENDLESS_CMD tag of a command's processes
+_WRAPPER = (
+    'IFS= read -r t || exit; bash --noprofile --norc /dev/stdin; printf "\\n%s %d\\n" "$t" "$?"'
+)
+_PRELUDE = r"""exec 0</dev/null 254>&1 2>&-
+BASH_ARGV0=bash
 __endless_run() {
-  LC_ALL=C IFS= builtin read -r -N "$1" __endless_cmd
-  builtin export ENDLESS_CMD="$2"
-  builtin eval "$__endless_cmd" </dev/null
-  builtin printf '\n%s %d %s\n' "$2" "$?" "$PWD"
+  builtin read -r -N TAG_CHARS -u 255 ENDLESS_CMD
+  builtin export ENDLESS_CMD
+  LC_ALL=C IFS= builtin read -r -N "$1" -u 255 __endless_cmd
 }
-printf 'ready-%s\n' "$1"
-"""
+__endless_end() {
+  builtin local s=$? m
+  exec 1>&254
+  builtin read -r -N MARKER_CHARS -u 255 m
+  builtin printf '\n%s %d %s%s\n' "$m" "$s" "${PWD-}" "$m"
+}
+builtin printf 'ready-%s %d\n' TOKEN "$$"
+""".replace("MARKER_CHARS", str(MARKER_CHARS)).replace("TAG_CHARS", str(TAG_CHARS))
+_FRAME = '__endless_run {};builtin eval -- "$__endless_cmd" 2>&1;__endless_end\n'
 
 
 @dataclass(frozen=True)
 class CommandResult:
     output: str  # decoded, capped at the session's output cap
-    exit_code: int | None  # None when the command was interrupted by the timeout
+    exit_code: int | None  # None when interrupted by the timeout (or the stream just ended)
     timed_out: bool
     original_bytes: int  # size of the full output before capping
     truncated: bool
@@ -89,6 +114,8 @@ class ShellSession:
         self._sock: socket.socket | None = None
         self._raw = None
         self._pending = b""  # stdout bytes read past the previous marker
+        self._exit_token = b""  # what the wrapper prints when the shell ends
+        self._pid = 0  # the agent's bash, to kill it when it is stuck
         self.restarts = 0
         self._start()
 
@@ -99,7 +126,7 @@ class ShellSession:
         try:
             exec_id = api.exec_create(
                 self.container.id,
-                ["bash", "--noprofile", "--norc", "-s", token],
+                ["bash", "--noprofile", "--norc", "-c", _WRAPPER],
                 stdin=True,
                 stdout=True,
                 stderr=True,
@@ -115,12 +142,15 @@ class ShellSession:
         self._sock = getattr(raw, "_sock", raw)
         self._sock.setblocking(True)
         self._pending = b""
-        self._send(_PRELUDE.encode())
-        ready = f"ready-{token}\n".encode()
-        data = self._read_until(lambda buf: ready in buf, time.monotonic() + 30)
-        if data is None or ready not in data:
+        self._exit_token = secrets.token_hex(12).encode()
+        self._send(self._exit_token + b"\n" + _PRELUDE.replace("TOKEN", token).encode())
+        ready = re.compile(rb"ready-" + token.encode() + rb" (\d+)\n")
+        data = self._read_until(ready.search, time.monotonic() + 30)
+        found = ready.search(data or b"")
+        if not found:
             raise SandboxError("the shell did not start in the container")
-        self._pending = data.split(ready, 1)[1]
+        self._pid = int(found.group(1))
+        self._pending = data[found.end() :]
 
     def close(self) -> None:
         if self._sock is not None:
@@ -180,40 +210,31 @@ class ShellSession:
         """Run one command; returns its merged output, exit code and what the harness had to do."""
         if self._sock is None:
             raise SandboxError("the shell session is closed")
-        command = command.replace("\x00", "")
-        nonce = "__ENDLESS_END_" + secrets.token_hex(12)
+        marker = secrets.token_hex(MARKER_CHARS // 2).encode()
+        tag = secrets.token_hex(TAG_CHARS // 2)
         started = time.monotonic()
-        collector = _OutputCollector(self.output_cap, nonce.encode())
+        collector = _OutputCollector(self.output_cap, marker, self._exit_token)
         collector.feed(self._pending)
         self._pending = b""
-        body = command.encode("utf-8", errors="surrogateescape")
-        payload = f"__endless_run {len(body)} {nonce}\n".encode() + body
+        body = command.replace("\x00", "").encode("utf-8", errors="surrogateescape")
         try:
-            self._send(payload)
+            self._send(_FRAME.format(len(body)).encode() + tag.encode() + body + marker)
             finished = self._collect(collector, started + timeout)
         except _ShellGone:
-            finished = False
-            return self._after_shell_died(collector, started, "")
-        if finished:
-            return self._result(collector, started, timed_out=False)
-        if collector.eof:
-            return self._after_shell_died(collector, started, "")
+            finished, collector.eof = False, True
+        if finished or collector.eof:
+            return self._finish(collector, started)
         # Timed out: interrupt what this command started, then kill it, then give up on the shell.
-        self._signal_command(nonce, "INT")
-        if self._collect(collector, time.monotonic() + 1.0):
-            return self._result(collector, started, timed_out=True, note="interrupted (SIGINT)")
-        self._signal_command(nonce, "KILL")
-        if self._collect(collector, time.monotonic() + 1.0):
-            return self._result(collector, started, timed_out=True, note="killed (SIGKILL)")
-        self._restart()
-        return self._result(
-            collector,
-            started,
-            timed_out=True,
-            note="the shell itself was stuck and was restarted in "
-            f"{self.cwd}; shell variables and functions were lost",
-            restarted=True,
+        for signal, note in (("INT", "interrupted (SIGINT)"), ("KILL", "killed (SIGKILL)")):
+            self._signal_command(tag, signal)
+            if self._collect(collector, time.monotonic() + 1.0) or collector.eof:
+                return self._finish(collector, started, timed_out=True, note=note)
+        self._restart(kill=True)
+        note = (
+            f"the shell itself was stuck and was restarted in {self.cwd}; "
+            "shell variables and functions were lost"
         )
+        return self._result(collector, started, timed_out=True, note=note, restarted=True)
 
     def _collect(self, collector: _OutputCollector, deadline: float) -> bool:
         frames = collector.frames
@@ -227,6 +248,25 @@ class ShellSession:
             collector.feed(frames.feed(chunk))
         return True
 
+    def _finish(
+        self,
+        collector: _OutputCollector,
+        started: float,
+        *,
+        timed_out: bool = False,
+        note: str = "",
+    ) -> CommandResult:
+        """The result once the end line came, or the shell ended (then a new one is started)."""
+        if collector.done and not collector.exited:
+            self._pending = collector.after_marker
+            if collector.cwd:
+                self.cwd = collector.cwd
+            return self._result(collector, started, timed_out=timed_out, note=note)
+        self._restart()
+        exited = f"the shell exited; a new shell was started in {self.cwd}"
+        note = f"{note}; {exited}" if note else exited
+        return self._result(collector, started, timed_out=timed_out, note=note, restarted=True)
+
     def _result(
         self,
         collector: _OutputCollector,
@@ -236,10 +276,6 @@ class ShellSession:
         note: str = "",
         restarted: bool = False,
     ) -> CommandResult:
-        if collector.done:
-            self._pending = collector.after_marker
-            if collector.cwd:
-                self.cwd = collector.cwd
         output, original, truncated = collector.text()
         return CommandResult(
             output=output,
@@ -252,32 +288,22 @@ class ShellSession:
             note=note,
         )
 
-    def _after_shell_died(
-        self, collector: _OutputCollector, started: float, _: str
-    ) -> CommandResult:
-        self._restart()
-        return self._result(
-            collector,
-            started,
-            timed_out=False,
-            note=f"the shell exited; a new shell was started in {self.cwd}",
-            restarted=True,
-        )
-
-    def _restart(self) -> None:
+    def _restart(self, *, kill: bool = False) -> None:
+        if kill:  # a shell stuck in a builtin loop would go on burning the container's CPU
+            with contextlib.suppress(SandboxError):
+                self.container.exec_root(["kill", "-KILL", str(self._pid)], user=self.user)
         self.close()
         self.restarts += 1
-        # Kill whatever is left of the old shell's foreground work, then start afresh.
         try:
             self._start()
         except SandboxError:
             self.cwd = AGENT_HOME
             self._start()
 
-    def _signal_command(self, nonce: str, signal: str) -> None:
+    def _signal_command(self, tag: str, signal: str) -> None:
         script = (
             "for p in /proc/[0-9]*; do "
-            f"if grep -qsxzF {shlex.quote('ENDLESS_CMD=' + nonce)} $p/environ; then "
+            f"if grep -qsxzF {shlex.quote('ENDLESS_CMD=' + tag)} $p/environ; then "
             f"kill -{signal} ${{p#/proc/}} 2>/dev/null; fi; done; true"
         )
         # As the agent's own uid: root here lacks CAP_SYS_PTRACE, so it cannot read the agent's
@@ -308,18 +334,18 @@ class _FrameDecoder:
 
 
 class _OutputCollector:
-    """Keeps the head of the output up to a cap, counts the rest, and finds the end marker."""
+    """Keeps the head of the output up to a cap, counts the rest, and finds the end line: the
+    command's `\\n<marker> <code> <cwd><marker>\\n`, or the wrapper's `\\n<token> <code>\\n`."""
 
-    TAIL = 512
-
-    def __init__(self, cap_chars: int, nonce: bytes) -> None:
+    def __init__(self, cap_chars: int, marker: bytes, exit_token: bytes) -> None:
         self.cap_bytes = cap_chars * 4 + 4  # UTF-8 worst case; trimmed to characters at the end
         self.cap_chars = cap_chars
-        self.marker = b"\n" + nonce + b" "
+        self.ends = ((b"\n" + marker + b" ", marker + b"\n"), (b"\n" + exit_token + b" ", b"\n"))
         self.head = bytearray()
-        self.tail = b""  # unconsumed bytes that may hold a split marker
+        self.tail = b""  # unconsumed bytes that may hold a split end line
         self.total = 0
         self.done = False
+        self.exited = False  # the end line is the wrapper's: the shell itself ended
         self.eof = False
         self.exit_code: int | None = None
         self.cwd = ""
@@ -332,22 +358,27 @@ class _OutputCollector:
                 self.after_marker += data
             return
         buf = self.tail + data
-        at = buf.find(self.marker)
-        if at >= 0:
-            end = buf.find(b"\n", at + len(self.marker))
+        found = [
+            (at, opening, closing)
+            for opening, closing in self.ends
+            if (at := buf.find(opening)) >= 0
+        ]
+        if found:
+            at, opening, closing = min(found)
+            end = buf.find(closing, at + len(opening))
             if end < 0:
-                self.tail = buf  # marker line incomplete: wait for more
+                self.tail = buf  # end line incomplete: wait for more
                 return
             self._keep(buf[:at])
-            line = buf[at + len(self.marker) : end].decode("utf-8", errors="replace")
-            code, _, cwd = line.partition(" ")
-            self.exit_code = int(code) if code.lstrip("-").isdigit() else None
-            self.cwd = cwd
-            self.after_marker = buf[end + 1 :]
+            code, _, cwd = buf[at + len(opening) : end].partition(b" ")
+            self.exit_code = int(code) if code.lstrip(b"-").isdigit() else None
+            self.cwd = cwd.decode("utf-8", errors="replace")
+            self.exited = opening == self.ends[1][0]
+            self.after_marker = buf[end + len(closing) :]
             self.tail = b""
             self.done = True
             return
-        keep = len(self.marker) + 4096
+        keep = len(self.ends[0][0]) + 4096
         if len(buf) > keep:
             self._keep(buf[:-keep])
             self.tail = buf[-keep:]

@@ -1,15 +1,13 @@
-"""Run a pytest file inside a container and read the verdict from pytest's own JUnit report.
+"""Run a pytest file inside a container and turn pytest's outcome into a verdict.
 
-The work happens in the grader (`grader.py`), a root process started once per container the
-first time a verdict is needed. For each verdict it kills every process of the agent user (so
-nothing the agent left running can race the tests), writes the test file into a fresh
-root-only directory under /verifier (which the agent cannot even list), and runs pytest in a
-forked child with a clean environment, Python's isolated mode (`-I`: no PYTHON* variables, no
-user site-packages, no current directory on sys.path), no conftest files, no plugin autoload, no
-cache, and an ini file of ours as config, so nothing in the agent's home (conftest.py,
-pytest.ini, sitecustomize, programs on its PATH, exported variables) changes how the tests run.
-The reward is 1 only if pytest exits 0 *and* its JUnit report lists at least one test and no
-failures or errors.
+The work happens in the grader (`grader.py`, whose docstring lists each measure), a root process
+started once per container: before an episode's first command, or by the first verdict. For
+each verdict it kills every process of the agent, runs pytest in a forked child that is the
+agent's uid with one capability in-process (so anything a test runs has the agent's privilege,
+no more), with a clean environment, Python's isolated mode, no conftest files, no plugin
+autoload, no cache and an ini file of ours; the test file is deleted once collected; the
+outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0 by itself *and* reports at
+least one test, none failed, errored or was skipped.
 """
 
 from __future__ import annotations
@@ -29,8 +27,6 @@ import docker.errors
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 
-VERIFIER_ROOT = "/verifier"
-GRADER_PATH = f"{VERIFIER_ROOT}/bin/grader.py"
 GRADER_SOURCE = (Path(__file__).with_name("grader.py")).read_text()
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -63,18 +59,22 @@ def run_pytest(
     stop_agent: bool = True,
     agent_uid: int = 1000,
 ) -> Verdict:
-    """Write `test_source` in, run it in isolation as root, and return pytest's verdict."""
+    """Run `test_source` in isolation as the agent's uid (see grader.py) and return the verdict.
+    `stop_agent`: kill the agent's processes first (False where no agent has run yet)."""
     started = time.monotonic()
     grader = _grader_for(container)
-    request = {
+    request: dict = {
         "id": secrets.token_hex(6),
-        "run_dir": f"{VERIFIER_ROOT}/run-{secrets.token_hex(6)}",
         "filename": filename,
         "test": test_source,
         "timeout": timeout,
-        "stop_uid": agent_uid if stop_agent else None,
+        "agent_uid": agent_uid,
+        "stop_agent": stop_agent,
     }
-    reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+    try:
+        reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+    except GraderGone:
+        reply = _regrade(container, request, timeout)
     return parse_verdict(
         int(reply.get("exit_code", -1)),
         reply.get("counts"),
@@ -125,29 +125,40 @@ def parse_verdict(
     )
 
 
+class GraderGone(SandboxError):
+    """The grader process died (its stream ended)."""
+
+
+def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
+    """The grader died before answering. Nothing but the agent's processes could have caused it
+    (the OOM killer picks the largest process when they fill the memory limit; the agent cannot
+    signal root), so: restart the container (every process dies, the files stay), grade with a
+    new grader. If that one dies too, it was during the test, i.e. by what the test ran of the
+    agent's: grading was disturbed, an error verdict (reward 0). An engine or container that is
+    gone raises SandboxError (a harness error)."""
+    container.restart()
+    retry = dict(request, id=secrets.token_hex(6))
+    try:
+        return _grader_for(container).ask(retry, deadline=time.monotonic() + timeout + 60)
+    except GraderGone as exc:
+        if not container.running():
+            raise
+        return {"exit_code": 3, "counts": None, "output": f"grading was disturbed: {exc}"}
+
+
 class _Grader:
     """The client end of one container's grader process."""
 
     def __init__(self, container: TaskContainer) -> None:
         self.container = container
-        # /verifier and /verifier/bin are created root-only (0700) by the archive itself.
-        container.put_files(
-            "/", {GRADER_PATH.lstrip("/"): GRADER_SOURCE}, mode=0o600, dir_mode=0o700
-        )
         api = container.client.api
+        # The source goes on the command line: nothing of the grader is on disk for the agent to
+        # change, and /verifier is a tmpfs (which `put_archive` cannot write into).
+        command = ["env", "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", "python3", "-I", "-B"]
         try:
             exec_id = api.exec_create(
                 container.id,
-                [
-                    "env",
-                    "-i",
-                    f"PATH={CLEAN_PATH}",
-                    "LANG=C.UTF-8",
-                    "python3",
-                    "-I",
-                    "-B",
-                    GRADER_PATH,
-                ],
+                [*command, "-c", GRADER_SOURCE],
                 stdin=True,
                 stdout=True,
                 stderr=True,
@@ -164,14 +175,14 @@ class _Grader:
         self._frames = b""
         self._lines = b""
         first = self._read_line(time.monotonic() + 60)
-        if json.loads(first).get("ready") is not True:
+        if first.strip() != '{"ready": true}':
             raise SandboxError(f"the grader did not start: {first[:500]!r}")
 
     def ask(self, request: dict, *, deadline: float) -> dict:
         try:
             self._sock.sendall(json.dumps(request).encode() + b"\n")
         except OSError as exc:
-            raise SandboxError(f"the grader is gone: {exc}") from exc
+            raise GraderGone(f"the grader is gone: {exc}") from exc
         line = self._read_line(deadline)
         try:
             reply = json.loads(line)
@@ -192,7 +203,7 @@ class _Grader:
             chunk = self._sock.recv(262_144)
             if not chunk:
                 tail = self._lines.decode("utf-8", "replace")[-2000:]
-                raise SandboxError(f"the grader exited unexpectedly: {tail}")
+                raise GraderGone(f"the grader exited unexpectedly: {tail}")
             self._frames += chunk
             while len(self._frames) >= 8:
                 size = struct.unpack(">I", self._frames[4:8])[0]
@@ -217,8 +228,7 @@ def start_grader(container: TaskContainer) -> None:
 
 
 def _grader_for(container: TaskContainer) -> _Grader:
-    grader = getattr(container, "_grader", None)
-    if grader is None:
-        grader = _Grader(container)
-        container._grader = grader
-    return grader
+    if container.grader is None:
+        container.grader = _Grader(container)
+    assert isinstance(container.grader, _Grader)
+    return container.grader

@@ -173,17 +173,19 @@ class GitHistory(Family):
         }
         consts_text = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
         # The repository is the agent's: its config, hooks and attributes can name programs
-        # (core.fsmonitor, filters, ...), so git runs as the agent user, never as root.
+        # (core.fsmonitor, filters, ...). The grader runs this test as the agent's uid, so git
+        # and anything it starts have the agent's privilege, no more; hooks and fsmonitor are
+        # off, and neither the agent's ~/.gitconfig nor a system one is read.
         git = dedent("""
-            AS_AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
             GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
                    "--no-optional-locks", "--no-replace-objects"]
-            AGENT_ENV = {"HOME": "/home/user", "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+            GIT_ENV = {"HOME": "/nonexistent", "PATH": "/usr/bin:/bin", "LC_ALL": "C",
+                       "GIT_CONFIG_NOSYSTEM": "1"}
 
 
             def git(*args):
-                out = subprocess.run([*AS_AGENT, *GIT, "-C", REPO, *args], capture_output=True,
-                                     text=True, timeout=60, cwd="/", env=AGENT_ENV)
+                out = subprocess.run([*GIT, "-C", REPO, *args], capture_output=True, text=True,
+                                     timeout=60, cwd="/", env=GIT_ENV)
                 return out.stdout.strip() if out.returncode == 0 else None
         """)
         initial_test = (

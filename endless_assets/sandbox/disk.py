@@ -1,0 +1,98 @@
+"""A total disk budget per task container: a size-limited filesystem under its writable layer.
+
+overlay2 on ext4 has no per-container quota (`--storage-opt size` needs XFS project quotas, and
+this machine kind's kernel has neither XFS quotas nor ext4's quota format). So, between creating
+a container and starting it, the container's own layer directory (which holds the overlay's
+upper and work directories) is covered by a fresh ext4 filesystem of the budget's size, made in a
+sparse file inside that directory and loop-mounted over it. Every write in the container,
+wherever it goes and whoever makes it, lands there: past the budget it fails with ENOSPC ("No
+space left on device"); the host's disk only ever holds the budget. No blocks are reserved for
+root. The filesystem is unmounted before the container is removed; Docker then deletes the file
+with the layer. Cost: one `mkfs.ext4` and one loop mount per container (bench/disk_budget.py).
+
+This needs root on the engine's host and the overlay2 driver. On any other engine the engine's
+own `storage_opt size` is asked for (overlay2 on XFS with project quotas, btrfs, zfs); an engine
+that supports neither refuses to start a container with a budget, and says so. A budget of 0
+(`disk=0`) means no budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+NO_BUDGET = ("0", "none", "off", "unlimited")
+MIN_BUDGET = 16 * 2**20  # ext4's own metadata needs a few MiB
+
+
+def parse_size(text: str, *, what: str = "size") -> int:
+    """'2g', '512m', '1.5G', '1048576' -> bytes (binary units); '0' or 'none' -> 0."""
+    raw = str(text).strip()
+    if raw.lower() in NO_BUDGET:
+        return 0
+    match = _SIZE.match(raw)
+    if not match:
+        raise ValueError(f"{what} must be a size like 2g or 512m, got {text!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def check_budget(text: str) -> int:
+    """The disk setting in bytes (0: no budget); ValueError naming what is wrong."""
+    try:
+        size = parse_size(text, what="disk")
+    except ValueError:
+        raise ValueError(f"disk must be a size like 2g or 512m, or 0 for none; got {text!r}") from None
+    if 0 < size < MIN_BUDGET:
+        raise ValueError(f"disk must be 0 (no budget) or at least 16m, got {text!r}")
+    return size
+
+
+def layer_dir(inspect: dict) -> str | None:
+    """The container's own overlay2 layer directory, if this process can mount over it: the
+    engine runs on this host with the overlay2 driver, and we are root."""
+    driver = inspect.get("GraphDriver") or {}
+    upper = (driver.get("Data") or {}).get("UpperDir", "")
+    if driver.get("Name") != "overlay2" or not upper or os.geteuid() != 0:
+        return None
+    if not os.path.isdir(upper) or shutil.which("mkfs.ext4") is None:
+        return None
+    return os.path.dirname(upper)
+
+
+def attach(layer: str, size: int) -> None:
+    """Cover `layer` (a created, not yet started container's) with an ext4 filesystem of `size`
+    bytes holding the same entries, loop-mounted. Raises OSError or CalledProcessError."""
+    image = os.path.join(layer, "endless-disk.img")
+    mode = os.stat(layer).st_mode & 0o7777
+    with tempfile.TemporaryDirectory(prefix="endless-layer-") as staging:
+        for entry in os.listdir(layer):
+            source = os.path.join(layer, entry)
+            if os.path.isdir(source):  # diff/ and work/ are empty before the first start
+                os.mkdir(os.path.join(staging, entry))
+                shutil.copystat(source, os.path.join(staging, entry))
+            else:
+                shutil.copy2(source, staging)
+        with open(image, "wb") as fh:
+            fh.truncate(size)
+        options = ["-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1,nodiscard"]
+        _run(["mkfs.ext4", "-q", "-F", *options, "-d", staging, image])
+    _run(["mount", "-o", "loop,nodev,nosuid", image, layer])
+    os.chmod(layer, mode)
+
+
+def release(layer: str) -> None:
+    """Unmount the budget's filesystem from `layer` if it is mounted (lazily: a process that
+    still holds it does not keep the container from being removed)."""
+    if layer and os.path.ismount(layer):
+        _run(["umount", "-l", layer])
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise OSError(f"{' '.join(cmd[:2])} failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
