@@ -165,7 +165,10 @@ def test_terminal_bench_export(lake, kept, tmp_path):
         assert (task / "tests/test_outputs.py").read_text() == row["completion_test"]
         assert (task / "Dockerfile").read_text().startswith(f"FROM {base_image_tag()}\n")
         run_tests = (task / "run-tests.sh").read_text()
-        assert "-rA" in run_tests and "curl" not in run_tests and "uv " not in run_tests
+        assert "curl" not in run_tests and "uv " not in run_tests
+        # our grader, whose pytest prints the -rA summary Terminal-Bench's parser reads
+        assert "endless_grader.py --once" in run_tests.replace('"', "").replace("$tests/", "")
+        assert '"-rA"' in (task / "tests/endless_grader.py").read_text()
         assert "setpriv --reuid=1000" in (task / "solution.sh").read_text()
         for rel in json.loads(row["context_files"]):
             assert (task / rel).is_file()
@@ -323,7 +326,8 @@ def test_a_task_kept_without_a_reference_solution_ships_without_one(lake, kept, 
 def test_the_exported_harbor_grader_gives_no_reward_for_skipped_tests(sandbox):
     """Exit status 0 is not enough: a test that skips itself (say, because the agent deleted the
     file its condition looks at) must not earn the reward."""
-    from endless_assets.export.harbor import COMPLETION_TEST, grader_script
+    from endless_assets.export.harbor import COMPLETION_TEST, GRADER_FILE, grader_script
+    from endless_assets.sandbox.verdict import GRADER_SOURCE
 
     skipping = "import pytest\n\ndef test_x():\n    pytest.skip('nothing to check')\n"
     passing = "def test_x():\n    assert True\n"
@@ -331,7 +335,8 @@ def test_the_exported_harbor_grader_gives_no_reward_for_skipped_tests(sandbox):
         box.exec_root(["mkdir", "-p", "/tests", "/logs/verifier"])
         rewards = []
         for test in (skipping, passing):
-            box.put_files("/tests", {"test.sh": grader_script(), COMPLETION_TEST: test}, mode=0o755)
+            files = {"test.sh": grader_script(), GRADER_FILE: GRADER_SOURCE, COMPLETION_TEST: test}
+            box.put_files("/tests", files, mode=0o755)
             assert box.exec_root(["bash", "/tests/test.sh"]).exit_code == 0
             rewards.append(box.exec_root(["cat", "/logs/verifier/reward.txt"]).output.strip())
     assert rewards == ["0", "1"]

@@ -8,6 +8,7 @@
   environment/Dockerfile     the task image, FROM the base image given by --base-image
   environment/...            its build-context files
   tests/test.sh              grades: runs the completion test, writes /logs/verifier/reward.txt
+  tests/endless_grader.py    the grader test.sh runs (ours, as in the pipeline)
   tests/test_final_state.py  the completion test
   tests/test_initial_state.py  the initial-state test (kept for re-validation and re-import)
   solution/solve.sh          the reference solution (Harbor's oracle agent runs it); absent
@@ -16,9 +17,10 @@
 
 Grading needs no network: pytest is already in the image (our base image installs Debian's
 python3-pytest), unlike tasks that download uv and pytest when they are graded. `test.sh` grades
-the way our own verifier does: it first kills everything the agent user left running, then runs
-pytest as root in Python's isolated mode with a clean environment, no conftest files, no plugin
-autoload and an ini file of its own, so nothing the agent left in its home changes the verdict.
+with our own grader (`tests/endless_grader.py`, the file the pipeline runs in every container):
+it kills everything the agent user left running, then runs the test as that user with one
+capability in its own process, so nothing the agent left behind runs with more privilege than
+it had or changes the verdict (see the README's threat model).
 The agent runs as `user` (uid 1000, home /home/user), as in our pipeline.
 """
 
@@ -33,6 +35,7 @@ from endless_assets.export.output import staged_directory, write_text
 from endless_assets.export.tasks import ExportError, ExportTask, validate_all
 from endless_assets.export.toml_text import dumps
 from endless_assets.models import AGENT_USER
+from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 COMPLETION_TEST = "test_final_state.py"
 INITIAL_TEST = "test_initial_state.py"
@@ -40,50 +43,27 @@ AGENT_TIMEOUT_SEC = 900.0
 VERIFIER_TIMEOUT_SEC = 180.0
 BUILD_TIMEOUT_SEC = 600.0
 
+GRADER_FILE = "endless_grader.py"
 TEST_SH = """\
 #!/bin/bash
-# Grades this task (written by endless). Needs no network: pytest is in the image.
-# Reward 1 only if pytest ran the completion test and every test in it passed.
+# Grades this task (written by endless) with endless's own grader, beside this file: it stops
+# every process of the agent's user, then runs the completion test as that user (so anything the
+# test runs has the agent's privilege, no more) in Python's isolated mode with a clean
+# environment, no conftest files, no plugin autoload and an ini file of its own; the outcome
+# comes back on a channel only it holds. Reward 1 only if at least one test ran and every test
+# passed (none skipped). Needs no network: pytest is in the image.
 mkdir -p /logs/verifier
 echo 0 > /logs/verifier/reward.txt
-# Nothing the agent left running may race the grader: stop every process of its user.
-setpriv --reuid={uid} --regid={uid} --clear-groups kill -KILL -1 2>/dev/null || true
-run_dir=$(mktemp -d /tmp/endless-verifier.XXXXXX)
-work_dir=$(mktemp -d /tmp/endless-cwd.XXXXXX)
-chmod 700 "$run_dir" "$work_dir"
-cp /tests/{test} "$run_dir/{test}"
-# A symlink the agent planted at a path the test reads must not lead back to the test itself:
-# remove the known copy, and run from an empty directory that is not the test's.
-rm -f /tests/{test} 2>/dev/null || true
-printf '[pytest]\\n' > "$run_dir/pytest.ini"
-cd "$work_dir" || exit 0
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 TMPDIR="$run_dir" \\
-    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 \\
-    python3 -I -B -m pytest -q -rA -p no:cacheprovider --noconftest \\
-    --rootdir="$run_dir" -c "$run_dir/pytest.ini" --junitxml="$run_dir/junit.xml" \\
-    "$run_dir/{test}"
-status=$?
-# Passed means: exit 0, at least one test ran, none skipped (a skip can hide an assertion).
-if [ "$status" -eq 0 ] && python3 -I -B - "$run_dir/junit.xml" <<'PY'
-import sys
-import xml.etree.ElementTree as ET
-
-root = ET.parse(sys.argv[1]).getroot()
-suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-tests = sum(int(s.get("tests", 0)) for s in suites)
-skipped = sum(int(s.get("skipped", 0)) for s in suites)
-sys.exit(0 if skipped == 0 and tests > 0 else 1)
-PY
-then
-    echo 1 > /logs/verifier/reward.txt
-fi
-echo "pytest exit status: $status"
+cd / && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \\
+    python3 -I -B /tests/{grader} --once /tests/{test} --agent-uid {uid} \\
+    --timeout {timeout} --reward-file /logs/verifier/reward.txt
 exit 0
 """
 
 
 def grader_script(uid: int = 1000) -> str:
-    return TEST_SH.format(uid=uid, test=COMPLETION_TEST)
+    timeout = int(VERIFIER_TIMEOUT_SEC - 10)
+    return TEST_SH.format(uid=uid, test=COMPLETION_TEST, grader=GRADER_FILE, timeout=timeout)
 
 
 def solve_script(reference_solution: str) -> str:
@@ -135,6 +115,7 @@ def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]
         "environment/Dockerfile": (rebase(task.dockerfile, base_image), False),
         f"tests/{COMPLETION_TEST}": (task.completion_test, False),
         "tests/test.sh": (grader_script(), True),
+        f"tests/{GRADER_FILE}": (GRADER_SOURCE, False),
     }
     if task.reference_solution.strip():
         # A task kept without one (imported, solved by a model) ships no solution/.

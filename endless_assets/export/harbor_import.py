@@ -33,7 +33,15 @@ from endless_assets.export.dockerfile import DockerfileError, base_images
 MAX_CONTEXT_BYTES = 20 * 1024 * 1024
 COMPLETION_TEST_NAMES = ("test_final_state.py", "test_outputs.py")
 INITIAL_TEST_NAME = "test_initial_state.py"
-_IGNORED_TEST_FILES = {"test.sh", INITIAL_TEST_NAME, "__init__.py", "conftest.py"}
+# Files of a Harbor task's tests/ that are not the completion test (endless_grader.py: written by
+# our own export, which runs it from test.sh).
+_IGNORED_TEST_FILES = {
+    "test.sh",
+    INITIAL_TEST_NAME,
+    "__init__.py",
+    "conftest.py",
+    "endless_grader.py",
+}
 _BASH_SHEBANG = re.compile(r"^#!\s*(/usr/bin/env\s+)?(/usr)?(/bin/)?(ba)?sh\b[^\n]*\n?")
 _WORKDIR = re.compile(r"^\s*WORKDIR\s+(/\S*)\s*$", re.IGNORECASE | re.MULTILINE)
 

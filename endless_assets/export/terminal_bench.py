@@ -10,6 +10,7 @@
                         Terminal-Bench's pytest parser
   solution.sh           the reference solution
   tests/test_outputs.py the completion test
+  tests/endless_grader.py the grader run-tests.sh runs (ours, as in the pipeline)
   <build-context files> beside the Dockerfile, as the Dockerfile expects
 ```
 
@@ -26,12 +27,13 @@ from typing import Any
 import yaml
 
 from endless_assets.export.dockerfile import rebase
-from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, VERIFIER_TIMEOUT_SEC
+from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, GRADER_FILE, VERIFIER_TIMEOUT_SEC
 from endless_assets.export.harbor import check_base_image as _check_base_image
 from endless_assets.export.harbor_import import solution_body
 from endless_assets.export.output import staged_directory, write_text
 from endless_assets.export.tasks import ExportError, ExportTask, validate_all
 from endless_assets.models import AGENT_HOME, AGENT_USER
+from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 TEST_FILE = "test_outputs.py"
 RESERVED = {"task.yaml", "Dockerfile", "docker-compose.yaml", "run-tests.sh", "solution.sh"}
@@ -53,15 +55,11 @@ services:
 
 RUN_TESTS = """\
 #!/bin/bash
-# Runs the completion test with the image's own pytest: no network needed (written by endless).
-run_dir=$(mktemp -d)
-work_dir=$(mktemp -d)
-cp "${TEST_DIR:-/tests}/test_outputs.py" "$run_dir/test_outputs.py"
-printf '[pytest]\\n' > "$run_dir/pytest.ini"
-# Run from an empty directory that is not the test's (see the Harbor grader's comment).
-cd "$work_dir" || exit 1
-PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -I -B -m pytest -rA -p no:cacheprovider \\
-    --noconftest --rootdir="$run_dir" -c "$run_dir/pytest.ini" "$run_dir/test_outputs.py"
+# Runs the completion test with endless's own grader (tests/endless_grader.py, see the Harbor
+# export's test.sh) and the image's own pytest: no network needed (written by endless).
+tests="${TEST_DIR:-/tests}"
+cd / && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \\
+    python3 -I -B "$tests/endless_grader.py" --once "$tests/test_outputs.py" --agent-uid 1000
 """
 
 
@@ -130,6 +128,7 @@ def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]
         "run-tests.sh": (RUN_TESTS, True),
         "solution.sh": (solution_script(task.reference_solution), True),
         f"tests/{TEST_FILE}": (task.completion_test, False),
+        f"tests/{GRADER_FILE}": (GRADER_SOURCE, False),
     }
     for rel, text in task.context_files.items():
         files[rel] = (text, False)

@@ -46,7 +46,7 @@ def check_budget(text: str) -> int:
     try:
         size = parse_size(text, what="disk")
     except ValueError:
-        raise ValueError(f"disk must be a size like 2g or 512m, or 0 for none; got {text!r}") from None
+        raise ValueError(f"disk must be a size like 2g or 512m, or 0: got {text!r}") from None
     if 0 < size < MIN_BUDGET:
         raise ValueError(f"disk must be 0 (no budget) or at least 16m, got {text!r}")
     return size

@@ -43,6 +43,7 @@ import select
 import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 
@@ -299,12 +300,63 @@ def handle(request, serial):
     }
 
 
+def passed(reply):
+    """The reward rule (verdict.parse_verdict says the same, with a status): pytest exited 0 by
+    itself and reported at least one test, none failed, errored or was skipped."""
+    counts = reply["counts"]
+    return (
+        reply["exit_code"] == 0
+        and not reply["timed_out"]
+        and counts is not None
+        and counts["tests"] > 0
+        and counts["failures"] == counts["errors"] == counts["skipped"] == 0
+    )
+
+
+def once(argv):
+    """One verdict without a harness, for exported tasks (their tests/test.sh): prints pytest's
+    output, writes the reward (0 or 1) to --reward-file. The test file is read, then removed,
+    so that nothing the test runs can read it."""
+    import argparse
+
+    global VERIFIER
+    parser = argparse.ArgumentParser(prog="endless_grader.py")
+    parser.add_argument("--once", required=True, metavar="TEST_FILE")
+    parser.add_argument("--agent-uid", type=int, default=1000)
+    parser.add_argument("--timeout", type=float, default=170.0)
+    parser.add_argument("--reward-file", default="")
+    args = parser.parse_args(argv)
+    with open(args.once, encoding="utf-8") as fh:
+        test = fh.read()
+    with contextlib.suppress(OSError):
+        os.unlink(args.once)
+    VERIFIER = tempfile.mkdtemp(prefix="endless-verifier-")
+    os.chmod(VERIFIER, 0o711)
+    request = {"id": "once", "filename": os.path.basename(args.once), "test": test}
+    request.update(timeout=args.timeout, agent_uid=args.agent_uid, stop_agent=True)
+    try:
+        reply = handle(request, 0)
+    finally:
+        shutil.rmtree(VERIFIER, ignore_errors=True)
+    print(reply["output"])
+    reward = 1 if passed(reply) else 0
+    counts = reply["counts"] or {}
+    print(f"endless grader: exit {reply['exit_code']}, {counts}, reward {reward}")
+    if args.reward_file:
+        with open(args.reward_file, "w") as fh:
+            fh.write(f"{reward}\n")
+
+
 def main():
     prctl(PR_SET_DUMPABLE, 0)
     os.umask(0o077)
+    import pytest  # noqa: F401  (once, before any agent command: forked children reuse it)
+
+    if "--once" in sys.argv:
+        once(sys.argv[1:])
+        return
     os.makedirs(VERIFIER, exist_ok=True)
     os.chmod(VERIFIER, 0o711)
-    import pytest  # noqa: F401  (once, before any agent command: forked children reuse it)
 
     print(json.dumps({"ready": True}), flush=True)
     for serial, line in enumerate(sys.stdin):

@@ -6,8 +6,8 @@ each verdict it kills every process of the agent, runs pytest in a forked child 
 agent's uid with one capability in-process (so anything a test runs has the agent's privilege,
 no more), with a clean environment, Python's isolated mode, no conftest files, no plugin
 autoload, no cache and an ini file of ours; the test file is deleted once collected; the
-outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0 by itself *and* reports at
-least one test, none failed, errored or was skipped.
+outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0
+by itself *and* reports at least one test, none failed, errored or was skipped.
 """
 
 from __future__ import annotations
