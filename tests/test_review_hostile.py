@@ -7,6 +7,7 @@ All of them use real Docker through the project's own API; nothing is mocked.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 
@@ -28,10 +29,11 @@ from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families.git_history import GitHistory
 from endless_assets.llm.client import ChatClient, Endpoint
 from endless_assets.llm.scripted_server import Reply, ScriptedServer
+from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest, start_grader
+from endless_assets.sandbox.verdict import run_pytest, start_grader, stop_agent
 from endless_assets.schemas import SolverRollouts
 from endless_assets.stages.rows import frame, rollout_row
 
@@ -319,6 +321,33 @@ def test_a_fork_bomb_in_a_timed_out_command_is_graded_not_a_harness_error(contai
     )
     assert rollout.termination == "done", rollout.error
     assert rollout.reward == 1
+
+
+# A parent that never gives up a pid: it forks whenever one is free (sh would die of a failed fork).
+FILL_PIDS_THEN_EXIT = (
+    "env -u ENDLESS_CMD setsid python3 -c $'import os\\nwhile 1:\\n try:\\n  "
+    'os.fork() or os.execvp("sleep", ["sleep", "1000"])\\n except OSError: pass\' '
+    ">/dev/null 2>&1 & "
+    "p=/sys/fs/cgroup/pids; [ -d $p ] || p=/sys/fs/cgroup; "  # cgroup v1 or v2
+    "while :; do read -r n < $p/pids.current; read -r m < $p/pids.max; [ $n -ge $m ] && break; "
+    "done; exit"
+)
+
+
+def test_a_shell_that_exits_while_the_pids_limit_is_full_comes_back_with_the_bomb_killed(
+    container,
+):
+    start_grader(container)
+    # Naive: nothing frees a pid, so no new shell can start.
+    with pytest.raises(SandboxError), ShellSession(container) as sh:
+        sh.run(FILL_PIDS_THEN_EXIT, timeout=60)
+    stop_agent(container)
+    # Ours: the resident grader kills the agent's processes without a fork, then the shell starts.
+    with ShellSession(container, stop_agent=functools.partial(stop_agent, container)) as sh:
+        exited = sh.run(FILL_PIDS_THEN_EXIT, timeout=60)
+        after = sh.run("echo alive; pgrep -c -u user sleep || true")
+    assert exited.shell_restarted and "every process of yours was killed" in exited.note, exited
+    assert after.output == "alive\n0\n", after.output
 
 
 # == (c) the persistent shell: state and framing ===================================================

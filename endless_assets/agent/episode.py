@@ -8,6 +8,7 @@ are copied in only after the loop ends (see sandbox/verdict.py). Infrastructure 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,7 +20,7 @@ from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.shell import CommandResult, ShellSession
-from endless_assets.sandbox.verdict import Verdict, run_pytest, start_grader
+from endless_assets.sandbox.verdict import Verdict, run_pytest, start_grader, stop_agent
 
 TERMINATIONS = ("done", "turn_limit", "time_limit", "context_limit", "harness_error")
 
@@ -167,7 +168,8 @@ def run_episode_in(
         # every agent process without needing a new exec or a fork (a fork bomb or a memory hog
         # left behind cannot keep the grade from happening).
         start_grader(container)
-        with ShellSession(container, output_cap=limits.output_cap) as shell:
+        stop = functools.partial(stop_agent, container)
+        with ShellSession(container, output_cap=limits.output_cap, stop_agent=stop) as shell:
             rollout.termination = _loop(shell, policy, rollout, limits, started)
         with docker_slots or contextlib.nullcontext():
             verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)

@@ -10,6 +10,9 @@ Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
 Hello:   {"ready": true}
 Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent"}.
 Reply:   {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
+         (the shell's way out when the agent filled the pids limit and no exec can start).
+Reply:   {"id", "stopped": true}.
 
 The grader itself:
 - is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
@@ -264,6 +267,14 @@ def read_tail(path, limit=20_000):
         return ""
 
 
+def stop_agent(request):
+    agent_uid = int(request["agent_uid"])
+    if agent_uid == 0:
+        raise ValueError("the grader does not stop root")
+    stop_user(agent_uid)
+    return True
+
+
 def handle(request, serial):
     agent_uid = int(request["agent_uid"])
     if agent_uid == 0:
@@ -364,7 +375,10 @@ def main():
             continue
         request = json.loads(line)
         try:
-            reply = handle(request, serial)
+            if request.get("op") == "stop":
+                reply = {"id": request["id"], "stopped": stop_agent(request)}
+            else:
+                reply = handle(request, serial)
         except Exception as exc:
             reply = {"id": request.get("id"), "exit_code": 3, "timed_out": False}
             reply.update(counts=None, output=f"grader: {exc!r}")

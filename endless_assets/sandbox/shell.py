@@ -36,8 +36,8 @@ import secrets
 import select
 import shlex
 import socket
-import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import docker.errors
@@ -45,6 +45,7 @@ import docker.errors
 from endless_assets.models import AGENT_HOME, AGENT_USER
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.shell_stream import FrameDecoder, OutputCollector, ShellGone
 
 AGENT_PATH = "/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
 DEFAULT_OUTPUT_CAP = 50_000
@@ -94,9 +95,13 @@ class ShellSession:
         cwd: str = AGENT_HOME,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         env: dict[str, str] | None = None,
+        stop_agent: Callable[[], None] | None = None,
     ) -> None:
         self.container = container
         self.user = user
+        # Kills every process of the agent without a fork (the container's grader does it): a
+        # new shell cannot start while the agent's processes fill the pids limit.
+        self.stop_agent = stop_agent
         self.cwd = cwd
         self.output_cap = output_cap
         self.env = {
@@ -120,7 +125,7 @@ class ShellSession:
         self._start()
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _start(self) -> None:
+    def _start(self, wait: float = 30.0) -> None:
         api = self.container.client.api
         token = secrets.token_hex(8)
         try:
@@ -145,7 +150,7 @@ class ShellSession:
         self._exit_token = secrets.token_hex(12).encode()
         self._send(self._exit_token + b"\n" + _PRELUDE.replace("TOKEN", token).encode())
         ready = re.compile(rb"ready-" + token.encode() + rb" (\d+)\n")
-        data = self._read_until(ready.search, time.monotonic() + 30)
+        data = self._read_until(ready.search, time.monotonic() + wait)
         found = ready.search(data or b"")
         if not found:
             raise SandboxError("the shell did not start in the container")
@@ -172,7 +177,7 @@ class ShellSession:
         try:
             self._sock.sendall(data)
         except OSError as exc:
-            raise _ShellGone(str(exc)) from exc
+            raise ShellGone(str(exc)) from exc
 
     def _read_frames(self, deadline: float) -> bytes | None:
         """Read what is available of the multiplexed exec stream; None at EOF, b"" on timeout."""
@@ -193,7 +198,7 @@ class ShellSession:
 
     def _read_until(self, done, deadline: float) -> bytes | None:
         """Accumulate demultiplexed stdout until done(buffer) or the deadline (small outputs)."""
-        frames = _FrameDecoder()
+        frames = FrameDecoder()
         buffer = b""
         while True:
             chunk = self._read_frames(deadline)
@@ -213,14 +218,14 @@ class ShellSession:
         marker = secrets.token_hex(MARKER_CHARS // 2).encode()
         tag = secrets.token_hex(TAG_CHARS // 2)
         started = time.monotonic()
-        collector = _OutputCollector(self.output_cap, marker, self._exit_token)
+        collector = OutputCollector(self.output_cap, marker, self._exit_token)
         collector.feed(self._pending)
         self._pending = b""
         body = command.replace("\x00", "").encode("utf-8", errors="surrogateescape")
         try:
             self._send(_FRAME.format(len(body)).encode() + tag.encode() + body + marker)
             finished = self._collect(collector, started + timeout)
-        except _ShellGone:
+        except ShellGone:
             finished, collector.eof = False, True
         if finished or collector.eof:
             return self._finish(collector, started)
@@ -229,14 +234,14 @@ class ShellSession:
             self._signal_command(tag, signal)
             if self._collect(collector, time.monotonic() + 1.0) or collector.eof:
                 return self._finish(collector, started, timed_out=True, note=note)
-        self._restart(kill=True)
+        stopped = self._restart(kill=True)
         note = (
             f"the shell itself was stuck and was restarted in {self.cwd}; "
             "shell variables and functions were lost"
-        )
+        ) + stopped
         return self._result(collector, started, timed_out=True, note=note, restarted=True)
 
-    def _collect(self, collector: _OutputCollector, deadline: float) -> bool:
+    def _collect(self, collector: OutputCollector, deadline: float) -> bool:
         frames = collector.frames
         while not collector.done:
             chunk = self._read_frames(deadline)
@@ -250,7 +255,7 @@ class ShellSession:
 
     def _finish(
         self,
-        collector: _OutputCollector,
+        collector: OutputCollector,
         started: float,
         *,
         timed_out: bool = False,
@@ -262,14 +267,14 @@ class ShellSession:
             if collector.cwd:
                 self.cwd = collector.cwd
             return self._result(collector, started, timed_out=timed_out, note=note)
-        self._restart()
-        exited = f"the shell exited; a new shell was started in {self.cwd}"
+        stopped = self._restart()
+        exited = f"the shell exited; a new shell was started in {self.cwd}{stopped}"
         note = f"{note}; {exited}" if note else exited
         return self._result(collector, started, timed_out=timed_out, note=note, restarted=True)
 
     def _result(
         self,
-        collector: _OutputCollector,
+        collector: OutputCollector,
         started: float,
         *,
         timed_out: bool,
@@ -288,17 +293,30 @@ class ShellSession:
             note=note,
         )
 
-    def _restart(self, *, kill: bool = False) -> None:
+    def _restart(self, *, kill: bool = False) -> str:
+        """Start a new shell; returns a note for the agent when more than that had to be done."""
         if kill:  # a shell stuck in a builtin loop would go on burning the container's CPU
             with contextlib.suppress(SandboxError):
                 self.container.exec_root(["kill", "-KILL", str(self._pid)], user=self.user)
         self.close()
         self.restarts += 1
         try:
+            # With a way out, a shell that does not answer soon is not waited for long.
+            self._start(wait=30.0 if self.stop_agent is None else 10.0)
+            return ""
+        except SandboxError:
+            if self.stop_agent is None:
+                self.cwd = AGENT_HOME
+                self._start()
+                return ""
+        # Most likely the agent's processes fill the pids limit (a fork bomb): none may go on.
+        self.stop_agent()
+        try:
             self._start()
         except SandboxError:
             self.cwd = AGENT_HOME
             self._start()
+        return "; a new shell could not start, so every process of yours was killed"
 
     def _signal_command(self, tag: str, signal: str) -> None:
         script = (
@@ -309,92 +327,3 @@ class ShellSession:
         # As the agent's own uid: root here lacks CAP_SYS_PTRACE, so it cannot read the agent's
         # /proc/<pid>/environ, while the agent's uid can read and signal its own processes.
         self.container.exec_root(["sh", "-c", script], user=self.user)
-
-
-class _ShellGone(Exception):
-    pass
-
-
-class _FrameDecoder:
-    """Docker's multiplexed stream: 8-byte header (stream, 0, 0, 0, big-endian size) + payload."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, data: bytes) -> bytes:
-        self._buf += data
-        out: list[bytes] = []
-        while len(self._buf) >= 8:
-            size = struct.unpack(">I", self._buf[4:8])[0]
-            if len(self._buf) < 8 + size:
-                break
-            out.append(self._buf[8 : 8 + size])
-            self._buf = self._buf[8 + size :]
-        return b"".join(out)
-
-
-class _OutputCollector:
-    """Keeps the head of the output up to a cap, counts the rest, and finds the end line: the
-    command's `\\n<marker> <code> <cwd><marker>\\n`, or the wrapper's `\\n<token> <code>\\n`."""
-
-    def __init__(self, cap_chars: int, marker: bytes, exit_token: bytes) -> None:
-        self.cap_bytes = cap_chars * 4 + 4  # UTF-8 worst case; trimmed to characters at the end
-        self.cap_chars = cap_chars
-        self.ends = ((b"\n" + marker + b" ", marker + b"\n"), (b"\n" + exit_token + b" ", b"\n"))
-        self.head = bytearray()
-        self.tail = b""  # unconsumed bytes that may hold a split end line
-        self.total = 0
-        self.done = False
-        self.exited = False  # the end line is the wrapper's: the shell itself ended
-        self.eof = False
-        self.exit_code: int | None = None
-        self.cwd = ""
-        self.after_marker = b""
-        self.frames = _FrameDecoder()
-
-    def feed(self, data: bytes) -> None:
-        if self.done or not data:
-            if self.done:
-                self.after_marker += data
-            return
-        buf = self.tail + data
-        found = [
-            (at, opening, closing)
-            for opening, closing in self.ends
-            if (at := buf.find(opening)) >= 0
-        ]
-        if found:
-            at, opening, closing = min(found)
-            end = buf.find(closing, at + len(opening))
-            if end < 0:
-                self.tail = buf  # end line incomplete: wait for more
-                return
-            self._keep(buf[:at])
-            code, _, cwd = buf[at + len(opening) : end].partition(b" ")
-            self.exit_code = int(code) if code.lstrip(b"-").isdigit() else None
-            self.cwd = cwd.decode("utf-8", errors="replace")
-            self.exited = opening == self.ends[1][0]
-            self.after_marker = buf[end + len(closing) :]
-            self.tail = b""
-            self.done = True
-            return
-        keep = len(self.ends[0][0]) + 4096
-        if len(buf) > keep:
-            self._keep(buf[:-keep])
-            self.tail = buf[-keep:]
-        else:
-            self.tail = buf
-
-    def _keep(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.cap_bytes - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-
-    def text(self) -> tuple[str, int, bool]:
-        if not self.done and self.tail:
-            self._keep(self.tail)
-            self.tail = b""
-        decoded = bytes(self.head).decode("utf-8", errors="replace")
-        truncated = self.total > len(self.head) or len(decoded) > self.cap_chars
-        return decoded[: self.cap_chars], self.total, truncated

@@ -222,6 +222,14 @@ class _Grader:
             self._sock.close()
 
 
+def stop_agent(container: TaskContainer, agent_uid: int = 1000) -> None:
+    """Kill every process of the agent's uid through the container's grader, which needs no
+    fork for it: the way out when the agent's processes fill the pids limit and no `docker exec`
+    can start. Starts the grader if it is not running (which may fail for the same reason)."""
+    request = {"id": secrets.token_hex(6), "op": "stop", "agent_uid": agent_uid}
+    _grader_for(container).ask(request, deadline=time.monotonic() + 60)
+
+
 def start_grader(container: TaskContainer) -> None:
     """Start the container's grader now (it is otherwise started by the first verdict)."""
     _grader_for(container)
