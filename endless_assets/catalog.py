@@ -1,9 +1,20 @@
-"""The DuckDB catalog: views over the Parquet lake plus the stats views.
+"""The DuckDB catalog: views over the Parquet lake plus the stats views (stats_views.py).
 
-`data/endless.duckdb` holds no data, only views with absolute paths to the lake, so it is
-rebuilt in a temporary file and swapped in with `os.replace`: readers that hold the old file keep
-working, and parallel Dagster steps never fight over DuckDB's single-writer lock. Views over
-tables with no data yet are typed and empty, so every query works from the first run.
+`data/endless.duckdb` holds no data, only views, so it is rebuilt in a temporary file and swapped
+in with `os.replace`: readers that hold the old file keep working, and parallel Dagster steps
+never fight over DuckDB's single-writer lock. Views over tables with no data yet are typed and
+empty, so every query works from the first run.
+
+The views name the lake by a path relative to the data directory (`lake/<table>/...`): our
+connections resolve it there (DuckDB's `file_search_path`), the DuckDB CLI started inside the
+data directory resolves it against its working directory, so a copied or moved data directory
+answers with its own files. A catalog that is missing, unreadable or of an older format is
+rebuilt when opened; partitions that cannot be read are moved aside first (lake.py).
+
+Every connection handed out here is read-only and locked: it reads the lake's files and nothing
+else on the host (`enable_external_access = false` with the lake allowed, no extensions, the
+configuration locked), and `query` runs one SELECT and nothing else, so no query writes, not
+even into the lake.
 """
 
 from __future__ import annotations
@@ -11,14 +22,30 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
 
-from endless_assets.lake import Lake
+from endless_assets.lake import Lake, first_line
 from endless_assets.schemas import TABLES, polars_schema
+from endless_assets.stats_views import STATS_VIEWS
 
 STORAGE_VERSION = "v1.0.0"
+# Bumped when the catalog's shape changes (2: relative paths): older catalogs are rebuilt.
+CATALOG_FORMAT = 2
+INFO_VIEW = "endless_catalog"
+# For the DuckDB CLI, started in the data directory: `duckdb -readonly -init duckdb-init.sql
+# endless.duckdb`. The CLI sets options after its init file, so the configuration is not locked;
+# external access, once disabled, cannot be enabled again in the session anyway.
+CLI_INIT = "duckdb-init.sql"
+CLI_INIT_SQL = """\
+-- Written by endless with the catalog: the DuckDB CLI reads the lake and nothing else.
+set allowed_directories = ['lake/'];
+set enable_external_access = false;
+set autoinstall_known_extensions = false;
+set autoload_known_extensions = false;
+"""
 
 _DUCK_TYPES = {
     pl.String: "VARCHAR",
@@ -27,267 +54,9 @@ _DUCK_TYPES = {
     pl.Boolean: "BOOLEAN",
 }
 
-# Difficulty labels from a solver's pass rate over its scored attempts (the same thresholds in
-# SQL views and in exports): a task every attempt solves is easy, one solved at least once but in
-# under a quarter of attempts is hard; never solved is "unsolved" (no label in Harbor terms).
-DIFFICULTY_THRESHOLDS: tuple[tuple[str, float], ...] = (("easy", 0.75), ("medium", 0.25))
-HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
 
-
-def difficulty_label(pass_rate: float | None, attempts: int = 1) -> str:
-    """easy (>= 0.75), medium (>= 0.25), hard (> 0), unsolved (0), unknown (no scored attempt)."""
-    if pass_rate is None or attempts <= 0:
-        return "unknown"
-    for label, floor in DIFFICULTY_THRESHOLDS:
-        if pass_rate >= floor:
-            return label
-    return "hard" if pass_rate > 0 else "unsolved"
-
-
-def difficulty_sql(rate: str, attempts: str) -> str:
-    cases = " ".join(
-        f"when {rate} >= {floor} then '{label}'" for label, floor in DIFFICULTY_THRESHOLDS
-    )
-    return (
-        f"case when {attempts} = 0 or {rate} is null then 'unknown' {cases} "
-        f"when {rate} > 0 then 'hard' else 'unsolved' end"
-    )
-
-
-# How a solver is named everywhere: policy, or policy/model (as filtered_dataset.solver_model).
-SOLVER_SQL = "case when coalesce(model, '') = '' then policy else policy || '/' || model end"
-GENERATOR_SQL = (
-    "case when coalesce(generator_model, '') = '' then generator "
-    "else generator || '/' || generator_model end"
-)
-# What became of one rollout (agent/analysis.py `failure_mode`, stored per rollout); rows written
-# before that column existed get the same classification from the columns they have.
-FAILURE_MODE_SQL = """
-    coalesce(failure_mode,
-        case when reward is null or termination = 'harness_error' then 'harness_error'
-             when reward = 1 then 'solved'
-             when n_turns > 0 and coalesce(invalid_turns, 0) * 2 >= n_turns then 'unparsable'
-             when loop_detected then 'loop'
-             when termination = 'turn_limit' then 'turn_exhaustion'
-             when termination in ('time_limit', 'context_limit') then termination
-             else 'wrong_done' end)
-"""
-
-# Stats views, written once as templates: `{key}` is what rows are grouped by (the batch in the
-# catalog's views; a constant when `endless stats` sums several batches) and `{where}` filters the
-# rows read. They name the columns they use (never `select *` across tables), so columns added
-# to the tables later change nothing here.
-STATS_TEMPLATES: dict[str, str] = {
-    # The funnel: how many tasks entered and survived each stage, and why the others did not.
-    "funnel": """
-        with stages as (
-            select {key} as batch, 1 as stage_order, 'I. describe' as stage,
-                   count(*) as entered,
-                   count(*) filter (where status = 'ok') as survived,
-                   count(*) filter (where status = 'rejected') as rejected,
-                   count(*) filter (where status = 'harness_error') as harness_errors
-            from task_descriptions where {where} group by all
-            union all
-            select {key}, 2, 'II. environment', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from task_environments where {where} group by all
-            union all
-            select {key}, 3, 'III. completion test', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from completion_tests where {where} group by all
-            union all
-            select {key}, 4, 'IV. solver filter', count(*),
-                   count(*) filter (where kept),
-                   count(*) filter (where not kept and k > 0),
-                   count(*) filter (where k = 0)
-            from filtered_dataset where {where} group by all
-        )
-        select * from stages order by batch, stage_order
-    """,
-    "funnel_reasons": """
-        select {key} as batch, stage_order, stage, reason, count(*) as tasks,
-               any_value(detail) as example
-        from (
-            select batch, 1 as stage_order, 'I. describe' as stage,
-                   split_part(reject_reason, ': ', 1) as reason, reject_reason as detail
-            from task_descriptions where status <> 'ok'
-            union all
-            select batch, 2, 'II. environment', split_part(reject_reason, ': ', 1), reject_reason
-            from task_environments where status <> 'ok'
-            union all
-            select batch, 3, 'III. completion test', split_part(reject_reason, ': ', 1),
-                   reject_reason
-            from completion_tests where status <> 'ok'
-            union all
-            select batch, 4, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
-            from filtered_dataset where not kept
-        )
-        where {where}
-        group by all order by batch, stage_order, tasks desc
-    """,
-    # Category x complexity: how many were described, reached the filter, were kept.
-    "category_mix": """
-        with described as (
-            select {key} as batch, category, complexity, count(*) as described
-            from task_descriptions where status = 'ok' and {where} group by all
-        ), filtered as (
-            select {key} as batch, category, complexity, count(*) as reached_filter,
-                   count(*) filter (where kept) as kept,
-                   avg(pass_rate) filter (where k > 0) as mean_pass_rate
-            from filtered_dataset where {where} group by all
-        )
-        select batch, category, complexity, coalesce(described, 0) as described,
-               coalesce(reached_filter, 0) as reached_filter, coalesce(kept, 0) as kept,
-               mean_pass_rate
-        from described full outer join filtered using (batch, category, complexity)
-        order by batch, kept desc, described desc, category, complexity
-    """,
-    # One row per task and solver: scored attempts, successes, pass rate, difficulty.
-    "task_pass_rates": f"""
-        select batch, task_id, {SOLVER_SQL} as solver,
-               count(reward)::BIGINT as attempts,
-               count(*) filter (where reward = 1) as successes,
-               count(*) filter (where reward is null) as harness_errors,
-               case when count(reward) > 0
-                    then count(*) filter (where reward = 1) / count(reward) end as pass_rate,
-               {{difficulty}} as difficulty
-        from solver_rollouts where {{where}} group by batch, task_id, policy, model
-    """,
-    # The difficulty distribution per solver: tasks per label and per pass-rate bin.
-    "difficulty": """
-        select {key} as batch, solver, difficulty, count(*) as tasks,
-               case difficulty when 'easy' then 1 when 'medium' then 2 when 'hard' then 3
-                               when 'unsolved' then 4 else 5 end as difficulty_order
-        from task_pass_rates where {where} group by all order by batch, solver, difficulty_order
-    """,
-    "pass_rate_histogram": """
-        select {key} as batch, solver,
-               least(floor(pass_rate * 10), 10)::INTEGER / 10.0 as bin_low,
-               count(*) as tasks
-        from task_pass_rates where attempts > 0 and {where}
-        group by all order by batch, solver, bin_low
-    """,
-    # Failure modes per solver: each rollout counted once, under its failure mode.
-    "failure_modes": f"""
-        select {{key}} as batch, {SOLVER_SQL} as solver, policy, model,
-               {FAILURE_MODE_SQL} as failure_mode,
-               count(*) as rollouts, count(distinct task_id) as tasks,
-               avg(n_turns) as mean_turns, avg(command_diversity) as mean_command_diversity,
-               avg(case when loop_detected then 1.0 else 0.0 end) as loop_share,
-               coalesce(sum(invalid_turns), 0)::BIGINT as invalid_turns,
-               coalesce(sum(command_timeouts), 0)::BIGINT as command_timeouts
-        from solver_rollouts where {{where}} group by all order by batch, solver, rollouts desc
-    """,
-    "turns_per_episode": f"""
-        select {{key}} as batch, {SOLVER_SQL} as solver, n_turns, count(*) as rollouts,
-               count(*) filter (where reward = 1) as successes
-        from solver_rollouts where reward is not null and {{where}}
-        group by all order by batch, solver, n_turns
-    """,
-    # Tokens per stage, and per task kept.
-    "token_cost": """
-        with stages as (
-            select {key} as batch, 1 as stage_order, 'I. describe' as stage,
-                   sum(requests) as requests, sum(tokens_in) as tokens_in,
-                   sum(tokens_out) as tokens_out
-            from task_descriptions where {where} group by all
-            union all
-            select {key}, 2, 'II. environment', sum(requests), sum(tokens_in), sum(tokens_out)
-            from task_environments where {where} group by all
-            union all
-            select {key}, 3, 'III. completion test', sum(requests), sum(tokens_in),
-                   sum(tokens_out)
-            from completion_tests where {where} group by all
-            union all
-            select {key}, 4, 'IV. solver rollouts',
-                   coalesce(sum(n_turns) filter (where tokens_in + tokens_out > 0), 0),
-                   sum(tokens_in), sum(tokens_out)
-            from solver_rollouts where {where} group by all
-        ), kept as (
-            select {key} as batch, count(*) filter (where kept) as kept_tasks
-            from filtered_dataset where {where} group by all
-        )
-        select batch, stage_order, stage, requests::BIGINT as requests,
-               tokens_in::BIGINT as tokens_in, tokens_out::BIGINT as tokens_out,
-               (tokens_in + tokens_out)::BIGINT as tokens, coalesce(kept_tasks, 0) as kept_tasks,
-               case when kept_tasks > 0 then (tokens_in + tokens_out) / kept_tasks end
-                   as tokens_per_kept_task
-        from stages left join kept using (batch)
-        order by batch, stage_order
-    """,
-    # Models side by side: who wrote tasks and how many survived; who solved them and how well.
-    "generator_models": f"""
-        with described as (
-            select {{key}} as batch, task_id, {GENERATOR_SQL} as generator, status,
-                   tokens_in + tokens_out as tokens
-            from task_descriptions where {{where}}
-        ), env as (
-            select task_id, status = 'ok' as built, tokens_in + tokens_out as tokens
-            from task_environments
-        ), tests as (
-            select task_id, status = 'ok' as validated, tokens_in + tokens_out as tokens
-            from completion_tests
-        ), kept as (
-            select task_id, kept from filtered_dataset
-        )
-        select d.batch, d.generator, count(*) as sampled,
-               count(*) filter (where d.status = 'ok') as described,
-               count(*) filter (where env.built) as built,
-               count(*) filter (where tests.validated) as validated,
-               count(*) filter (where kept.kept) as kept,
-               (sum(d.tokens) + coalesce(sum(env.tokens), 0)
-                + coalesce(sum(tests.tokens), 0))::BIGINT as tokens
-        from described d
-        left join env using (task_id) left join tests using (task_id)
-        left join kept using (task_id)
-        group by all order by d.batch, kept desc
-    """,
-    "solver_models": f"""
-        select {{key}} as batch, {SOLVER_SQL} as solver, count(distinct task_id) as tasks,
-               count(distinct task_id) filter (where reward = 1) as solved_tasks,
-               count(*) as rollouts, count(reward) as scored,
-               count(*) filter (where reward = 1) as successes,
-               avg(reward) as success_rate, avg(n_turns) as mean_turns,
-               avg(case when loop_detected then 1.0 else 0.0 end) as loop_rate,
-               avg(command_diversity) as mean_command_diversity,
-               (sum(tokens_in) + sum(tokens_out)) / count(*) as tokens_per_rollout
-        from solver_rollouts where {{where}} group by all order by batch, success_rate desc
-    """,
-    "model_matrix": f"""
-        with tasks as (
-            select p.batch, p.solver, p.successes, p.pass_rate, {GENERATOR_SQL} as generator
-            from task_pass_rates p join task_descriptions d using (task_id)
-            where p.attempts > 0
-        )
-        select {{key}} as batch, generator, solver, count(*) as tasks,
-               count(*) filter (where successes > 0) as solved_tasks,
-               avg(pass_rate) as mean_pass_rate
-        from tasks where {{where}}
-        group by all order by batch, generator, solver
-    """,
-}
-
-
-def render_stats_sql(name: str, *, key: str = "batch", where: str = "true") -> str:
-    """A stats view's query, grouped by `key` over the rows `where` selects."""
-    sql = STATS_TEMPLATES[name].replace("{difficulty}", difficulty_sql("pass_rate", "attempts"))
-    return sql.replace("{key}", key).replace("{where}", where)
-
-
-STATS_VIEWS: dict[str, str] = {
-    "funnel": render_stats_sql("funnel"),
-    "funnel_overall": """
-        select stage_order, stage, sum(entered)::BIGINT as entered,
-               sum(survived)::BIGINT as survived, sum(rejected)::BIGINT as rejected,
-               sum(harness_errors)::BIGINT as harness_errors
-        from funnel group by stage_order, stage order by stage_order
-    """,
-    **{name: render_stats_sql(name) for name in STATS_TEMPLATES if name != "funnel"},
-}
+class CatalogError(Exception):
+    """A query that failed or was refused, in one line."""
 
 
 def _sql_string(value: str) -> str:
@@ -308,6 +77,11 @@ def _empty_view_sql(table: str) -> str:
     return f"select {', '.join(columns)} where false"
 
 
+def relative_glob(table: str) -> str:
+    """A table's partitions, relative to the data directory."""
+    return f"lake/{table}/batch=*/part.parquet"
+
+
 def table_view_sql(lake: Lake, table: str, con: duckdb.DuckDBPyConnection | None = None) -> str:
     """A view over every partition of a table. Columns of the table's schema that no stored
     partition has yet (written before the column existed) are added as typed NULLs, so every
@@ -315,7 +89,7 @@ def table_view_sql(lake: Lake, table: str, con: duckdb.DuckDBPyConnection | None
     if not lake.has_data(table):
         return _empty_view_sql(table)
     source = (
-        f"read_parquet({_sql_string(lake.table_glob(table))}, "
+        f"read_parquet({_sql_string(relative_glob(table))}, "
         "union_by_name = true, hive_partitioning = false)"
     )
     missing: list[str] = []
@@ -334,18 +108,32 @@ def create_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
         con.execute(f"create or replace view {table} as {table_view_sql(lake, table, con)}")
     for name, sql in STATS_VIEWS.items():
         con.execute(f"create or replace view {name} as {sql}")
+    con.execute(f"create or replace view {INFO_VIEW} as select {CATALOG_FORMAT} as format")
 
 
 def rebuild_catalog(lake: Lake) -> Path:
-    """Write the catalog to a temporary file and atomically swap it in."""
+    """Move unreadable partitions aside, write the catalog to a temporary file and atomically
+    swap it in. A partition that disappears meanwhile (another process moved it) means: again."""
+    for attempt in range(3):
+        lake.quarantine_unreadable()
+        try:
+            return _write_catalog(lake)
+        except duckdb.IOException:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write_catalog(lake: Lake) -> Path:
     lake.data_dir.mkdir(parents=True, exist_ok=True)
     target = lake.catalog_path
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         con = duckdb.connect()
         try:
-            # An older storage format, so the DuckDB CLI (`duckdb data/endless.duckdb`, which
-            # lags the Python package by a major version) opens the catalog too.
+            con.execute(f"set file_search_path = {_sql_string(str(lake.data_dir))}")
+            # An older storage format, so the DuckDB CLI (`duckdb endless.duckdb`, which lags
+            # the Python package by a major version) opens the catalog too.
             con.execute(
                 f"attach {_sql_string(str(tmp))} as catalog (storage_version '{STORAGE_VERSION}')"
             )
@@ -357,6 +145,9 @@ def rebuild_catalog(lake: Lake) -> Path:
         finally:
             con.close()
         os.replace(tmp, target)
+        init = lake.data_dir / CLI_INIT
+        if not init.exists() or init.read_text(encoding="utf-8") != CLI_INIT_SQL:
+            init.write_text(CLI_INIT_SQL, encoding="utf-8")
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             if leftover.exists():
@@ -364,28 +155,100 @@ def rebuild_catalog(lake: Lake) -> Path:
     return target
 
 
+def _lock(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
+    """Only the lake's files are readable, nothing is installed or loaded, nothing changes it."""
+    allowed = ", ".join(_sql_string(p) for p in (f"{lake.root}/", "lake/"))
+    con.execute(f"set file_search_path = {_sql_string(str(lake.data_dir))}")
+    con.execute(f"set allowed_directories = [{allowed}]")
+    con.execute("set enable_external_access = false")
+    con.execute("set autoinstall_known_extensions = false")
+    con.execute("set autoload_known_extensions = false")
+    con.execute("set lock_configuration = true")
+
+
+def _open(lake: Lake) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(lake.catalog_path), read_only=True)
+    try:
+        _lock(con, lake)
+        found = con.execute(f"select format from {INFO_VIEW}").fetchall()
+        if found != [(CATALOG_FORMAT,)]:
+            raise duckdb.CatalogException(f"catalog format {found} is not {CATALOG_FORMAT}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
 def connect(lake: Lake, *, rebuild: bool = False) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the catalog (rebuilt first if missing or asked)."""
-    if rebuild or not lake.catalog_path.exists():
-        rebuild_catalog(lake)
-    return duckdb.connect(str(lake.catalog_path), read_only=True)
+    """A read-only, locked connection to the catalog. Rebuilt first if asked, missing,
+    unreadable (not a DuckDB file) or of an older format."""
+    if not rebuild and lake.catalog_path.exists():
+        try:
+            return _open(lake)
+        except duckdb.Error:
+            pass
+    rebuild_catalog(lake)
+    return _open(lake)
 
 
-def query(lake: Lake, sql: str) -> pl.DataFrame:
-    """Run a query against the catalog and return a polars frame."""
-    con = connect(lake)
+def check_query(sql: str) -> None:
+    """One SELECT (with, from, describe, show, summarize, values, ...) and nothing else."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise CatalogError(f"query failed: {first_line(exc)}") from None
+    if len(statements) != 1:
+        raise CatalogError(f"one statement per query, not {len(statements)}")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise CatalogError(
+            f"refused: {kind.name} statements are not allowed; the catalog is read-only "
+            "and answers SELECT queries only"
+        )
+
+
+def query(lake: Lake, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+    """Run one SELECT against the catalog; a polars frame, or CatalogError in one line."""
+    check_query(sql)
+    try:
+        con = connect(lake)
+    except duckdb.Error as exc:
+        raise CatalogError(f"the catalog cannot be opened: {first_line(exc)}") from None
     try:
         try:
-            return _frame(con, sql)
-        except duckdb.IOException:
-            # A partition disappeared since the catalog was built: rebuild once and retry.
+            return _frame(con, sql, params)
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            # A partition disappeared since the catalog was built, or one cannot be read (it is
+            # moved aside): rebuild once and retry. Anything else is the query's own error.
+            if not isinstance(exc, duckdb.IOException) and not lake.quarantine_unreadable():
+                raise
             con.close()
             con = connect(lake, rebuild=True)
-            return _frame(con, sql)
+            return _frame(con, sql, params)
+    except duckdb.Error as exc:
+        raise CatalogError(f"query failed: {first_line(exc)}") from None
     finally:
         con.close()
 
 
-def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    relation = con.sql(sql)
-    return relation.pl() if relation is not None else pl.DataFrame()
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None) -> pl.DataFrame:
+    relation = con.sql(sql, params=params)
+    if relation is None:
+        return pl.DataFrame()
+    try:
+        return relation.pl()
+    except (duckdb.Error, pl.exceptions.PolarsError, TypeError, ValueError):
+        # A type polars cannot hold (interval, union, bignum) or repeated column names: every
+        # column as text, named as DuckDB named it (numbered when repeated).
+        names = _unique(relation.columns)
+        columns = ", ".join(f'#{i + 1}::VARCHAR AS "{n}"' for i, n in enumerate(names))
+        return con.sql(f"select {columns} from ({sql})", params=params).pl()
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}_{seen[name] - 1}")
+    return [n.replace('"', '""') for n in out]

@@ -1,19 +1,28 @@
-"""The Parquet lake: the storage of record, and the Dagster IO manager over it.
+"""The Parquet lake: the storage of record.
 
 Layout: `<data_dir>/lake/<table>/batch=<key>/part.parquet` (zstd). One file per table and
 partition, written to a temporary name in the same directory and renamed over the old one, so a
 crash never leaves half a partition and re-materializing replaces, never duplicates. The batch key
-is also a column in the data. After every write the DuckDB catalog is rebuilt (catalog.py).
+is also a column in the data. After every write the DuckDB catalog is rebuilt (catalog.py; the
+Dagster IO manager is defs/io_manager.py).
+
+A partition that cannot be read (truncated, not Parquet) is never deleted and never stops other
+batches: it is moved aside to `<data_dir>/quarantine/<table>/batch=<key>/` with a note saying
+why, named in a warning, and written again by the next run of its batch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import polars as pl
 
 from endless_assets.schemas import TABLES, empty_frame
@@ -22,8 +31,34 @@ DEFAULT_DATA_DIR = "data"
 _BATCH_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
+LOG = logging.getLogger("endless.lake")
+
+
 class LakeError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class BadPartition:
+    """A partition file that cannot be read, and where it was moved (if it was)."""
+
+    table: str
+    batch: str
+    path: Path
+    reason: str
+    moved_to: Path | None = None
+
+    def describe(self) -> str:
+        where = f"; moved to {self.moved_to}" if self.moved_to else ""
+        return (
+            f"{self.path} ({self.table}, batch {self.batch}) cannot be read: {self.reason}{where}"
+            f"; run batch {self.batch} again to rewrite it"
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
 
 
 def resolve_data_dir(configured: str | None = None) -> Path:
@@ -59,14 +94,65 @@ class Lake:
     def table_glob(self, table: str) -> str:
         return str(self.root / table / "batch=*" / "part.parquet")
 
+    @property
+    def quarantine_root(self) -> Path:
+        return self.data_dir / "quarantine"
+
+    def partitions(self, table: str) -> list[Path]:
+        return sorted((self.root / table).glob("batch=*/part.parquet"))
+
     def has_data(self, table: str) -> bool:
         return any((self.root / table).glob("batch=*/part.parquet"))
 
     def batches(self, table: str) -> list[str]:
-        return sorted(
-            p.parent.name.removeprefix("batch=")
-            for p in (self.root / table).glob("batch=*/part.parquet")
-        )
+        return sorted(p.parent.name.removeprefix("batch=") for p in self.partitions(table))
+
+    # -- unreadable partitions -------------------------------------------------------------------
+    def problem(self, path: Path, *, deep: bool = False) -> str | None:
+        """Why a partition file cannot be read, or None. The footer (schema) only, unless deep:
+        then every row is read."""
+        try:
+            if deep:
+                pl.read_parquet(path)
+            else:
+                pl.read_parquet_schema(path)
+        except FileNotFoundError:
+            return None  # replaced or moved meanwhile
+        except Exception as exc:  # polars raises several types for a damaged file
+            return first_line(exc)
+        return None
+
+    def quarantine(self, table: str, path: Path, reason: str) -> BadPartition:
+        """Move an unreadable partition aside (never delete it) and say so in a warning."""
+        batch = path.parent.name.removeprefix("batch=")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        target = self.quarantine_root / table / path.parent.name
+        target.mkdir(parents=True, exist_ok=True)
+        moved = target / f"part-{stamp}-{uuid.uuid4().hex[:6]}.parquet"
+        try:
+            os.replace(path, moved)
+        except FileNotFoundError:  # another process moved or replaced it first
+            bad = BadPartition(table, batch, path, reason)
+        else:
+            moved.with_suffix(".reason.txt").write_text(f"{path}\n{reason}\n", encoding="utf-8")
+            with contextlib.suppress(OSError):  # the now empty batch directory
+                path.parent.rmdir()
+            bad = BadPartition(table, batch, path, reason, moved)
+        LOG.warning(bad.describe())
+        return bad
+
+    def quarantine_unreadable(self, tables: Iterable[str] = tuple(TABLES)) -> list[BadPartition]:
+        """Check every partition's footer; move the unreadable ones aside."""
+        found = []
+        for table in tables:
+            for path in self.partitions(table):
+                reason = self.problem(path)
+                if reason is not None:
+                    found.append(self.quarantine(table, path, reason))
+        return found
+
+    def quarantined(self) -> list[Path]:
+        return sorted(self.quarantine_root.glob("*/batch=*/part-*.parquet"))
 
     def write(self, table: str, batch: str, frame: pl.DataFrame) -> Path:
         path = self.partition_path(table, batch)
@@ -86,47 +172,31 @@ class Lake:
             raise LakeError(
                 f"{table} has no partition {batch!r} in {self.root}: materialize it first"
             )
-        return pl.read_parquet(path)
+        return self._read_partition(table, path)
 
     def read_or_empty(self, table: str, batch: str) -> pl.DataFrame:
         path = self.partition_path(table, batch)
         if path.exists():
-            return pl.read_parquet(path)
+            return self._read_partition(table, path)
         return empty_frame(table) if table in TABLES else pl.DataFrame()
 
     def read_all(self, table: str) -> pl.DataFrame:
-        if not self.has_data(table):
+        """Every readable partition of a table (unreadable ones are moved aside, with a warning)."""
+        frames = []
+        for path in self.partitions(table):
+            try:
+                frames.append(self._read_partition(table, path))
+            except LakeError:
+                continue
+        if not frames:
             return empty_frame(table) if table in TABLES else pl.DataFrame()
-        return pl.read_parquet(
-            self.table_glob(table), missing_columns="insert", hive_partitioning=False
-        )
+        return pl.concat(frames, how="diagonal_relaxed")
 
-
-class ParquetLakeIOManager(dg.ConfigurableIOManager):
-    """Writes each partition of a table-asset to the lake and reads it back for downstream steps."""
-
-    data_dir: str | None = None
-
-    def _lake(self) -> Lake:
-        return Lake(self.data_dir)
-
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
-        if obj is None:
-            return
-        if not isinstance(obj, pl.DataFrame):
-            raise LakeError(f"{context.asset_key.to_user_string()} must return a polars DataFrame")
-        table = context.asset_key.path[-1]
-        batch = context.partition_key if context.has_partition_key else "all"
-        lake = self._lake()
-        path = lake.write(table, batch, obj)
-        from endless_assets.catalog import rebuild_catalog
-
-        rebuild_catalog(lake)
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
-
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        table = context.upstream_output.asset_key.path[-1] if context.upstream_output else None
-        if table is None:
-            raise LakeError("cannot tell which table to load")
-        batch = context.asset_partition_key if context.has_asset_partitions else "all"
-        return self._lake().read(table, batch)
+    def _read_partition(self, table: str, path: Path) -> pl.DataFrame:
+        try:
+            return pl.read_parquet(path)
+        except FileNotFoundError:
+            raise LakeError(f"{path} disappeared while it was read: try again") from None
+        except Exception as exc:
+            bad = self.quarantine(table, path, first_line(exc))
+            raise LakeError(bad.describe()) from None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +23,36 @@ concurrency:
 """
 
 
+INIT_LOCK = ".endless-init.lock"
+
+
+@contextmanager
+def home_lock(home: Path) -> Iterator[None]:
+    """One process at a time in what Dagster does without a lock of its own."""
+    with open(home / INIT_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def ensure_dagster_home() -> Path:
-    """Use DAGSTER_HOME if set, else ./dagster_home (made absolute; created with our yaml)."""
+    """Use DAGSTER_HOME if set, else ./dagster_home (made absolute; created with our yaml), with
+    the instance's storage created.
+
+    Dagster creates its SQLite schemas when an instance first opens a home, without a lock of its
+    own: two `endless run` started at once on a fresh home both try, and one fails ("table ...
+    already exists"). So the yaml and the schemas are made here, one process at a time (an
+    exclusive lock on a file in the home); after that every process only opens what exists."""
     raw = os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME
     home = Path(raw).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(INSTANCE_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
+    with home_lock(home):
+        if not (home / "dagster.yaml").exists():
+            (home / "dagster.yaml").write_text(INSTANCE_YAML)
+        with dg.DagsterInstance.get() as instance:
+            # Opening makes the run and schedule storages; these make the event log's index.
+            instance.get_runs(limit=1)
+            instance.get_asset_keys()
     return home
 
 
@@ -65,7 +89,7 @@ def launch_job(
     """Run `job` (a module-level function returning the job, so Dagster can reconstruct it) for
     one partition on the DAGSTER_HOME instance. `overrides` are pipeline settings (None: unset);
     `dynamic_partitions` names a dynamic partitions definition to add the batch to first."""
-    ensure_dagster_home()
+    home = ensure_dagster_home()
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
     logging.getLogger("dagster").setLevel(log_level)
@@ -77,8 +101,10 @@ def launch_job(
     if config:
         run_config["resources"] = {"pipeline": {"config": config}}
     with dg.DagsterInstance.get() as instance:
-        if dynamic_partitions:
-            instance.add_dynamic_partitions(dynamic_partitions, [batch])
+        if dynamic_partitions:  # two imports of one new batch at once: one adds it
+            with home_lock(home):
+                if not instance.has_dynamic_partition(dynamic_partitions, batch):
+                    instance.add_dynamic_partitions(dynamic_partitions, [batch])
         result = dg.execute_job(
             dg.reconstructable(job),
             instance=instance,

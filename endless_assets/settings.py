@@ -8,9 +8,14 @@ they are read from the environment at the moment a client is made and never stor
 
 from __future__ import annotations
 
+import math
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from endless_assets.sandbox.disk import check_budget, parse_size
 
@@ -70,8 +75,9 @@ FIELDS: tuple[Field, ...] = (
         "ENDLESS_BUILD_NETWORK",
         True,
         bool,
-        "let RUN steps of LLM-written and imported Dockerfiles reach the network during builds "
-        "(host network; procedural builds never get one; containers never do)",
+        "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
+        "network; procedural builds never get one; containers never do); imported Dockerfiles "
+        "only when set explicitly",
     ),
     # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
     # made; it is never a setting and never stored.
@@ -177,11 +183,16 @@ class Settings:
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:
-        """Explicit values (None means unset) over environment variables over defaults."""
+        """Explicit values (None means unset) over environment variables over defaults.
+
+        Every value is checked here, so nothing runs on a bad one: a SettingsError names the
+        setting, where its value came from (its environment variable), the value and what is
+        expected, in one line."""
         unknown = set(explicit) - set(_BY_NAME)
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         values: dict[str, Any] = {}
+        sources: dict[str, tuple[str, Any]] = {}
         for f in FIELDS:
             raw = explicit.get(f.name)
             source = "config"
@@ -189,65 +200,41 @@ class Settings:
                 raw, source = os.environ.get(f.env), f.env
             if (raw is None or raw == "") and f.fallback_env:
                 raw, source = os.environ.get(f.fallback_env), f.fallback_env
-            if raw is None or (raw == "" and f.kind is not str):
+            if raw is None or (raw == "" and (f.kind is not str or f.name in _EMPTY_IS_DEFAULT)):
                 values[f.name] = f.default
                 continue
-            try:
-                value = _parse_bool(raw) if f.kind is bool else f.kind(raw)
-            except (TypeError, ValueError):
-                raise SettingsError(
-                    f"{f.name} ({source}) must be {f.kind.__name__}, got {raw!r}"
-                ) from None
-            if f.choices and value not in f.choices:
-                raise SettingsError(
-                    f"{f.name} ({source}) must be one of {', '.join(f.choices)}, got {value!r}"
-                )
-            values[f.name] = value
+            values[f.name] = _parse(f, raw, source)
+            sources[f.name] = (source, raw)
         settings = cls(**values)
-        settings.check()
+        settings.check(sources)
         return settings
 
-    def check(self) -> None:
-        positive = (
-            "tasks",
-            "workers",
-            "max_turns",
-            "output_cap",
-            "pids",
-            "max_tokens",
-            "repair_rounds",
-            "llm_concurrency",
-            "turn_tokens",
-            "context_tokens",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
-        try:
-            if parse_size(self.memory, what="memory") < 6 * 2**20:
-                raise ValueError(f"memory must be at least 6m, got {self.memory!r}")
-            check_budget(self.disk)
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
-        if self.k < 0:
-            raise SettingsError(f"k must be 0 (automatic) or more, got {self.k}")
-        for name in ("command_timeout", "episode_seconds", "cpus", "llm_timeout"):
-            if getattr(self, name) <= 0:
-                raise SettingsError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.llm_backoff < 0:
-            raise SettingsError(f"llm_backoff must be 0 or more, got {self.llm_backoff}")
-        if not 0 < self.dedupe_threshold <= 1:
-            raise SettingsError(
-                f"dedupe_threshold must be above 0 and at most 1, got {self.dedupe_threshold}"
+    def check(self, sources: dict[str, tuple[str, Any]] | None = None) -> None:
+        """Every rule of `_RULES` and the rules between settings; `sources` (setting -> where
+        its value came from, and the value as given) only makes the messages more precise."""
+        sources = sources or {}
+
+        def bad(name: str, expected: str) -> SettingsError:
+            source, raw = sources.get(name, (_BY_NAME[name].env, getattr(self, name)))
+            return SettingsError(
+                f"{name} must be {expected}, got {raw!r} ({_origin(_BY_NAME[name], source)})"
             )
-        for name in ("llm_retries", "rollout_workers"):
-            if getattr(self, name) < 0:
-                raise SettingsError(f"{name} must be 0 or more, got {getattr(self, name)}")
-        if not 0 <= self.min_pass_rate <= self.max_pass_rate <= 1:
-            raise SettingsError(
-                "need 0 <= min_pass_rate <= max_pass_rate <= 1, got "
-                f"{self.min_pass_rate} and {self.max_pass_rate}"
+
+        for name, (ok, expected) in _RULES.items():
+            if not ok(getattr(self, name)):
+                raise bad(name, expected)
+        if self.min_pass_rate > self.max_pass_rate:
+            raise bad("min_pass_rate", f"at most max_pass_rate ({self.max_pass_rate})")
+        if self.solver == "chat" and self.context_tokens <= self.turn_tokens:
+            raise bad(
+                "context_tokens",
+                f"larger than turn_tokens ({self.turn_tokens}, ENDLESS_TURN_TOKENS): the "
+                "chat solver's reply has to fit in its context",
             )
+        cores = os.cpu_count() or 1  # an engine on this machine has no more
+        local = not self.docker_host or self.docker_host.startswith("unix://")
+        if local and self.cpus > cores:
+            raise bad("cpus", f"at most {cores} (the cores of this machine, which runs Docker)")
 
     @property
     def attempts(self) -> int:
@@ -276,6 +263,129 @@ def _parse_bool(raw: Any) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ValueError(text)
+
+
+_KIND_HINT = {int: " (a whole number)", float: " (a finite number)", str: ""}
+_KIND_HINT[bool] = " (true/false, yes/no, on/off or 1/0)"
+
+
+def _parse(f: Field, raw: Any, source: str) -> Any:
+    """`raw` (text from the environment, or a value from config) as the field's kind."""
+    hint = f"; its environment variable is {f.env}" if source == "config" else ""
+    try:
+        if f.kind is bool:
+            value = _parse_bool(raw)
+        elif f.kind is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError(raw)
+        else:
+            value = f.kind(raw)
+        if f.kind is float and not math.isfinite(value):
+            raise ValueError(raw)
+    except (TypeError, ValueError, OverflowError):
+        raise SettingsError(
+            f"{f.name} ({source}) must be {f.kind.__name__}, got {raw!r}{_KIND_HINT[f.kind]}{hint}"
+        ) from None
+    if f.name in _STRIPPED:
+        value = value.strip()
+    if f.choices and value not in f.choices:
+        raise SettingsError(
+            f"{f.name} ({source}) must be one of {', '.join(f.choices)}, got {value!r}{hint}"
+        )
+    return value
+
+
+def _origin(f: Field, source: str) -> str:
+    if source == "config":
+        return f"from config; its environment variable is {f.env}"
+    return f"from {source}"
+
+
+# Text settings that go to Docker as text are stripped: Docker does not read " 2g".
+_STRIPPED = ("memory", "disk")
+# An empty data_dir means the default, as in Lake (an empty path would be the working directory).
+_EMPTY_IS_DEFAULT = ("data_dir",)
+# Memory goes to Docker as given, so it takes the forms both parse_size and docker-py read:
+# digits, an optional fraction, k/m/g, an optional b (no t, no "gib").
+_MEMORY = re.compile(r"^\d+(?:\.\d+)?[kmg]?b?$", re.IGNORECASE)
+MIN_MEMORY = 6 * 2**20  # the smallest limit Docker accepts
+
+
+def _memory_ok(value: str) -> bool:
+    return bool(_MEMORY.match(value)) and parse_size(value) >= MIN_MEMORY
+
+
+def _disk_ok(value: str) -> bool:
+    try:
+        return check_budget(value) >= 0
+    except ValueError:
+        return False
+
+
+def _directory_ok(value: str) -> bool:
+    """A directory, or a path whose nearest existing ancestor is one (so it can be made)."""
+    path = Path(value).expanduser().absolute()
+    try:
+        return next(p for p in (path, *path.parents) if p.exists()).is_dir()
+    except OSError:
+        return False
+
+
+def _docker_host_ok(value: str) -> bool:
+    if not value:
+        return True
+    from docker.utils import parse_host  # the engine URLs docker-py itself reads
+
+    try:
+        parse_host(value)
+    except Exception:  # DockerException, or ValueError for a bad port
+        return False
+    return True
+
+
+def _http_url_ok(value: str) -> bool:
+    if not value:
+        return True
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # ValueError for a port that is not a number in range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _at_least(n: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v >= n), f"at least {n}"
+
+
+_POSITIVE = ((lambda v: v > 0), "positive")
+_NOT_NEGATIVE = ((lambda v: v >= 0), "0 or more")
+_SHARE = ((lambda v: 0 <= v <= 1), "between 0 and 1")
+_URL = (_http_url_ok, "empty or an http(s):// URL like http://localhost:8000/v1")
+_COUNTS = ("tasks", "workers", "max_turns", "output_cap", "pids", "max_tokens", "repair_rounds")
+_COUNTS += ("llm_concurrency", "turn_tokens", "context_tokens")
+_NOT_NEGATIVES = ("task_temperature", "test_temperature", "solver_temperature", "llm_retries")
+_NOT_NEGATIVES += ("llm_backoff", "rollout_workers")
+
+# setting -> (is the value acceptable, what is expected), checked in this order.
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "data_dir": (_directory_ok, "a directory, or a path where one can be made (not a file)"),
+    **{name: _at_least(1) for name in _COUNTS},
+    "k": ((lambda v: v >= 0), "0 (automatic) or more"),
+    **{name: _POSITIVE for name in ("command_timeout", "episode_seconds", "llm_timeout")},
+    "cpus": ((lambda v: v >= 0.01), "at least 0.01 (Docker's smallest CPU limit)"),
+    "memory": (_memory_ok, "a size like 1g, 1.5g or 512m (units k, m, g), at least 6m"),
+    "disk": (_disk_ok, "0 (no budget) or a size like 2g or 512m, at least 16m"),
+    "docker_host": (
+        _docker_host_ok,
+        "empty or a Docker engine URL like unix:///var/run/docker.sock or tcp://host:2375",
+    ),
+    "generator_base_url": _URL,
+    "solver_base_url": _URL,
+    **{name: _NOT_NEGATIVE for name in _NOT_NEGATIVES},
+    "dedupe_threshold": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
+    "min_pass_rate": _SHARE,
+    "max_pass_rate": _SHARE,
+}
 
 
 def settings_table() -> str:

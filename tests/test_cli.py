@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,13 +88,24 @@ def test_sql_errors_are_reported_cleanly(ran):
     assert "Traceback" not in proc.stderr
 
 
-def test_plain_duckdb_reads_the_catalog(ran):
+def test_the_duckdb_cli_reads_the_catalog_from_inside_the_data_directory(ran):
     _, _, data, _ = ran
-    con = duckdb.connect(str(data / "endless.duckdb"), read_only=True)
-    try:
-        assert con.execute("select count(*) from filtered_dataset where kept").fetchone() == (4,)
-    finally:
-        con.close()
+    duckdb_cli = Path(sys.executable).with_name("duckdb")
+    proc = subprocess.run(
+        [
+            str(duckdb_cli),
+            "endless.duckdb",
+            "-csv",
+            "-c",
+            "select count(*) as n from filtered_dataset where kept",
+        ],
+        cwd=data,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["n", "4"]
 
 
 def test_bad_options_are_refused_before_anything_runs(tmp_path):

@@ -15,10 +15,11 @@ import yaml
 
 import endless_assets.definitions as definitions
 from endless_assets.catalog import query
+from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import ExportError, OutputError, export_dataset
+from endless_assets.export import MARKER, ExportError, OutputError, export_dataset
 from endless_assets.export.harbor_import import read_harbor_dir
-from endless_assets.lake import Lake, ParquetLakeIOManager
+from endless_assets.lake import Lake
 from endless_assets.sandbox.base_image import base_image_tag
 from endless_assets.settings import Settings
 
@@ -66,7 +67,8 @@ def harbor_dir(lake, tmp_path_factory) -> Path:
 
 
 def test_harbor_export_writes_one_complete_task_directory_per_kept_task(harbor_dir, kept):
-    assert sorted(p.name for p in harbor_dir.iterdir()) == sorted(kept)
+    assert sorted(p.name for p in harbor_dir.iterdir() if p.is_dir()) == sorted(kept)
+    assert (harbor_dir / MARKER).is_file()
     for task_id, row in kept.items():
         task = harbor_dir / task_id
         for rel in (
@@ -104,7 +106,7 @@ def test_harbor_export_writes_one_complete_task_directory_per_kept_task(harbor_d
 def test_the_base_image_is_a_parameter(lake, tmp_path):
     out = tmp_path / "pushed"
     export_dataset(lake, "harbor", out, base_image="registry.example.com/endless-base:v1")
-    for task in out.iterdir():
+    for task in (p for p in out.iterdir() if p.is_dir()):
         assert (
             (task / "environment/Dockerfile")
             .read_text()
@@ -120,7 +122,7 @@ def test_an_exported_harbor_task_grades_offline_as_harbor_would(harbor_dir, sand
     """Build the exported environment, then do what Harbor does: grade the untouched state
     (reward 0), run solution/solve.sh as the agent user, grade again (reward 1). The container
     has no network, so grading needs none."""
-    task = read_harbor_dir(next(iter(sorted(harbor_dir.iterdir()))))
+    task = read_harbor_dir(next(p for p in sorted(harbor_dir.iterdir()) if p.is_dir()))
     build = sandbox.build(task.dockerfile, task.context_files)
     assert build.ok, build.log
     tests = {p.name: p.read_text() for p in (task.directory / "tests").iterdir()}
@@ -293,7 +295,7 @@ def test_the_dataset_exports_asset_writes_every_format_and_reports_headline_figu
     assert result.success
     meta = result.asset_materializations_for_node("dataset_exports")[0].metadata
     exports = lake.data_dir / "exports"
-    assert sorted(p.name for p in (exports / "harbor").iterdir()) == sorted(
+    assert sorted(p.name for p in (exports / "harbor").iterdir() if p.is_dir()) == sorted(
         query(lake, "select task_id from filtered_dataset where kept")["task_id"]
     )
     assert (exports / "terminal-bench").is_dir() and (exports / "report.html").is_file()

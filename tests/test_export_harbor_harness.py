@@ -16,9 +16,10 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
+from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.export import export_dataset
-from endless_assets.lake import Lake, ParquetLakeIOManager
+from endless_assets.lake import Lake
 
 pytestmark = pytest.mark.harbor
 

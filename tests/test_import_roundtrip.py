@@ -14,9 +14,10 @@ import pytest
 
 import endless_assets.definitions as definitions
 from endless_assets.catalog import query
+from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.export import export_dataset
-from endless_assets.lake import Lake, ParquetLakeIOManager
+from endless_assets.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

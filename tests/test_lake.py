@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import duckdb
 import polars as pl
 import pytest
 
-from endless_assets.catalog import STATS_VIEWS, query, rebuild_catalog
+from endless_assets.catalog import connect, query, rebuild_catalog
 from endless_assets.lake import Lake, LakeError, check_batch_key
 from endless_assets.schemas import TABLES, empty_frame
+from endless_assets.stats_views import STATS_VIEWS
 
 
 def rows(n: int, batch: str) -> pl.DataFrame:
@@ -76,7 +76,7 @@ def test_batch_keys_are_checked(bad):
 def test_catalog_has_typed_empty_views_before_any_data(tmp_path):
     lake = Lake(tmp_path)
     rebuild_catalog(lake)
-    con = duckdb.connect(str(lake.catalog_path), read_only=True)
+    con = connect(lake)
     try:
         for table in [*TABLES, *STATS_VIEWS]:
             assert con.execute(f"select count(*) from {table}").fetchone() == (0,)
@@ -103,7 +103,7 @@ def test_the_catalog_swap_does_not_disturb_an_open_reader(tmp_path):
     lake = Lake(tmp_path)
     lake.write("task_environments", "2026-01-01", rows(2, "2026-01-01"))
     rebuild_catalog(lake)
-    reader = duckdb.connect(str(lake.catalog_path), read_only=True)
+    reader = connect(lake)
     try:
         rebuild_catalog(lake)  # replaced underneath the open connection
         assert reader.execute("select count(*) from task_environments").fetchone() == (2,)
@@ -113,8 +113,8 @@ def test_the_catalog_swap_does_not_disturb_an_open_reader(tmp_path):
 
 
 def test_the_duckdb_command_line_opens_the_catalog(tmp_path):
-    """Plain `duckdb data/endless.duckdb` works: the catalog is written in a storage format the
-    DuckDB CLI (which lags the Python package) reads, and every view answers."""
+    """Plain `cd data && duckdb endless.duckdb` works: the catalog is written in a storage format
+    the DuckDB CLI (which lags the Python package) reads, and every view answers."""
     import shutil
     import subprocess
     import sys
@@ -127,7 +127,8 @@ def test_the_duckdb_command_line_opens_the_catalog(tmp_path):
     views = [*TABLES, *STATS_VIEWS]
     sql = "".join(f"select '{v}', count(*) from {v};\n" for v in views)
     proc = subprocess.run(
-        [cli, "-csv", "-noheader", str(lake.catalog_path)],
+        [cli, "-csv", "-noheader", "endless.duckdb"],
+        cwd=tmp_path,
         input=sql,
         capture_output=True,
         text=True,

@@ -18,8 +18,9 @@ from conftest import own_containers
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.catalog import query
+from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake, ParquetLakeIOManager
+from endless_assets.lake import Lake
 from endless_assets.llm.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-04-20"

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(
@@ -28,15 +29,26 @@ class OutputFormat(StrEnum):
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    """One line on stderr, however narrow the terminal, and exit (2: bad input)."""
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+def resolved_settings() -> Any:
+    """The settings, or one line naming the bad one and exit 2."""
+    from endless_assets.settings import Settings, SettingsError
+
+    try:
+        return Settings.resolve()
+    except SettingsError as exc:
+        _fail(str(exc))
 
 
 def print_frame(
     frame: pl.DataFrame, fmt: OutputFormat = OutputFormat.table, title: str = ""
 ) -> None:
     if fmt is OutputFormat.csv:
-        sys.stdout.write(frame.write_csv())
+        sys.stdout.write(_flat(frame).write_csv())
         return
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1))
@@ -49,6 +61,14 @@ def print_frame(
     for row in frame.iter_rows():
         table.add_row(*[_cell(v) for v in row])
     out.print(table)
+
+
+def _flat(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nested columns (lists, structs, maps) as JSON text: CSV holds flat values only."""
+    nested = [n for n, t in frame.schema.items() if t.is_nested() or t == pl.Object]
+    return frame.with_columns(
+        pl.Series(n, [json.dumps(v, default=str) for v in frame[n].to_list()]) for n in nested
+    )
 
 
 def _cell(value: Any) -> str:

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 
 import typer
 
-from endless_assets.cli.app import OutputFormat, _fail, app, err, out, print_frame
+from endless_assets.cli.app import (
+    OutputFormat,
+    _fail,
+    app,
+    err,
+    out,
+    print_frame,
+    resolved_settings,
+)
 
 BatchOption = Annotated[
     list[str] | None,
@@ -29,12 +37,8 @@ class ExportFormat(StrEnum):
 
 def _lake():
     from endless_assets.lake import Lake
-    from endless_assets.settings import Settings, SettingsError
 
-    try:
-        return Lake(Settings.resolve().data_dir)
-    except SettingsError as exc:
-        _fail(str(exc))
+    return Lake(resolved_settings().data_dir)
 
 
 @app.command()
@@ -111,12 +115,17 @@ def export(
     val_fraction: Annotated[
         float, typer.Option(help="rl: share of tasks in validation.parquet (by task id hash)")
     ] = 0.0,
-    overwrite: Annotated[bool, typer.Option(help="replace OUT if it is not empty")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(help="replace OUT if an earlier export wrote it (it holds .endless-export)"),
+    ] = False,
 ) -> None:
-    """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows."""
+    """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows.
+
+    OUT is never the data directory (nor above or inside it, but for its exports/), the working
+    or home directory or /; a destination that cannot be written is refused (exit 2)."""
     from endless_assets.export import ExportError, OutputError, export_dataset
     from endless_assets.lake import LakeError
-    from endless_assets.settings import Settings
 
     try:
         summary = export_dataset(
@@ -125,11 +134,13 @@ def export(
             out_dir,
             batches=batch,
             base_image=base_image,
-            settings=Settings.resolve(),
+            settings=resolved_settings(),
             overwrite=overwrite,
             val_fraction=val_fraction,
         )
-    except (ExportError, OutputError, LakeError) as exc:
+    except OutputError as exc:
+        _fail(f"export refused, nothing written: {exc}")
+    except (ExportError, LakeError) as exc:
         _fail(f"export failed, nothing written: {exc}", code=1)
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
     out.print(f"{format.value}: {summary.tasks} kept tasks -> {summary.out.resolve()} ({rows})")

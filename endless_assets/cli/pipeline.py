@@ -3,19 +3,34 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from typing import Annotated
 
 import polars as pl
 import typer
 
-from endless_assets.cli.app import OutputFormat, _fail, app, err, out, print_frame
+from endless_assets.cli.app import (
+    OutputFormat,
+    _fail,
+    app,
+    err,
+    out,
+    print_frame,
+    resolved_settings,
+)
+
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 
 
 @app.command()
 def run(
     date: Annotated[
-        str | None, typer.Option(help="batch (partition) key, YYYY-MM-DD; default: today (UTC)")
+        str | None,
+        typer.Option(
+            help="batch (partition) key, YYYY-MM-DD, from the first batch to today (UTC); "
+            "default: today"
+        ),
     ] = None,
     tasks: Annotated[int | None, typer.Option(help="tasks in the batch")] = None,
     k: Annotated[int | None, typer.Option(help="solver attempts per task")] = None,
@@ -29,11 +44,7 @@ def run(
     from endless_assets.launch import launch_batch
     from endless_assets.settings import Settings, SettingsError
 
-    batch = date or dt.datetime.now(dt.UTC).date().isoformat()
-    try:
-        dt.date.fromisoformat(batch)
-    except ValueError:
-        _fail(f"--date must be YYYY-MM-DD, got {batch!r}")
+    batch = _batch_key(date)
     overrides = {
         "tasks": tasks,
         "k": k,
@@ -69,6 +80,28 @@ def run(
     )
 
 
+def _batch_key(date: str | None) -> str:
+    """--date as a key of the daily batches: exactly YYYY-MM-DD (Python also reads 20260105 and
+    2026-W02-1 as dates; those are refused, not rewritten), and one of the partitions: from the
+    first batch to today in UTC (end_offset=1 makes today's batch the last one; a later day is
+    not a partition yet, so it is refused rather than written ahead of its day)."""
+    from endless_assets.partitions import BATCH_START, batches
+
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    if date is None:
+        return today
+    try:
+        day = dt.date.fromisoformat(date) if _DATE.match(date) else None
+    except ValueError:
+        day = None
+    if day is None:
+        _fail(f"--date must be YYYY-MM-DD, got {date!r}")
+    if not batches.has_partition_key(day.isoformat()):
+        last = batches.get_last_partition_key() or today
+        _fail(f"--date {date} is not a batch: batches run from {BATCH_START} to {last} (today UTC)")
+    return day.isoformat()
+
+
 def _preflight(settings) -> None:
     """Fail fast, with the reason, on what would otherwise fail inside the run."""
     if settings.generator == "llm" and not settings.generator_model:
@@ -92,13 +125,15 @@ def _preflight(settings) -> None:
             "(about a minute; `endless setup` does it alone)"
         )
         return
-    # A disk budget this engine cannot enforce would make every container fail: say so now.
+    # Limits this engine refuses (a disk budget it cannot enforce, more CPUs than a remote engine
+    # has) would make every container fail: one container with the run's limits says so now.
     from endless_assets.sandbox.container import Limits, task_container
 
+    limits = Limits(
+        memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
+    )
     try:
-        with task_container(
-            client, base_image_tag(), limits=Limits(disk=settings.disk), labels={"role": "check"}
-        ):
+        with task_container(client, base_image_tag(), limits=limits, labels={"role": "check"}):
             pass
     except SandboxError as exc:
         _fail(str(exc), code=2 if "disk" in str(exc) else 1)
@@ -141,17 +176,14 @@ def sql(
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
 ) -> None:
     """Run a SQL query over every materialized batch (DuckDB views over the Parquet lake)."""
-    import duckdb
-
-    from endless_assets.catalog import query
+    from endless_assets.catalog import CatalogError, query
     from endless_assets.lake import Lake
-    from endless_assets.settings import Settings
 
-    lake = Lake(Settings.resolve().data_dir)
+    lake = Lake(resolved_settings().data_dir)
     try:
         frame = query(lake, query_text)
-    except duckdb.Error as exc:
-        _fail(f"query failed: {exc}")
+    except CatalogError as exc:
+        _fail(str(exc))
     print_frame(frame, format)
 
 
@@ -160,10 +192,9 @@ def setup() -> None:
     """Build the base image if this recipe has not been built on this Docker engine."""
     from endless_assets.sandbox.base_image import ensure_base_image
     from endless_assets.sandbox.client import SandboxError, docker_client
-    from endless_assets.settings import Settings
 
     try:
-        client = docker_client(Settings.resolve().docker_host or None)
+        client = docker_client(resolved_settings().docker_host or None)
         image = ensure_base_image(client, progress=lambda m: err.print(m))
     except SandboxError as exc:
         _fail(str(exc), code=1)
@@ -178,9 +209,8 @@ def sweep(
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone)."""
     from endless_assets.sandbox.client import docker_client, sweep_containers
-    from endless_assets.settings import Settings
 
-    client = docker_client(Settings.resolve().docker_host or None)
+    client = docker_client(resolved_settings().docker_host or None)
     out.print(f"removed {sweep_containers(client, everything=all_containers)} container(s)")
 
 
@@ -195,9 +225,8 @@ def prune(
     from endless_assets.lake import Lake
     from endless_assets.sandbox.client import docker_client
     from endless_assets.sandbox.images import prune_task_images
-    from endless_assets.settings import Settings
 
-    settings = Settings.resolve()
+    settings = resolved_settings()
     keep: set[str] = set()
     if not everything:
         kept = query(
@@ -211,12 +240,9 @@ def prune(
 @app.command()
 def settings() -> None:
     """Print every setting with its environment variable, default and current value."""
-    from endless_assets.settings import FIELDS, Settings, SettingsError
+    from endless_assets.settings import FIELDS
 
-    try:
-        current = Settings.resolve().as_dict()
-    except SettingsError as exc:
-        _fail(str(exc))
+    current = resolved_settings().as_dict()
     frame = pl.DataFrame(
         {
             "setting": [f.name for f in FIELDS],
@@ -234,7 +260,6 @@ def catalog() -> None:
     """Rebuild data/endless.duckdb (views over the lake); normally automatic."""
     from endless_assets.catalog import rebuild_catalog
     from endless_assets.lake import Lake
-    from endless_assets.settings import Settings
 
-    path = rebuild_catalog(Lake(Settings.resolve().data_dir))
+    path = rebuild_catalog(Lake(resolved_settings().data_dir))
     out.print(f"catalog rebuilt: {path}")

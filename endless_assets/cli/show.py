@@ -10,7 +10,7 @@ import typer
 from rich.rule import Rule
 from rich.text import Text
 
-from endless_assets.cli.app import _fail, app, out, print_frame
+from endless_assets.cli.app import _fail, app, out, print_frame, resolved_settings
 
 THOUGHT_CHARS = 1200
 OUTPUT_CHARS = 3000
@@ -35,9 +35,8 @@ def show(
 ) -> None:
     """Show a task's solver rollouts, or one trajectory turn by turn."""
     from endless_assets.lake import Lake
-    from endless_assets.settings import Settings
 
-    lake = Lake(Settings.resolve().data_dir)
+    lake = Lake(resolved_settings().data_dir)
     rows = _rows(
         lake,
         "select * from solver_rollouts where task_id = ? order by policy, model, rollout_idx",
@@ -66,20 +65,13 @@ def show(
 
 
 def _rows(lake: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    import duckdb
+    from endless_assets.catalog import CatalogError, query
 
-    from endless_assets.catalog import connect
-
-    con = connect(lake)
     try:
-        try:
-            return con.sql(sql, params=params).pl().to_dicts()
-        except duckdb.IOException:
-            con.close()
-            con = connect(lake, rebuild=True)
-            return con.sql(sql, params=params).pl().to_dicts()
-    finally:
-        con.close()
+        return query(lake, sql, params).to_dicts()
+    except CatalogError as exc:
+        _fail(str(exc))
+        raise
 
 
 def _instruction(lake: Any, task_id: str) -> str:

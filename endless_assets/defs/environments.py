@@ -1,5 +1,6 @@
 """Stage II asset: build each task's environment and check its initial state."""
 
+import os
 import time
 
 import dagster as dg
@@ -16,9 +17,10 @@ from endless_assets.defs.common import (
     validate,
 )
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.generation.factory import docker_slots, task_parallelism
 from endless_assets.models import TaskDraft
+from endless_assets.settings import FIELDS, Settings
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.environment import EnvironmentOutcome, build_environment
 from endless_assets.stages.rows import draft_from_row, environment_row, frame
@@ -68,9 +70,18 @@ def _materialize(
     context.log.info(f"{len(drafts)} tasks enter stage II")
 
     slots = docker_slots(settings)
+    imported = spec.prefix == IMPORTED.prefix
+    network = imported_build_network(pipeline, settings) if imported else None
+    if network is False:
+        context.log.info(
+            "imported Dockerfiles build without a network (set build_network explicitly, "
+            "e.g. ENDLESS_BUILD_NETWORK=1, to give their RUN steps the host's)"
+        )
 
     def work(draft: TaskDraft) -> dict:
-        outcome = build_environment(draft, generator, sandbox, docker_slots=slots)
+        outcome = build_environment(
+            draft, generator, sandbox, docker_slots=slots, build_network=network
+        )
         return environment_row(draft, outcome)
 
     def failed(draft: TaskDraft, exc: BaseException) -> dict:
@@ -106,6 +117,18 @@ def _materialize(
         metadata=metadata,
         check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bool:
+    """May RUN steps of imported Dockerfiles reach the network? Only if `build_network` is set
+    explicitly (resource config, or its environment variable), not by its default.
+
+    A build with a network uses the host's (dockerd runs without iptables here, so the default
+    bridge has no route out), where a RUN step reaches every service of the build host,
+    loopback included; an imported Dockerfile is someone else's code."""
+    env = next(f.env for f in FIELDS if f.name == "build_network")
+    explicit = pipeline.build_network is not None or bool(os.environ.get(env, "").strip())
+    return explicit and settings.build_network
 
 
 task_environments = build_task_environments(GENERATED)

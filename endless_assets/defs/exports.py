@@ -16,6 +16,7 @@ import polars as pl
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED
 from endless_assets.export import FORMATS, ExportError, OutputError, export_dataset
+from endless_assets.export.output import adopt_earlier_export
 from endless_assets.lake import LakeError
 from endless_assets.report import headline, stats_tables, write_report
 
@@ -63,6 +64,8 @@ def dataset_exports(
     metadata: dict = {}
     try:
         for fmt in config.formats:
+            if not config.out_dir and adopt_earlier_export(out_dir / fmt, fmt):
+                context.log.info(f"{out_dir / fmt}: an export written before markers, adopted")
             summary = export_dataset(
                 lake,
                 fmt,

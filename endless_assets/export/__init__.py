@@ -4,7 +4,10 @@ task sets from elsewhere (Harbor task directories).
 `export_dataset` is the one entry point the CLI (`endless export`) and the `dataset_exports`
 asset share: it loads the kept tasks of the chosen batches from the lake, validates every one
 (a malformed task fails the export with its id before anything is written) and writes the
-format into a staging directory that replaces `out` only when complete.
+format into a staging directory that replaces `out` only when complete. `out` is checked first
+(output.py): never the data directory, above it or inside it (but for `<data_dir>/exports/`),
+the working or home directory or `/`; an existing one is replaced only when empty or marked as
+an earlier export's.
 """
 
 from __future__ import annotations
@@ -13,16 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from endless_assets.export.harbor import export_harbor
-from endless_assets.export.output import OutputError
+from endless_assets.export.output import MARKER, OutputError, check_destination
 from endless_assets.export.tasks import ExportError, load_tasks
 from endless_assets.export.terminal_bench import export_terminal_bench
 from endless_assets.export.trainer import export_rl, export_sft
-from endless_assets.lake import Lake
+from endless_assets.lake import Lake, resolve_data_dir
 from endless_assets.settings import Settings
 
 FORMATS = ("harbor", "terminal-bench", "rl", "sft")
 
-__all__ = ["FORMATS", "ExportError", "ExportSummary", "OutputError", "export_dataset"]
+__all__ = [
+    "FORMATS",
+    "MARKER",
+    "ExportError",
+    "ExportSummary",
+    "OutputError",
+    "check_destination",
+    "export_dataset",
+]
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,22 @@ def export_dataset(
 
         base_image = base_image_tag()
     settings = settings or Settings.resolve()
+    data_dirs = [lake.data_dir, resolve_data_dir(settings.data_dir)]
+    check_destination(out, overwrite=overwrite, data_dirs=data_dirs)  # before reading anything
+    return _export(lake, fmt, Path(out), batches, base_image, settings, overwrite, val_fraction)
+
+
+def _export(
+    lake: Lake,
+    fmt: str,
+    out: Path,
+    batches: list[str] | None,
+    base_image: str,
+    settings: Settings,
+    overwrite: bool,
+    val_fraction: float,
+) -> ExportSummary:
     tasks = load_tasks(lake, batches)
-    out = Path(out)
     if fmt == "harbor":
         written = export_harbor(tasks, out, base_image=base_image, overwrite=overwrite)
         return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)})

@@ -139,7 +139,7 @@ def export_harbor(
     validate_all(tasks)
     check_base_image(base_image)
     written = []
-    with staged_directory(out, overwrite=overwrite) as stage:
+    with staged_directory(out, fmt="harbor", overwrite=overwrite) as stage:
         for task in tasks:
             write_task(stage / task.task_id, task, base_image)
             _check_written(stage / task.task_id, task, base_image)

@@ -15,6 +15,10 @@ What a directory must hold, and where each part of a task comes from:
 - metadata: `task.toml` `[metadata]` (category, complexity or difficulty, scenario, family,
   generator, truth) and `environment/task.json` (`truth`, the paper's layout).
 
+Only regular files are read: a symbolic link (it may point outside the task) or a special file
+(a FIFO blocks its reader forever) in environment/, tests/ or solution/, or as one of them, is
+refused without being followed or opened.
+
 A directory that cannot be read raises `ImportProblem` with the reason; the caller records it
 and goes on with the others.
 """
@@ -22,7 +26,9 @@ and goes on with the others.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,9 +91,45 @@ def find_task_dirs(source: Path) -> list[Path]:
     return sorted(p for p in source.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _checked(path: Path, where: Path) -> os.stat_result:
+    """`path`'s own status (lstat: a link is not followed, nothing is opened); ImportProblem if it
+    is a symbolic link (it may point outside the task) or a special file (reading a FIFO blocks
+    forever, a device never ends)."""
+    info = path.lstat()
+    name = path.relative_to(where).as_posix() if path != where else path.name
+    if stat.S_ISLNK(info.st_mode):
+        raise ImportProblem(f"{name} is a symbolic link (not supported)")
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        kind = next((k for test, k in _SPECIAL if test(info.st_mode)), "a special file")
+        raise ImportProblem(f"{name} is {kind} (only regular files are supported)")
+    return info
+
+
+def _regular_files(path: Path, where: Path) -> list[Path]:
+    """`path` if it is a file, else every file under it: a symbolic link or a special file, the
+    directory itself or anywhere under it, is refused, never followed or opened."""
+    files: list[Path] = []
+    pending = [path]
+    while pending:  # not recursive: a task may nest directories deeper than Python's stack
+        current = pending.pop()
+        if not stat.S_ISDIR(_checked(current, where).st_mode):
+            files.append(current)
+            continue
+        with os.scandir(current) as entries:
+            pending += sorted((Path(entry.path) for entry in entries), reverse=True)
+    return files
+
+
 def _read_text(path: Path, where: Path) -> str:
-    if path.is_symlink():
-        raise ImportProblem(f"{path.relative_to(where)} is a symbolic link (not supported)")
+    _checked(path, where)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -99,12 +141,8 @@ def _read_text(path: Path, where: Path) -> str:
 def _files_under(directory: Path, where: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     total = 0
-    for path in sorted(directory.rglob("*")):
-        if path.is_symlink():
-            raise ImportProblem(f"{path.relative_to(where)} is a symbolic link (not supported)")
-        if path.is_dir():
-            continue
-        total += path.stat().st_size
+    for path in _regular_files(directory, where):
+        total += path.lstat().st_size
         if total > MAX_CONTEXT_BYTES:
             raise ImportProblem(
                 f"{directory.relative_to(where)}/ holds more than "
@@ -116,7 +154,7 @@ def _files_under(directory: Path, where: Path) -> dict[str, str]:
 
 def read_metadata(directory: Path) -> dict[str, Any]:
     config = directory / "task.toml"
-    if not config.exists():
+    if not os.path.lexists(config):
         return {}
     try:
         data = tomllib.loads(_read_text(config, directory))
@@ -210,8 +248,14 @@ def trivial_initial_test(dockerfile: str) -> str:
 
 def read_harbor_dir(directory: Path) -> HarborTask:
     directory = Path(directory)
+    _checked(directory, directory)
+    # Everything that is read comes from inside the task, as regular files: the directories read
+    # whole are checked first, and every file read on its own is checked as it is read.
+    for part in ("environment", "tests", "solution"):
+        if os.path.lexists(directory / part):
+            _regular_files(directory / part, directory)
     instruction_path = directory / "instruction.md"
-    if not instruction_path.is_file():
+    if not os.path.lexists(instruction_path):
         raise ImportProblem("no instruction.md")
     instruction = _read_text(instruction_path, directory).rstrip("\n")
     if not instruction.strip():

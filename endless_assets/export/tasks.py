@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.catalog import difficulty_label
 from endless_assets.export.dockerfile import DockerfileError, base_images
 from endless_assets.lake import Lake
+from endless_assets.stats_views import difficulty_label
 
 TASK_ID = re.compile(r"^et-[0-9a-f]{16}$")
 

@@ -141,7 +141,7 @@ def export_terminal_bench(
     validate_all(tasks)
     _check_base_image(base_image)
     written = []
-    with staged_directory(out, overwrite=overwrite) as stage:
+    with staged_directory(out, fmt="terminal-bench", overwrite=overwrite) as stage:
         for task in tasks:
             for rel, (text, executable) in task_files(task, base_image).items():
                 write_text(stage / task.task_id / rel, text, executable=executable)

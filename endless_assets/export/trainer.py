@@ -216,7 +216,7 @@ def export_rl(
         row = rl_row(task, index, base_image=base_image, settings=settings, split=split)
         check_messages(row["prompt"], f"task {task.task_id}", need_assistant=False)
         splits.setdefault(split, []).append(row)
-    with staged_directory(out, overwrite=overwrite) as stage:
+    with staged_directory(out, fmt="rl", overwrite=overwrite) as stage:
         for name, rows in splits.items():
             _write_rows(stage, name, rows, _rl_schema())
     return {name: len(rows) for name, rows in splits.items()}
@@ -276,6 +276,6 @@ def export_sft(
         "tokens_in": pl.Int64,
         "tokens_out": pl.Int64,
     }
-    with staged_directory(out, overwrite=overwrite) as stage:
+    with staged_directory(out, fmt="sft", overwrite=overwrite) as stage:
         _write_rows(stage, "train", rows, schema)
     return {"train": len(rows), "skipped_without_messages": skipped}

@@ -11,7 +11,7 @@ class CarriedGenerator:
     model = ""
     repair_rounds = 1
     reference_required = True
-    needs_build_network = True  # imported Dockerfiles may install packages
+    needs_build_network = True  # but imported builds are offline unless build_network is set
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
         raise GenerationError("carried tasks are imported, not described")

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.catalog import difficulty_label, query
+from endless_assets.catalog import query
 from endless_assets.lake import Lake
 from endless_assets.report.svg import hbar, vbar
 from endless_assets.report.tables import (
@@ -27,6 +27,7 @@ from endless_assets.report.tables import (
     stats_query,
     stats_tables,
 )
+from endless_assets.stats_views import difficulty_label
 
 TEXT_LIMIT = 20_000
 

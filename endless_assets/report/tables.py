@@ -1,6 +1,6 @@
 """The stats as readable tables, over the chosen batches (all by default).
 
-The same templates as the catalog's stats views (catalog.STATS_TEMPLATES), grouped over the
+The same templates as the catalog's stats views (stats_views.STATS_TEMPLATES), grouped over the
 selected batches instead of per batch, so `endless stats`, the HTML report and the
 `dataset_exports` metadata always agree with `select * from <view>`.
 """
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from endless_assets.catalog import query, render_stats_sql
+from endless_assets.catalog import query
 from endless_assets.lake import Lake, LakeError, check_batch_key
+from endless_assets.stats_views import render_stats_sql
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import socket
+import time
 
 import docker
 import docker.errors
@@ -40,6 +41,23 @@ def docker_client(base_url: str | None = None) -> DockerClient:
             "Run scripts/ensure-docker.sh or set DOCKER_HOST."
         ) from exc
     return client
+
+
+ENGINE_WAIT_SECONDS = 60.0
+
+
+def wait_for_engine(client: DockerClient, seconds: float = ENGINE_WAIT_SECONDS) -> None:
+    """Return once the engine answers a ping (at once, if it does); SandboxError if it does
+    not within `seconds` (e.g. a daemon that is restarting)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            client.ping()
+            return
+        except (docker.errors.DockerException, OSError) as exc:
+            if time.monotonic() >= deadline:
+                raise SandboxError(f"the Docker engine does not answer: {exc}") from exc
+        time.sleep(0.5)
 
 
 def owner_tag() -> str:
@@ -83,7 +101,7 @@ def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
         if everything or not _owner_alive(owner):
             try:
                 _release_disk(client, container.id)
-                client.api.remove_container(container.id, force=True)
+                client.api.remove_container(container.id, force=True, v=True)
                 removed += 1
             except (docker.errors.NotFound, OSError):
                 pass  # gone already, or its disk still busy: the next sweep tries again

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import tarfile
 import time
 import uuid
@@ -29,6 +30,17 @@ KEEP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
 # The grader's scratch space: in memory (a full disk does not stop grading), searchable but not
 # listable by anyone but root.
 VERIFIER_TMPFS = {"/verifier": "rw,nosuid,nodev,noexec,size=256m,mode=0711"}
+# PID 1 (under docker-init) of every task container: it sleeps, the work happens through exec.
+COMMAND = ["sleep", "infinity"]
+# How long an image's ENTRYPOINT may take before it runs COMMAND (or shows it runs something
+# else for good, e.g. a service).
+START_SECONDS = 10.0
+
+
+class ContainerExited(SandboxError):
+    """The container stopped by itself: its image's ENTRYPOINT (or CMD) exits instead of running
+    the command it is given. The task's fault, not the engine's: stage II rejects the task
+    (`container_failed`); later stages, which never see such an image, call it a harness error."""
 
 
 class Closeable(Protocol):
@@ -87,7 +99,7 @@ class TaskContainer:
             code, out = self.container.exec_run(
                 cmd, user=user, environment=env, workdir=workdir, demux=False
             )
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"docker exec failed in {self.container.short_id}: {exc}") from exc
         text = (out or b"").decode("utf-8", errors="replace")
         return ExecResult(int(code if code is not None else -1), text, time.monotonic() - started)
@@ -127,7 +139,7 @@ class TaskContainer:
         buffer.seek(0)
         try:
             ok = self.container.put_archive(directory, buffer.getvalue())
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"copying files into {directory} failed: {exc}") from exc
         if not ok:
             raise SandboxError(f"copying files into {directory} failed")
@@ -141,6 +153,17 @@ class TaskContainer:
             self.container.restart(timeout=0)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
+
+    def raise_if_exited(self) -> None:
+        """Raise ContainerExited if the container stopped by itself (see that class); nothing if
+        it runs, was stopped by a signal (the engine, a restart, us), or cannot be asked."""
+        try:
+            attrs = self.client.api.inspect_container(self.id)
+        except (docker.errors.DockerException, OSError):
+            return
+        reason = _exited_by_itself(attrs)
+        if reason:
+            raise ContainerExited(reason)
 
     def running(self) -> bool:
         try:
@@ -158,7 +181,8 @@ class TaskContainer:
                     self.container.kill()
                 self.container.wait(timeout=60)
                 disk.release(self.disk_layer)
-            self.container.remove(force=True)
+            # v: with the anonymous volumes of the image's VOLUME lines.
+            self.container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
         except (docker.errors.DockerException, OSError) as exc:
@@ -202,7 +226,7 @@ def task_container(
         create = functools.partial(
             api.create_container,
             image,
-            command=["sleep", "infinity"],
+            command=COMMAND,
             name=name,
             user="root",
             detach=True,
@@ -212,11 +236,15 @@ def task_container(
         created = create(host_config=host_config)
         layer = _limit_disk(client, created["Id"], limits.disk_bytes)
         if layer is None:  # the engine's own quota, where it has one
-            api.remove_container(created["Id"], force=True)
+            api.remove_container(created["Id"], force=True, v=True)
             host_config["StorageOpt"] = {"size": str(limits.disk_bytes)}
             created = create(host_config=host_config)
         container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
         api.start(created["Id"])
+        _await_command(client, created["Id"])
+    except SandboxError:  # it stopped at start (ContainerExited: by itself)
+        _remove_by_name(client, name)
+        raise
     except docker.errors.ImageNotFound as exc:
         _remove_by_name(client, name)
         raise SandboxError(f"image {image} not found: {exc}") from exc
@@ -229,14 +257,78 @@ def task_container(
                 "(ENDLESS_DISK=0) to run without a disk budget"
             ) from exc
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
-    except OSError as exc:
+    except (docker.errors.DockerException, OSError) as exc:
+        # The engine's connection broke (requests' errors are OSErrors), or the disk budget's
+        # mount failed.
         _remove_by_name(client, name)
-        raise SandboxError(f"limiting the disk of a container of {image} failed: {exc}") from exc
+        raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
     handle = TaskContainer(container, client, disk_layer=layer or "")
     try:
         yield handle
     finally:
         handle.remove()
+
+
+def _await_command(client: DockerClient, container_id: str) -> None:
+    """Return once the started container runs COMMAND; ContainerExited if it stopped by itself.
+
+    Without an ENTRYPOINT, docker-init runs COMMAND itself: one look suffices. With one, the
+    entrypoint gets COMMAND as its arguments: wait until COMMAND runs (`exec "$@"`, the usual
+    ending of an entrypoint script), or the container stops (e.g. `ENTRYPOINT ["/bin/false"]`),
+    or START_SECONDS pass with it running (an entrypoint that runs a service instead)."""
+    api = client.api
+    attrs = api.inspect_container(container_id)
+    _raise_if_stopped(attrs)
+    if not (attrs.get("Config") or {}).get("Entrypoint"):
+        return
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            top = api.top(container_id)
+        except docker.errors.APIError:
+            top = {}  # it stopped meanwhile: the inspect below says how
+        titles = top.get("Titles") or []
+        column = titles.index("CMD") if "CMD" in titles else -1
+        if any(row[column] == " ".join(COMMAND) for row in top.get("Processes") or []):
+            return
+        _raise_if_stopped(api.inspect_container(container_id))
+        time.sleep(0.05)
+
+
+def _raise_if_stopped(attrs: dict) -> None:
+    state = attrs.get("State") or {}
+    if state.get("Running"):
+        return
+    reason = _exited_by_itself(attrs)
+    if reason:
+        raise ContainerExited(reason)
+    raise SandboxError(
+        f"the container stopped at start ({state.get('Status')}, exit code "
+        f"{state.get('ExitCode')}, {state.get('Error') or 'no error'})"
+    )
+
+
+def _exited_by_itself(attrs: dict) -> str:
+    """Why the container stopped, if its own process ended (an exit code below 128); "" if it
+    runs, or a signal or the OOM killer stopped it (the engine going down, a restart, us)."""
+    state = attrs.get("State") or {}
+    code = state.get("ExitCode")
+    if state.get("Running") or state.get("Status") not in ("exited", "dead"):
+        return ""
+    if state.get("OOMKilled") or not isinstance(code, int) or not 0 <= code < 128:
+        return ""
+    config = attrs.get("Config") or {}
+    entrypoint, cmd = config.get("Entrypoint"), config.get("Cmd") or COMMAND
+    if entrypoint:
+        return (
+            f"the container exits at start (exit code {code}): its ENTRYPOINT "
+            f"{json.dumps(entrypoint)} does not run the command it is given "
+            f'({" ".join(cmd)}); remove the ENTRYPOINT, or end it with exec "$@"'
+        )
+    return (
+        f"the container exits at start (exit code {code}): its command ({' '.join(cmd)}) "
+        "does not keep running (does the image have `sleep`?)"
+    )
 
 
 def _limit_disk(client: DockerClient, container_id: str, size: int) -> str | None:
@@ -258,4 +350,4 @@ def _remove_by_name(client: DockerClient, name: str) -> None:
         found.wait(timeout=60)
     with suppress(docker.errors.DockerException, OSError):
         disk.release(disk.layer_dir(client.api.inspect_container(name)) or "")
-        client.containers.get(name).remove(force=True)
+        client.containers.get(name).remove(force=True, v=True)

@@ -10,10 +10,12 @@ import time
 from dataclasses import dataclass
 
 import docker.errors
+import requests.exceptions
+import urllib3.exceptions
 from docker import DockerClient
 
 from endless_assets.models import content_hash
-from endless_assets.sandbox.client import SandboxError, base_labels
+from endless_assets.sandbox.client import SandboxError, base_labels, wait_for_engine
 
 REPOSITORY = "endless-task"
 BUILD_LOG_LIMIT = 6000
@@ -79,6 +81,28 @@ def _lock_for(tag: str) -> threading.Lock:
         return _locks.setdefault(tag, threading.Lock())
 
 
+BUILD_ATTEMPTS = 3  # tries of a build that the engine, not the Dockerfile, broke
+# What the engine says when it fails, whatever the Dockerfile: the build context or a layer
+# could not be unpacked or stored, the daemon or containerd went away mid-build, the host's
+# disk failed. (Not "failed to copy files" alone: a COPY onto a path that is a file says that.)
+_ENGINE_FAULT = re.compile(
+    r"Error processing tar file|failed to register layer|error creating overlay mount"
+    r"|context canceled|context deadline exceeded|transport is closing|ttrpc: closed"
+    r"|Cannot connect to the Docker daemon|daemon is shutting down"
+    r"|no space left on device|input/output error|read-only file system"
+    r"|connection reset by peer|broken pipe|unexpected EOF",
+    re.IGNORECASE,
+)
+
+
+class _EngineFault(Exception):
+    """A build that the engine broke: tried again, then a harness error."""
+
+
+def is_engine_fault(message: str) -> bool:
+    return bool(_ENGINE_FAULT.search(message))
+
+
 def build_task_image(
     client: DockerClient,
     dockerfile: str,
@@ -91,6 +115,12 @@ def build_task_image(
 ) -> BuildResult:
     """Build (or reuse) the image for a Dockerfile. A failed build is a result, not an exception.
 
+    A build is rejected (`ok=False`) only for what the Dockerfile did: a step that failed (a RUN
+    step's non-zero exit, a COPY of a missing file, a base image that cannot be pulled, a
+    malformed file). A build the engine broke (an API error 5xx, a dropped connection, a context
+    or layer it could not unpack: see `_ENGINE_FAULT`) is tried again once the engine answers,
+    at most BUILD_ATTEMPTS times, then raises SandboxError: a harness error, never a rejection.
+
     `network=True` lets RUN steps reach the package registries during the build (host network);
     containers started from the image at run time never get a network.
     """
@@ -102,50 +132,82 @@ def build_task_image(
             return BuildResult(True, tag, image.id, time.monotonic() - started, True, "")
         except docker.errors.ImageNotFound:
             pass
-        context = build_context(dockerfile, context_files)
-        chunks: list[str] = []
-        try:
-            stream = client.api.build(
-                fileobj=context,
-                custom_context=True,
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                decode=True,
-                labels=base_labels(kind="task-image", **(labels or {})),
-                network_mode="host" if network else "none",
-                timeout=timeout,
-            )
-            error = ""
-            for chunk in stream:
-                if "stream" in chunk:
-                    chunks.append(chunk["stream"])
-                if "error" in chunk:
-                    error = chunk.get("error", "")
-                    chunks.append(error)
         except docker.errors.APIError as exc:
-            # A malformed Dockerfile is reported by the API before any step runs.
-            message = exc.explanation or str(exc)
-            return BuildResult(False, tag, "", time.monotonic() - started, False, str(message))
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"docker build failed to run: {exc}") from exc
-        text = _ANSI.sub("", "".join(chunks))
-        if error:
-            return BuildResult(
-                False, tag, "", time.monotonic() - started, False, failing_step_log(text)
-            )
-        try:
-            image = client.images.get(tag)
-        except docker.errors.ImageNotFound:
-            return BuildResult(
-                False,
-                tag,
-                "",
-                time.monotonic() - started,
-                False,
-                "build finished without producing an image:\n" + text[-BUILD_LOG_LIMIT:],
-            )
-        return BuildResult(True, tag, image.id, time.monotonic() - started, False, "")
+            raise SandboxError(f"the Docker engine failed to look up {tag}: {exc}") from exc
+        fault = ""
+        for attempt in range(1, BUILD_ATTEMPTS + 1):
+            if attempt > 1:
+                wait_for_engine(client)
+            try:
+                ok, image_id, log = _build_once(
+                    client, tag, dockerfile, context_files, labels, network, timeout
+                )
+            except _EngineFault as exc:
+                fault = str(exc)
+                continue
+            return BuildResult(ok, tag, image_id, time.monotonic() - started, False, log)
+        raise SandboxError(
+            f"docker build failed {BUILD_ATTEMPTS} times on an engine fault (not the "
+            f"Dockerfile's): {fault}"
+        )
+
+
+def _build_once(
+    client: DockerClient,
+    tag: str,
+    dockerfile: str,
+    context_files: dict[str, str],
+    labels: dict[str, str] | None,
+    network: bool,
+    timeout: float,
+) -> tuple[bool, str, str]:
+    """One build: (ok, image id, log). Raises _EngineFault for what the engine broke."""
+    chunks: list[str] = []
+    error = ""
+    try:
+        stream = client.api.build(
+            fileobj=build_context(dockerfile, context_files),
+            custom_context=True,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            labels=base_labels(kind="task-image", **(labels or {})),
+            network_mode="host" if network else "none",
+            timeout=timeout,
+        )
+        for chunk in stream:
+            if "stream" in chunk:
+                chunks.append(chunk["stream"])
+            if "error" in chunk:
+                error = chunk.get("error", "")
+                chunks.append(error)
+                detail = chunk.get("errorDetail") or {}
+                # A RUN step's own exit code: the Dockerfile's failure, whatever its output says.
+                if "code" not in detail and is_engine_fault(error):
+                    raise _EngineFault(error)
+    except docker.errors.APIError as exc:
+        message = str(exc.explanation or exc)
+        if exc.is_server_error() or is_engine_fault(message):
+            raise _EngineFault(f"{exc.status_code}: {message}") from exc
+        # A malformed Dockerfile is reported by the API (4xx) before any step runs.
+        return False, "", message
+    except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError) as exc:
+        # A step silent for that long (or an engine that hangs): not tried again.
+        raise SandboxError(f"docker build sent nothing for {timeout:.0f} s: {exc}") from exc
+    except (docker.errors.DockerException, OSError, urllib3.exceptions.HTTPError) as exc:
+        # The connection to the engine broke (requests' errors are OSErrors).
+        raise _EngineFault(f"the connection to the engine broke: {exc}") from exc
+    text = _ANSI.sub("", "".join(chunks))
+    if error:
+        return False, "", failing_step_log(text)
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False, "", "build finished without producing an image:\n" + text[-BUILD_LOG_LIMIT:]
+    except (docker.errors.DockerException, OSError) as exc:
+        raise _EngineFault(f"looking up the built image failed: {exc}") from exc
+    return True, image.id, ""
 
 
 def prune_task_images(client: DockerClient, keep: set[str], *, label: str | None = None) -> int:

@@ -167,7 +167,7 @@ class _Grader:
                 workdir="/",
             )["Id"]
             raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
-        except docker.errors.APIError as exc:
+        except (docker.errors.DockerException, OSError) as exc:  # the engine, or its socket
             raise SandboxError(f"starting the grader failed: {exc}") from exc
         self._raw = raw
         self._sock: socket.socket = getattr(raw, "_sock", raw)

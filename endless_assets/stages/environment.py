@@ -8,9 +8,12 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import docker.errors
+
 from endless_assets.generation import Environment, GenerationError, TaskGenerator, Usage
 from endless_assets.models import TaskDraft
 from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.container import ContainerExited, TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import run_pytest
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
@@ -45,12 +48,20 @@ def build_environment(
     *,
     max_rounds: int | None = None,
     docker_slots: AbstractContextManager[Any] | None = None,
+    build_network: bool | None = None,
 ) -> EnvironmentOutcome:
     """Write (or take) the environment, build it, and run the initial-state test in it.
 
     `docker_slots` (e.g. a semaphore) is held around each build and container only, so many
-    tasks can wait on a model while few use Docker at a time.
+    tasks can wait on a model while few use Docker at a time. `build_network`: may RUN steps
+    reach the network (None: as the generator says).
+
+    What the task did is a rejection: a step of its Dockerfile failed (`build_failed`), its
+    container stops by itself, e.g. `ENTRYPOINT ["/bin/false"]` (`container_failed`), its
+    initial-state test fails. What the engine did (a fault during a build, a start or an exec)
+    is a harness error, always.
     """
+    network = generator.needs_build_network if build_network is None else build_network
     started = time.monotonic()
     slot = docker_slots if docker_slots is not None else nullcontext()
     rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
@@ -82,7 +93,7 @@ def build_environment(
                     env.dockerfile,
                     env.context_files,
                     labels=labels,
-                    network=generator.needs_build_network,
+                    network=network,
                 )
             outcome.build_seconds += build.seconds
             if not build.ok:
@@ -92,17 +103,19 @@ def build_environment(
                 feedback = f"The Dockerfile failed to build. Build output (tail):\n{log}"
                 continue
             outcome.image_tag, outcome.image_id = build.tag, build.image_id
-            with (
-                slot,
-                sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box,
-            ):
-                verdict = run_pytest(
-                    box,
-                    env.initial_test,
-                    filename="test_initial_state.py",
-                    timeout=sandbox.config.test_timeout,
-                    stop_agent=False,
+            try:
+                with (
+                    slot,
+                    sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box,
+                ):
+                    verdict = _initial_verdict(box, env.initial_test, sandbox)
+            except ContainerExited as exc:
+                outcome.attempt_log.append(
+                    {"round": round_no, "stage": "container", "error": str(exc)}
                 )
+                outcome.reject_reason = f"container_failed: {exc}"
+                feedback = f"The image built, but a container of it does not run: {exc}"
+                continue
             if verdict.passed:
                 outcome.attempt_log.append(
                     {"round": round_no, "stage": "initial_test", "error": ""}
@@ -118,11 +131,26 @@ def build_environment(
                 "The image built, but the initial-state test did not pass in it "
                 f"({verdict.summary()}). pytest output (tail):\n{out}"
             )
-    except SandboxError as exc:
+    except (SandboxError, docker.errors.DockerException, OSError) as exc:
+        # OSError: the engine's connection broke under the Docker SDK (requests' errors).
         outcome.status = HARNESS_ERROR
         outcome.reject_reason = f"harness: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _initial_verdict(box: TaskContainer, initial_test: str, sandbox: Sandbox):
+    try:
+        return run_pytest(
+            box,
+            initial_test,
+            filename="test_initial_state.py",
+            timeout=sandbox.config.test_timeout,
+            stop_agent=False,
+        )
+    except SandboxError:
+        box.raise_if_exited()  # its own ENTRYPOINT stopped it meanwhile: the task's fault
+        raise
 
 
 def numbered_feedback(feedback: str | None, failed_round: int, rounds: int) -> str | None:
