@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,14 @@ from endless_assets.sandbox.disk import check_budget, parse_size
 
 class SettingsError(ValueError):
     pass
+
+
+def setting(
+    default: Any, env: str, help: str, *, choices: tuple[str, ...] = (), fallback_env: str = ""
+) -> Any:
+    """A Settings field: its default, environment variable, meaning (and allowed values)."""
+    meta = {"env": env, "help": help, "choices": choices, "fallback_env": fallback_env}
+    return dataclass_field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -35,151 +44,91 @@ class Field:
     fallback_env: str = ""  # read when `env` is unset (e.g. a solver endpoint -> the generator's)
 
 
-FIELDS: tuple[Field, ...] = (
-    Field("data_dir", "ENDLESS_DATA_DIR", "data", str, "where the lake and the catalog live"),
-    Field("tasks", "ENDLESS_TASKS", 24, int, "tasks per batch (stage I samples this many)"),
-    Field("seed", "ENDLESS_SEED", 0, int, "salt for the batch's seeds; change it to redraw a day"),
-    Field("workers", "ENDLESS_WORKERS", 6, int, "tasks processed in parallel within a stage"),
-    Field(
-        "generator",
-        "ENDLESS_GENERATOR",
-        "procedural",
-        str,
-        "who writes tasks",
-        ("procedural", "llm"),
-    ),
-    Field(
-        "generator_model", "ENDLESS_GENERATOR_MODEL", "", str, "model name for the llm generator"
-    ),
-    Field("solver", "ENDLESS_SOLVER", "oracle", str, "stage IV policy", ("oracle", "noop", "chat")),
-    Field("solver_model", "ENDLESS_SOLVER_MODEL", "", str, "model name for the chat solver"),
-    Field("k", "ENDLESS_K", 0, int, "attempts per task in stage IV (0: 1 for oracle, 16 for chat)"),
-    Field("max_turns", "ENDLESS_MAX_TURNS", 16, int, "agent turns per episode"),
-    Field("command_timeout", "ENDLESS_COMMAND_TIMEOUT", 60.0, float, "seconds per agent command"),
-    Field("episode_seconds", "ENDLESS_EPISODE_SECONDS", 900.0, float, "wall clock per episode"),
-    Field("output_cap", "ENDLESS_OUTPUT_CAP", 50_000, int, "characters of output per observation"),
-    Field("docker_host", "DOCKER_HOST", "", str, "Docker engine URL (empty: the local socket)"),
-    Field("memory", "ENDLESS_MEMORY", "1g", str, "memory limit per task container"),
-    Field("cpus", "ENDLESS_CPUS", 1.0, float, "CPU limit per task container"),
-    Field("pids", "ENDLESS_PIDS", 512, int, "process limit per task container"),
-    Field(
-        "disk",
-        "ENDLESS_DISK",
-        "2g",
-        str,
-        "disk an agent may write per task container (writes past it: 'No space left on device'; "
-        "0: no budget)",
-    ),
-    Field(
-        "build_network",
-        "ENDLESS_BUILD_NETWORK",
-        True,
-        bool,
-        "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
-        "network; procedural builds never get one; containers never do); imported Dockerfiles "
-        "only when set explicitly",
-    ),
-    # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
-    # made; it is never a setting and never stored.
-    Field(
-        "generator_base_url",
-        "OPENAI_BASE_URL",
-        "",
-        str,
-        "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
-    ),
-    Field("task_temperature", "ENDLESS_TASK_TEMPERATURE", 1.0, float, "temperature, stage I"),
-    Field(
-        "test_temperature",
-        "ENDLESS_TEST_TEMPERATURE",
-        0.6,
-        float,
-        "temperature for environments and tests (stages II-III)",
-    ),
-    Field("max_tokens", "ENDLESS_MAX_TOKENS", 4096, int, "max tokens per generator reply"),
-    Field("repair_rounds", "ENDLESS_REPAIR_ROUNDS", 3, int, "LLM tries per stage II/III task"),
-    Field("llm_concurrency", "ENDLESS_LLM_CONCURRENCY", 32, int, "LLM requests in flight"),
-    Field("llm_timeout", "ENDLESS_LLM_TIMEOUT", 300.0, float, "seconds per LLM request"),
-    Field("llm_retries", "ENDLESS_LLM_RETRIES", 6, int, "retries on 429/5xx/connection errors"),
-    Field("llm_cache", "ENDLESS_LLM_CACHE", True, bool, "reuse cached replies on re-runs"),
-    Field(
-        "llm_backoff",
-        "ENDLESS_LLM_BACKOFF",
-        0.5,
-        float,
-        "seconds before the first retry; doubles per retry, at most 30",
-    ),
-    Field(
-        "dedupe_threshold",
-        "ENDLESS_DEDUPE_THRESHOLD",
-        0.4,
-        float,
-        "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
-    ),
-    # The chat solver (stage IV). Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
-    Field(
-        "solver_base_url",
-        "ENDLESS_SOLVER_BASE_URL",
-        "",
-        str,
-        "OpenAI-compatible endpoint of the solver (empty: the generator's)",
-        fallback_env="OPENAI_BASE_URL",
-    ),
-    Field("solver_temperature", "ENDLESS_SOLVER_TEMPERATURE", 1.0, float, "solver temperature"),
-    Field("turn_tokens", "ENDLESS_TURN_TOKENS", 4096, int, "max tokens per solver reply"),
-    Field("context_tokens", "ENDLESS_CONTEXT_TOKENS", 32768, int, "solver context budget"),
-    Field(
-        "rollout_workers",
-        "ENDLESS_ROLLOUT_WORKERS",
-        0,
-        int,
-        "episodes in parallel (0: workers for oracle/noop, 16 for chat)",
-    ),
-    Field("min_pass_rate", "ENDLESS_MIN_PASS_RATE", 0.0, float, "keep band: lowest pass rate"),
-    Field("max_pass_rate", "ENDLESS_MAX_PASS_RATE", 1.0, float, "keep band: highest pass rate"),
-)
-_BY_NAME = {f.name: f for f in FIELDS}
+_KINDS = {"str": str, "int": int, "float": float, "bool": bool}
 
 
 @dataclass(frozen=True)
 class Settings:
-    data_dir: str
-    tasks: int
-    seed: int
-    workers: int
-    generator: str
-    generator_model: str
-    solver: str
-    solver_model: str
-    k: int
-    max_turns: int
-    command_timeout: float
-    episode_seconds: float
-    output_cap: int
-    docker_host: str
-    memory: str
-    cpus: float
-    pids: int
-    disk: str
-    build_network: bool
-    generator_base_url: str
-    task_temperature: float
-    test_temperature: float
-    max_tokens: int
-    repair_rounds: int
-    llm_concurrency: int
-    llm_timeout: float
-    llm_retries: int
-    llm_cache: bool
-    llm_backoff: float
-    dedupe_threshold: float
-    solver_base_url: str
-    solver_temperature: float
-    turn_tokens: int
-    context_tokens: int
-    rollout_workers: int
-    min_pass_rate: float
-    max_pass_rate: float
+    """Every setting, declared once: type, default, environment variable, meaning. FIELDS, the
+    Dagster resource (defs/resources.py, with these meanings on the launchpad) and the README's
+    settings table are derived from it."""
+
+    data_dir: str = setting("data", "ENDLESS_DATA_DIR", "where the lake and the catalog live")
+    tasks: int = setting(24, "ENDLESS_TASKS", "tasks per batch (stage I samples this many)")
+    seed: int = setting(0, "ENDLESS_SEED", "salt for the batch's seeds; change it to redraw a day")
+    workers: int = setting(6, "ENDLESS_WORKERS", "tasks processed in parallel within a stage")
+    generator: str = setting(
+        "procedural", "ENDLESS_GENERATOR", "who writes tasks", choices=("procedural", "llm")
+    )
+    generator_model: str = setting(
+        "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator"
+    )
+    solver: str = setting(
+        "oracle", "ENDLESS_SOLVER", "stage IV policy", choices=("oracle", "noop", "chat")
+    )
+    solver_model: str = setting("", "ENDLESS_SOLVER_MODEL", "model name for the chat solver")
+    k: int = setting(0, "ENDLESS_K", "attempts per task in stage IV (0: 1 for oracle, 16 for chat)")
+    max_turns: int = setting(16, "ENDLESS_MAX_TURNS", "agent turns per episode")
+    command_timeout: float = setting(60.0, "ENDLESS_COMMAND_TIMEOUT", "seconds per agent command")
+    episode_seconds: float = setting(900.0, "ENDLESS_EPISODE_SECONDS", "wall clock per episode")
+    output_cap: int = setting(50000, "ENDLESS_OUTPUT_CAP", "characters of output per observation")
+    docker_host: str = setting("", "DOCKER_HOST", "Docker engine URL (empty: the local socket)")
+    memory: str = setting("1g", "ENDLESS_MEMORY", "memory limit per task container")
+    cpus: float = setting(1.0, "ENDLESS_CPUS", "CPU limit per task container")
+    pids: int = setting(512, "ENDLESS_PIDS", "process limit per task container")
+    disk: str = setting(
+        "2g",
+        "ENDLESS_DISK",
+        "disk an agent may write per task container (writes past it: 'No space left on "
+        "device'; 0: no budget)",
+    )
+    build_network: bool = setting(
+        True,
+        "ENDLESS_BUILD_NETWORK",
+        "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
+        "network; procedural builds never get one; containers never do); imported Dockerfiles "
+        "only when set explicitly",
+    )
+    # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
+    # made; it is never a setting and never stored.
+    generator_base_url: str = setting(
+        "", "OPENAI_BASE_URL", "OpenAI-compatible endpoint of the generator (empty: api.openai.com)"
+    )
+    task_temperature: float = setting(1.0, "ENDLESS_TASK_TEMPERATURE", "temperature, stage I")
+    test_temperature: float = setting(
+        0.6, "ENDLESS_TEST_TEMPERATURE", "temperature for environments and tests (stages II-III)"
+    )
+    max_tokens: int = setting(4096, "ENDLESS_MAX_TOKENS", "max tokens per generator reply")
+    repair_rounds: int = setting(3, "ENDLESS_REPAIR_ROUNDS", "LLM tries per stage II/III task")
+    llm_concurrency: int = setting(32, "ENDLESS_LLM_CONCURRENCY", "LLM requests in flight")
+    llm_timeout: float = setting(300.0, "ENDLESS_LLM_TIMEOUT", "seconds per LLM request")
+    llm_retries: int = setting(6, "ENDLESS_LLM_RETRIES", "retries on 429/5xx/connection errors")
+    llm_cache: bool = setting(True, "ENDLESS_LLM_CACHE", "reuse cached replies on re-runs")
+    llm_backoff: float = setting(
+        0.5, "ENDLESS_LLM_BACKOFF", "seconds before the first retry; doubles per retry, at most 30"
+    )
+    dedupe_threshold: float = setting(
+        0.4,
+        "ENDLESS_DEDUPE_THRESHOLD",
+        "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
+    )
+    # The chat solver (stage IV). Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
+    solver_base_url: str = setting(
+        "",
+        "ENDLESS_SOLVER_BASE_URL",
+        "OpenAI-compatible endpoint of the solver (empty: the generator's)",
+        fallback_env="OPENAI_BASE_URL",
+    )
+    solver_temperature: float = setting(1.0, "ENDLESS_SOLVER_TEMPERATURE", "solver temperature")
+    turn_tokens: int = setting(4096, "ENDLESS_TURN_TOKENS", "max tokens per solver reply")
+    context_tokens: int = setting(32768, "ENDLESS_CONTEXT_TOKENS", "solver context budget")
+    rollout_workers: int = setting(
+        0,
+        "ENDLESS_ROLLOUT_WORKERS",
+        "episodes in parallel (0: workers for oracle/noop, 16 for chat)",
+    )
+    min_pass_rate: float = setting(0.0, "ENDLESS_MIN_PASS_RATE", "keep band: lowest pass rate")
+    max_pass_rate: float = setting(1.0, "ENDLESS_MAX_PASS_RATE", "keep band: highest pass rate")
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:
@@ -252,6 +201,21 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+FIELDS: tuple[Field, ...] = tuple(
+    Field(
+        f.name,
+        f.metadata["env"],
+        f.default,
+        _KINDS[f.type],
+        f.metadata["help"],
+        f.metadata["choices"],
+        f.metadata["fallback_env"],
+    )
+    for f in fields(Settings)
+)
+_BY_NAME = {f.name: f for f in FIELDS}
 
 
 def _parse_bool(raw: Any) -> bool:

@@ -78,3 +78,14 @@ def test_booleans_from_the_environment(monkeypatch):
     monkeypatch.setenv("ENDLESS_LLM_CACHE", "perhaps")
     with pytest.raises(SettingsError, match="llm_cache"):
         Settings.resolve()
+
+
+def test_the_launchpad_describes_every_setting_from_its_one_declaration():
+    from endless_assets.defs.resources import PipelineSettings
+    from endless_assets.settings import FIELDS
+
+    config = PipelineSettings.to_config_schema().as_field().config_type.fields
+    assert list(config) == [f.name for f in FIELDS]
+    for f in FIELDS:
+        assert not config[f.name].is_required
+        assert f.help in config[f.name].description and f.env in config[f.name].description

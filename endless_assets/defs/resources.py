@@ -4,58 +4,22 @@ Every field left unset (None) falls back to its environment variable, then its d
 time (settings.py). The launchpad shows these fields under `resources`.
 """
 
+from typing import Any
+
 import dagster as dg
+import pydantic
 
 from endless_assets.lake import Lake
 from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.settings import Settings
+from endless_assets.settings import FIELDS, Field, Settings
 
 
-class PipelineSettings(dg.ConfigurableResource):
+class _PipelineSettingsBase(dg.ConfigurableResource):
     """Batch size, seeds, parallelism, generator and solver. Unset fields use ENDLESS_* vars."""
 
-    data_dir: str | None = None
-    tasks: int | None = None
-    seed: int | None = None
-    workers: int | None = None
-    generator: str | None = None
-    generator_model: str | None = None
-    solver: str | None = None
-    solver_model: str | None = None
-    k: int | None = None
-    max_turns: int | None = None
-    command_timeout: float | None = None
-    episode_seconds: float | None = None
-    output_cap: int | None = None
-    docker_host: str | None = None
-    memory: str | None = None
-    cpus: float | None = None
-    pids: int | None = None
-    disk: str | None = None
-    build_network: bool | None = None
-    generator_base_url: str | None = None
-    task_temperature: float | None = None
-    test_temperature: float | None = None
-    max_tokens: int | None = None
-    repair_rounds: int | None = None
-    llm_concurrency: int | None = None
-    llm_timeout: float | None = None
-    llm_retries: int | None = None
-    llm_cache: bool | None = None
-    llm_backoff: float | None = None
-    dedupe_threshold: float | None = None
-    solver_base_url: str | None = None
-    solver_temperature: float | None = None
-    turn_tokens: int | None = None
-    context_tokens: int | None = None
-    rollout_workers: int | None = None
-    min_pass_rate: float | None = None
-    max_pass_rate: float | None = None
-
     def resolve(self) -> Settings:
-        explicit = {name: getattr(self, name) for name in Settings.__dataclass_fields__}
-        return Settings.resolve(**explicit)
+        return Settings.resolve(**{f.name: getattr(self, f.name) for f in FIELDS})
 
     def lake(self) -> Lake:
         return Lake(self.resolve().data_dir)
@@ -69,3 +33,24 @@ class PipelineSettings(dg.ConfigurableResource):
                 build_network=s.build_network,
             )
         )
+
+
+def _described(f: Field) -> Any:
+    default = "empty" if f.default == "" else repr(f.default)
+    choices = f" One of {', '.join(f.choices)}." if f.choices else ""
+    text = f"{f.help}.{choices} Unset: ${f.env}, else {default}."
+    return pydantic.Field(default=None, description=text)
+
+
+# Every setting of settings.Settings as an optional field (None: unset), with its meaning, its
+# environment variable and its default as the launchpad's description: declared once, there.
+PipelineSettings = type(
+    "PipelineSettings",
+    (_PipelineSettingsBase,),
+    {
+        "__module__": __name__,
+        "__doc__": _PipelineSettingsBase.__doc__,
+        "__annotations__": {f.name: f.kind | None for f in FIELDS},
+        **{f.name: _described(f) for f in FIELDS},
+    },
+)
