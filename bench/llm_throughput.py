@@ -1,6 +1,6 @@
 """LLM generator throughput: requests in flight and tasks per minute against a slow model.
 
-A scripted OpenAI-compatible server on 127.0.0.1 (`llm/scripted_server.py`) answers every
+A scripted OpenAI-compatible server on 127.0.0.1 (`testing/scripted_server.py`) answers every
 request after a fixed latency, like a model that takes that long per reply; the generator
 reaches it through the real `openai` client over HTTP, inside real Dagster runs (in-process),
 with the reply cache off so every request is sent.
@@ -36,10 +36,10 @@ import endless_assets.definitions as definitions  # noqa: E402
 from endless_assets.catalog import query  # noqa: E402
 from endless_assets.defs.io_manager import ParquetLakeIOManager  # noqa: E402
 from endless_assets.defs.resources import PipelineSettings  # noqa: E402
-from endless_assets.generation.llm.scripted_model import ScriptedTaskModel  # noqa: E402
 from endless_assets.lake import Lake  # noqa: E402
-from endless_assets.llm.scripted_server import ScriptedServer  # noqa: E402
 from endless_assets.sandbox.sandbox import Sandbox  # noqa: E402
+from endless_assets.testing.scripted_model import ScriptedTaskModel  # noqa: E402
+from endless_assets.testing.scripted_server import ScriptedServer  # noqa: E402
 
 
 class InFlightSampler:

@@ -28,8 +28,8 @@ from endless_assets.agent.chat import ChatConfig, ChatPolicy
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
 from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 TEST = "def test_nothing_was_asked():\n    assert True\n"
 

@@ -16,8 +16,8 @@ from endless_assets.agent.episode import ContextExhausted, PolicyUnavailable
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
 from endless_assets.settings import Settings, SettingsError
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 TASK = EpisodeTask("et-test", "Count the lines of /home/user/a.txt into /home/user/n.txt.")
 

@@ -101,3 +101,10 @@ def test_a_lone_surrogate_becomes_a_replacement_character():
     assert parsed.thought == "hm\ufffd"
     parsed.command.encode("utf-8")  # would raise on a surrogate
     assert clean_text("a\ud83d\ude00b") == "a\U0001f600b"  # a pair is one character
+
+
+def test_a_reflection_block_is_thought_for_the_solver_as_for_the_generator():
+    reply = parse_reply(
+        "<reflection>try <command>rm -rf x</command></reflection><command>ls</command>"
+    )
+    assert reply.command == "ls" and "rm -rf x" in reply.thought

@@ -18,7 +18,7 @@ from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural import family_names
 from endless_assets.lake import Lake
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-06-06"
 FORGE = "/home/user/.forge.py"

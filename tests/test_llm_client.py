@@ -8,7 +8,7 @@ import pytest
 
 from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import ChatClient, Endpoint, LLMRequestError, LLMUnavailable
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

@@ -20,12 +20,12 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.factory import docker_slots, task_parallelism
 from endless_assets.generation.llm import LLMGenerator
 from endless_assets.generation.llm.prompts import PromptSet
-from endless_assets.generation.llm.scripted_model import ScriptedTaskModel
 from endless_assets.lake import Lake
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
 from endless_assets.models import task_seed
 from endless_assets.sandbox.base_image import base_image_tag
 from endless_assets.settings import Settings, SettingsError
+from endless_assets.testing.scripted_model import ScriptedTaskModel
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-04-01"
 SECRET = "sk-endless-test-secret-123"

@@ -65,6 +65,16 @@ def test_the_batch_matches_the_golden_rows(full_batch):
     assert not golden_rows.differences(expected, actual)
 
 
+def test_every_table_asset_reports_its_row_count_and_column_schema(full_batch):
+    _, tasks, first, _, _ = full_batch
+    for name in ASSETS[1:]:
+        (materialization,) = first.asset_materializations_for_node(name)
+        metadata = materialization.metadata
+        assert metadata["dagster/row_count"].value >= tasks
+        columns = [c.name for c in metadata["dagster/column_schema"].schema.columns]
+        assert columns[0] == "task_id" and "batch" in columns
+
+
 def test_every_procedural_task_survives_to_the_dataset(full_batch):
     data_dir, tasks, first, _, _ = full_batch
     assert first.success

@@ -28,7 +28,6 @@ from endless_assets.agent.replies import parse_reply
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families.git_history import GitHistory
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.llm.scripted_server import Reply, ScriptedServer
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
@@ -36,6 +35,7 @@ from endless_assets.sandbox.shell import ShellSession
 from endless_assets.sandbox.verdict import run_pytest, start_grader, stop_agent
 from endless_assets.schemas import SolverRollouts
 from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 DONE = "<action>done</action>"
 

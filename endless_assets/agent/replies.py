@@ -25,10 +25,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from endless_assets.generation.parsing import REASONING_TAGS
+
 ReplyKind = Literal["command", "done", "invalid"]
 
-_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)\b[^>]*>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)\s*>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(" + "|".join(REASONING_TAGS) + r")\b[^>]*>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(" + "|".join(REASONING_TAGS) + r")\s*>", re.IGNORECASE)
 _BLOCK = re.compile(r"<(command|action)\b[^>]*>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE)
 _BLOCK_OPEN = re.compile(r"<(command|action)\b[^>]*>", re.IGNORECASE)
 _OPEN_COMMAND = re.compile(r"<command\b[^>]*>", re.IGNORECASE)

@@ -7,6 +7,18 @@ import polars as pl
 
 from endless_assets.catalog import rebuild_catalog
 from endless_assets.lake import Lake, LakeError
+from endless_assets.schemas import TABLES, polars_schema
+
+
+def column_schema(table: str) -> dg.TableSchema:
+    """A table's columns as Dagster shows them on the asset page, from its pandera model."""
+    columns = TABLES[table].to_schema().columns
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, str(polars_schema(table)[name]), description=column.description)
+            for name, column in columns.items()
+        ]
+    )
 
 
 class ParquetLakeIOManager(dg.ConfigurableIOManager):
@@ -27,7 +39,10 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         lake = self._lake()
         path = lake.write(table, batch, obj)
         rebuild_catalog(lake)
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path))})
+        metadata: dict = {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
+        if table in TABLES:
+            metadata["dagster/column_schema"] = column_schema(table)
+        context.add_output_metadata(metadata)
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         table = context.upstream_output.asset_key.path[-1] if context.upstream_output else None

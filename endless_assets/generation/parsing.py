@@ -34,12 +34,13 @@ MAX_DOCKERFILE_CHARS = 50_000
 MAX_CONTEXT_BYTES = 2_000_000
 ALLOWED_TEST_MODULES = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest"}
 
-_REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
+# Tags of reasoning blocks, for every reply parser (task generator and solver alike).
+REASONING_TAGS = ("think", "thinking", "reasoning", "reflection")
 _REASONING_BLOCK = re.compile(
-    r"<(?P<tag>" + "|".join(_REASONING_TAGS) + r")\b[^>]*>.*?</(?P=tag)\s*>", re.S | re.I
+    r"<(?P<tag>" + "|".join(REASONING_TAGS) + r")\b[^>]*>.*?</(?P=tag)\s*>", re.S | re.I
 )
-_REASONING_CLOSE = re.compile(r"</(?:" + "|".join(_REASONING_TAGS) + r")\s*>", re.I)
-_REASONING_OPEN = re.compile(r"<(?:" + "|".join(_REASONING_TAGS) + r")\b[^>]*>", re.I)
+_REASONING_CLOSE = re.compile(r"</(?:" + "|".join(REASONING_TAGS) + r")\s*>", re.I)
+_REASONING_OPEN = re.compile(r"<(?:" + "|".join(REASONING_TAGS) + r")\b[^>]*>", re.I)
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*?)[ \t]*$")
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*['\"]?[A-Za-z_]\w*['\"]?")
 _FILE_TAG = re.compile(

@@ -11,10 +11,12 @@ class ShellGone(Exception):
 
 
 class FrameDecoder:
-    """Docker's multiplexed stream: 8-byte header (stream, 0, 0, 0, big-endian size) + payload."""
+    """Docker's multiplexed stream: 8-byte header (stream, 0, 0, 0, big-endian size) + payload.
+    `feed` returns the payload of the chosen streams (1: stdout, 2: stderr) received so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, streams: tuple[int, ...] = (1, 2)) -> None:
         self._buf = b""
+        self.streams = streams
 
     def feed(self, data: bytes) -> bytes:
         self._buf += data
@@ -23,7 +25,8 @@ class FrameDecoder:
             size = struct.unpack(">I", self._buf[4:8])[0]
             if len(self._buf) < 8 + size:
                 break
-            out.append(self._buf[8 : 8 + size])
+            if self._buf[0] in self.streams:
+                out.append(self._buf[8 : 8 + size])
             self._buf = self._buf[8 + size :]
         return b"".join(out)
 

@@ -17,7 +17,6 @@ import json
 import secrets
 import select
 import socket
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import docker.errors
 
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.shell_stream import FrameDecoder
 
 GRADER_SOURCE = (Path(__file__).with_name("grader.py")).read_text()
 OUTPUT_TAIL = 8000
@@ -62,7 +62,6 @@ def run_pytest(
     """Run `test_source` in isolation as the agent's uid (see grader.py) and return the verdict.
     `stop_agent`: kill the agent's processes first (False where no agent has run yet)."""
     started = time.monotonic()
-    grader = _grader_for(container)
     request: dict = {
         "id": secrets.token_hex(6),
         "filename": filename,
@@ -72,7 +71,9 @@ def run_pytest(
         "stop_agent": stop_agent,
     }
     try:
-        reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+        # A grader that cannot start (the agent's processes fill the pids limit) or dies: the
+        # container is restarted (its files stay) and graded afresh.
+        reply = _grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
     except GraderGone:
         reply = _regrade(container, request, timeout)
     return parse_verdict(
@@ -172,11 +173,12 @@ class _Grader:
         self._raw = raw
         self._sock: socket.socket = getattr(raw, "_sock", raw)
         self._sock.setblocking(True)
-        self._frames = b""
+        self._frames = FrameDecoder(streams=(1,))  # stdout: the grader's replies
         self._lines = b""
         first = self._read_line(time.monotonic() + 60)
         if first.strip() != '{"ready": true}':
-            raise SandboxError(f"the grader did not start: {first[:500]!r}")
+            self.close()
+            raise GraderGone(f"the grader did not start: {first[:500]!r}")
 
     def ask(self, request: dict, *, deadline: float) -> dict:
         try:
@@ -204,16 +206,7 @@ class _Grader:
             if not chunk:
                 tail = self._lines.decode("utf-8", "replace")[-2000:]
                 raise GraderGone(f"the grader exited unexpectedly: {tail}")
-            self._frames += chunk
-            while len(self._frames) >= 8:
-                size = struct.unpack(">I", self._frames[4:8])[0]
-                if len(self._frames) < 8 + size:
-                    break
-                stream = self._frames[0]
-                payload = self._frames[8 : 8 + size]
-                self._frames = self._frames[8 + size :]
-                if stream == 1:
-                    self._lines += payload
+            self._lines += self._frames.feed(chunk)
         line, _, self._lines = self._lines.partition(b"\n")
         return line.decode("utf-8", "replace")
 

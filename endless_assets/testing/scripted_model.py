@@ -1,5 +1,5 @@
 """A stand-in for a language model, for tests and benchmarks: answers the LLM generator's
-prompts (served by `llm/scripted_server.py` over real HTTP) with small, valid terminal tasks, or
+prompts (served by `testing/scripted_server.py` over real HTTP) with small, valid terminal tasks, or
 with the faults a test asks for.
 
 Every request of a task carries the task's seed, so the script knows which task it is
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from endless_assets.generation.llm.prompts import PromptSet
-from endless_assets.llm.scripted_server import Reply
+from endless_assets.testing.scripted_server import Reply
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qu", "fi", "do", "gu"]
 ACTIONS = {
