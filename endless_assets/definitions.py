@@ -10,9 +10,9 @@ from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.environments import task_environments
 from endless_assets.defs.exports import dataset_exports
-from endless_assets.defs.imports import IMPORTED_ASSETS, imported_batch
+from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.jobs import daily_batch, daily_batch_schedule
+from endless_assets.defs.jobs import daily_batch, daily_batch_schedule, imported_batch
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
 

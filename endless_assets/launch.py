@@ -56,12 +56,6 @@ def ensure_dagster_home() -> Path:
     return home
 
 
-def daily_batch_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("daily_batch")
-
-
 @dataclass(frozen=True)
 class LaunchResult:
     success: bool
@@ -71,6 +65,8 @@ class LaunchResult:
 
 def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
     """Materialize one partition of the daily batch job, as the UI would, on this instance."""
+    from endless_assets.defs.jobs import daily_batch_job
+
     return launch_job(
         daily_batch_job, batch, overrides, launched_by="endless run", log_level=log_level
     )

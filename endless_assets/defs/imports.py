@@ -113,13 +113,6 @@ def imported_task_descriptions(
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
 
 
-def imported_batch_job() -> dg.JobDefinition:
-    """The job as a module-level function, so Dagster can reconstruct it in step processes."""
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("imported_batch")
-
-
 imported_task_environments = build_task_environments(IMPORTED)
 imported_completion_tests = build_completion_tests(IMPORTED)
 imported_solver_rollouts = build_solver_rollouts(IMPORTED)
@@ -132,9 +125,3 @@ IMPORTED_ASSETS = [
     imported_solver_rollouts,
     imported_filtered_dataset,
 ]
-
-imported_batch = dg.define_asset_job(
-    name="imported_batch",
-    selection=dg.AssetSelection.groups(IMPORTED.group_name),
-    description="Validate, roll out and filter an imported batch (a named partition).",
-)
