@@ -16,8 +16,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from endless_assets.lake import Lake
+from endless_assets.stages import OK, REJECTED
 
 SHINGLE_WORDS = 3
 DEFAULT_THRESHOLD = 0.4
@@ -141,3 +147,46 @@ def find_near_duplicates(
         kept_index.add(s)
         kept.append(c)
     return found
+
+
+def reject_duplicates(
+    rows: list[dict[str, Any]], lake: Lake, threshold: float
+) -> list[dict[str, Any]]:
+    """Reject stage I rows whose instruction nearly repeats a task kept earlier in this
+    batch or in any other batch of the lake; record the matched task id."""
+    candidates = [
+        Candidate(i, r["task_id"], r["batch"], r["instruction"])
+        for i, r in enumerate(rows)
+        if r["status"] == OK
+    ]
+    if not candidates:
+        return rows
+    batches = {c.batch for c in candidates}
+    found = find_near_duplicates(candidates, _stored_tasks(lake, exclude=batches), threshold)
+    result = list(rows)
+    for position, match in found.items():
+        result[position] = {
+            **rows[position],
+            "status": REJECTED,
+            "reject_reason": match.reason(),
+            "duplicate_of": match.task_id,
+        }
+    return result
+
+
+def _stored_tasks(lake: Lake, exclude: set[str]) -> Iterator[tuple[str, str, str]]:
+    """(task_id, batch, instruction) of every task kept at stage I in other batches."""
+    if not lake.has_data("task_descriptions"):
+        return iter(())
+    frame = (
+        pl.scan_parquet(
+            lake.table_glob("task_descriptions"),
+            hive_partitioning=False,
+            missing_columns="insert",
+            extra_columns="ignore",
+        )
+        .filter((pl.col("status") == OK) & ~pl.col("batch").is_in(sorted(exclude)))
+        .select("task_id", "batch", "instruction")
+        .collect()
+    )
+    return frame.iter_rows()

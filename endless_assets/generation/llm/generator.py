@@ -21,11 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 from pydantic import ValidationError
 
 from endless_assets.generation import Environment, GenerationError, Usage
-from endless_assets.generation.dedupe import Candidate, find_near_duplicates
+from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.llm.feedback import stable_feedback
 from endless_assets.generation.llm.prompts import PromptSet
 from endless_assets.generation.parsing import (
@@ -40,7 +39,6 @@ from endless_assets.llm.client import ChatClient, ChatReply, Endpoint, LLMReques
 from endless_assets.models import TaskDraft
 from endless_assets.sandbox.base_image import PACKAGES
 from endless_assets.settings import Settings, SettingsError
-from endless_assets.stages import OK, REJECTED
 from endless_assets.taxonomy import Taxonomy
 
 Messages = list[dict[str, str]]
@@ -289,28 +287,8 @@ class LLMGenerator:
     # --- near-duplicates --------------------------------------------------------------------
 
     def reject_duplicates(self, rows: list[dict[str, Any]], lake: Lake) -> list[dict[str, Any]]:
-        """Reject stage I rows whose instruction nearly repeats a task kept earlier in this
-        batch or in any other batch of the lake; record the matched task id."""
-        candidates = [
-            Candidate(i, r["task_id"], r["batch"], r["instruction"])
-            for i, r in enumerate(rows)
-            if r["status"] == OK
-        ]
-        if not candidates:
-            return rows
-        batches = {c.batch for c in candidates}
-        found = find_near_duplicates(
-            candidates, _stored_tasks(lake, exclude=batches), self.dedupe_threshold
-        )
-        result = list(rows)
-        for position, match in found.items():
-            result[position] = {
-                **rows[position],
-                "status": REJECTED,
-                "reject_reason": match.reason(),
-                "duplicate_of": match.task_id,
-            }
-        return result
+        """Stage I rows with near-repeats of kept tasks rejected (generation/dedupe.py)."""
+        return reject_duplicates(rows, lake, self.dedupe_threshold)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -403,21 +381,3 @@ def _render_environment(env: Environment) -> str:
     for path, content in sorted(env.context_files.items()):
         parts.append(f'<file path="{path}">\n{content}</file>')
     return "\n\n".join(parts) + "\n"
-
-
-def _stored_tasks(lake: Lake, exclude: set[str]) -> Iterator[tuple[str, str, str]]:
-    """(task_id, batch, instruction) of every task kept at stage I in other batches."""
-    if not lake.has_data("task_descriptions"):
-        return iter(())
-    frame = (
-        pl.scan_parquet(
-            lake.table_glob("task_descriptions"),
-            hive_partitioning=False,
-            missing_columns="insert",
-            extra_columns="ignore",
-        )
-        .filter((pl.col("status") == OK) & ~pl.col("batch").is_in(sorted(exclude)))
-        .select("task_id", "batch", "instruction")
-        .collect()
-    )
-    return frame.iter_rows()
