@@ -1,6 +1,6 @@
 """The one model every generator produces and every later stage consumes.
 
-Stage I (describe) yields a `TaskDraft`. The procedural generator fills every field at once; the
+Stage I (describe) yields a `Task`. The procedural generator fills every field at once; the
 LLM generator fills the description and truth first and the environment and tests in stages II
 and III. After stage I nothing can tell the two paths apart.
 """
@@ -17,7 +17,7 @@ AGENT_USER = "user"
 AGENT_HOME = "/home/user"
 
 
-class TaskDraft(BaseModel):
+class Task(BaseModel):
     """A task: what the agent reads, what only the grader knows, and how to build and grade it."""
 
     model_config = ConfigDict(extra="forbid")

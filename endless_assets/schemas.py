@@ -44,7 +44,7 @@ class TaskDescriptions(pa.DataFrameModel):
     tokens_in: pl.Int64 = pa.Field(ge=0)
     tokens_out: pl.Int64 = pa.Field(ge=0)
     seconds: pl.Float64 = pa.Field(ge=0)
-    draft: pl.Utf8  # the whole TaskDraft as JSON, so later stages rebuild it exactly
+    draft: pl.Utf8  # the whole Task as JSON, so later stages rebuild it exactly
     created_at: pl.Datetime(time_zone="UTC")
 
     class Config(_Strict):

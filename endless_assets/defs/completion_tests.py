@@ -20,7 +20,7 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.generation.factory import docker_slots, task_parallelism
 from endless_assets.generation.llm.cost import cost_per_task
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.completion import CompletionOutcome, check_completion_test
@@ -89,7 +89,7 @@ def _materialize(
 
     slots = docker_slots(settings)
 
-    def work(draft: TaskDraft) -> dict:
+    def work(draft: Task) -> dict:
         with slots:
             build = sandbox.build(draft.dockerfile or "", draft.context_files)
         if not build.ok:
@@ -106,7 +106,7 @@ def _materialize(
         )
         return completion_row(draft, outcome)
 
-    def failed(draft: TaskDraft, exc: BaseException) -> dict:
+    def failed(draft: Task, exc: BaseException) -> dict:
         out = CompletionOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
         return completion_row(draft, out)
 

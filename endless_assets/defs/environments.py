@@ -19,7 +19,7 @@ from endless_assets.defs.common import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.generation.factory import docker_slots, task_parallelism
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 from endless_assets.settings import FIELDS, Settings
 from endless_assets.stages import HARNESS_ERROR, OK
 from endless_assets.stages.environment import EnvironmentOutcome, build_environment
@@ -78,13 +78,13 @@ def _materialize(
             "e.g. ENDLESS_BUILD_NETWORK=1, to give their RUN steps the host's)"
         )
 
-    def work(draft: TaskDraft) -> dict:
+    def work(draft: Task) -> dict:
         outcome = build_environment(
             draft, generator, sandbox, docker_slots=slots, build_network=network
         )
         return environment_row(draft, outcome)
 
-    def failed(draft: TaskDraft, exc: BaseException) -> dict:
+    def failed(draft: Task, exc: BaseException) -> dict:
         out = EnvironmentOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
         return environment_row(draft, out)
 

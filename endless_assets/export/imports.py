@@ -1,4 +1,4 @@
-"""Importing a directory of Harbor tasks as a batch: one `TaskDraft` per task directory, or the
+"""Importing a directory of Harbor tasks as a batch: one `Task` per task directory, or the
 reason it could not be imported.
 
 Base images the machine cannot pull are mapped with `base_image_map` (`ubuntu:22.04` ->
@@ -23,7 +23,7 @@ from endless_assets.export.harbor_import import (
     read_harbor_dir,
     trivial_initial_test,
 )
-from endless_assets.models import TaskDraft, task_seed
+from endless_assets.models import Task, task_seed
 
 FORMATS = ("harbor",)
 OUR_BASE = "endless-base"
@@ -33,7 +33,7 @@ OUR_BASE = "endless-base"
 class ImportOutcome:
     directory: str  # relative to the source directory ("." for the source itself)
     index: int
-    draft: TaskDraft | None
+    draft: Task | None
     reason: str = ""  # why it could not be imported
     notes: tuple[str, ...] = ()  # what was filled in (e.g. a generated initial-state test)
 
@@ -52,7 +52,7 @@ def _text(metadata: dict[str, Any], *names: str, default: str = "") -> str:
 
 def draft_from_harbor(
     task: HarborTask, batch: str, index: int, image_map: dict[str, str]
-) -> tuple[TaskDraft, tuple[str, ...]]:
+) -> tuple[Task, tuple[str, ...]]:
     meta = task.metadata
     notes: list[str] = []
     initial_test = task.initial_test
@@ -64,7 +64,7 @@ def draft_from_harbor(
     mapped = replace_base_images(task.dockerfile, image_map)
     if mapped != task.dockerfile:
         notes.append("base image mapped")
-    draft = TaskDraft(
+    draft = Task(
         batch=batch,
         index=index,
         seed=task_seed(batch, index),

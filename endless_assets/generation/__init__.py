@@ -1,4 +1,4 @@
-"""Task generators. Both paths (procedural and LLM) meet in one `TaskDraft`.
+"""Task generators. Both paths (procedural and LLM) meet in one `Task`.
 
 A generator is asked three things, one per stage, and may be asked again with feedback:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 
 
 @dataclass
@@ -52,12 +52,12 @@ class TaskGenerator(Protocol):
     reference_required: bool  # must the reference solution pass the completion test?
     needs_build_network: bool  # may its Dockerfiles' RUN steps reach the network?
 
-    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]: ...
+    def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]: ...
 
     def write_environment(
-        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+        self, draft: Task, feedback: str | None, previous: Environment | None
     ) -> tuple[Environment, Usage]: ...
 
     def write_completion_test(
-        self, draft: TaskDraft, feedback: str | None, previous: str | None
+        self, draft: Task, feedback: str | None, previous: str | None
     ) -> tuple[str, Usage]: ...

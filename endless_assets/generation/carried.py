@@ -1,7 +1,7 @@
 """Tasks that arrive complete (imported, or procedural): later stages only validate them."""
 
 from endless_assets.generation import Environment, GenerationError, Usage
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 
 
 class CarriedGenerator:
@@ -13,18 +13,18 @@ class CarriedGenerator:
     reference_required = True
     needs_build_network = True  # but imported builds are offline unless build_network is set
 
-    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
+    def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
         raise GenerationError("carried tasks are imported, not described")
 
     def write_environment(
-        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+        self, draft: Task, feedback: str | None, previous: Environment | None
     ) -> tuple[Environment, Usage]:
         if draft.dockerfile is None or draft.initial_test is None:
             raise GenerationError("the task carries no environment (Dockerfile, initial test)")
         return Environment(draft.dockerfile, dict(draft.context_files), draft.initial_test), Usage()
 
     def write_completion_test(
-        self, draft: TaskDraft, feedback: str | None, previous: str | None
+        self, draft: Task, feedback: str | None, previous: str | None
     ) -> tuple[str, Usage]:
         if draft.completion_test is None:
             raise GenerationError("the task carries no completion test")

@@ -12,7 +12,7 @@ from typing import Any
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import GenerationError, TaskGenerator, Usage
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import Verdict, run_pytest
@@ -42,7 +42,7 @@ class CompletionOutcome:
 
 
 def check_completion_test(
-    draft: TaskDraft,
+    draft: Task,
     image_tag: str,
     generator: TaskGenerator,
     sandbox: Sandbox,

@@ -11,7 +11,7 @@ from typing import Any
 import docker.errors
 
 from endless_assets.generation import Environment, GenerationError, TaskGenerator, Usage
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import ContainerExited, TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
@@ -42,7 +42,7 @@ class EnvironmentOutcome:
 
 
 def build_environment(
-    draft: TaskDraft,
+    draft: Task,
     generator: TaskGenerator,
     sandbox: Sandbox,
     *,

@@ -11,7 +11,7 @@ import polars as pl
 from endless_assets.agent.analysis import analysis_columns
 from endless_assets.agent.episode import Rollout
 from endless_assets.generation import Usage
-from endless_assets.models import TaskDraft, task_id_for
+from endless_assets.models import Task, task_id_for
 from endless_assets.schemas import polars_schema
 from endless_assets.stages import OK
 from endless_assets.stages.completion import CompletionOutcome
@@ -30,7 +30,7 @@ def frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def description_row(
-    draft: TaskDraft,
+    draft: Task,
     usage: Usage,
     seconds: float,
     *,
@@ -105,11 +105,11 @@ def failed_description_row(
     }
 
 
-def draft_from_row(row: dict[str, Any]) -> TaskDraft:
-    return TaskDraft.model_validate_json(row["draft"])
+def draft_from_row(row: dict[str, Any]) -> Task:
+    return Task.model_validate_json(row["draft"])
 
 
-def environment_row(draft: TaskDraft, out: EnvironmentOutcome) -> dict[str, Any]:
+def environment_row(draft: Task, out: EnvironmentOutcome) -> dict[str, Any]:
     return {
         "task_id": draft.task_id,
         "batch": draft.batch,
@@ -131,7 +131,7 @@ def environment_row(draft: TaskDraft, out: EnvironmentOutcome) -> dict[str, Any]
     }
 
 
-def draft_with_environment(draft: TaskDraft, env_row: dict[str, Any]) -> TaskDraft:
+def draft_with_environment(draft: Task, env_row: dict[str, Any]) -> Task:
     return draft.model_copy(
         update={
             "dockerfile": env_row["dockerfile"],
@@ -141,7 +141,7 @@ def draft_with_environment(draft: TaskDraft, env_row: dict[str, Any]) -> TaskDra
     )
 
 
-def completion_row(draft: TaskDraft, out: CompletionOutcome) -> dict[str, Any]:
+def completion_row(draft: Task, out: CompletionOutcome) -> dict[str, Any]:
     return {
         "task_id": draft.task_id,
         "batch": draft.batch,

@@ -36,7 +36,7 @@ from endless_assets.generation.parsing import (
 from endless_assets.lake import Lake, resolve_data_dir
 from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import ChatClient, ChatReply, Endpoint, LLMRequestError
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 from endless_assets.sandbox.base_image import PACKAGES
 from endless_assets.settings import Settings, SettingsError
 from endless_assets.taxonomy import Taxonomy
@@ -138,7 +138,7 @@ class LLMGenerator:
 
     # --- stage I ----------------------------------------------------------------------------
 
-    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
+    def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
         usage = Usage()
         draw = self.taxonomy.draw(seed)
         messages = [
@@ -158,7 +158,7 @@ class LLMGenerator:
         with self._unusable(reply, usage, code="unusable_task"):
             parsed = parse_task(reply.text)
         try:
-            draft = TaskDraft(
+            draft = Task(
                 batch=batch,
                 index=index,
                 seed=seed,
@@ -179,7 +179,7 @@ class LLMGenerator:
     # --- stage II ---------------------------------------------------------------------------
 
     def write_environment(
-        self, draft: TaskDraft, feedback: str | None, previous: Environment | None
+        self, draft: Task, feedback: str | None, previous: Environment | None
     ) -> tuple[Environment, Usage]:
         """Round 1: the initial-state test, then the Dockerfile that passes it. A later round
         repairs what failed: an unusable reply is asked again with the reason; a failed build or
@@ -198,7 +198,7 @@ class LLMGenerator:
             return previous, usage
         return self._repair_environment(draft, previous, feedback, usage), usage
 
-    def _initial_test(self, draft: TaskDraft, feedback: str | None, usage: Usage) -> str:
+    def _initial_test(self, draft: Task, feedback: str | None, usage: Usage) -> str:
         request = self.prompts["initial_test"].render(
             "user", instruction=draft.instruction, truth=_truth_text(draft)
         )
@@ -208,7 +208,7 @@ class LLMGenerator:
             return parse_test(reply.text, "initial-state test")
 
     def _dockerfile(
-        self, draft: TaskDraft, test: str, feedback: str | None, usage: Usage
+        self, draft: Task, test: str, feedback: str | None, usage: Usage
     ) -> tuple[str, dict[str, str]]:
         request = self._environment_request(draft, test)
         messages = [self._system("environment"), self._user(request, feedback)]
@@ -220,7 +220,7 @@ class LLMGenerator:
         return parsed.dockerfile, parsed.files
 
     def _repair_environment(
-        self, draft: TaskDraft, previous: Environment, feedback: str, usage: Usage
+        self, draft: Task, previous: Environment, feedback: str, usage: Usage
     ) -> Environment:
         messages = [
             self._system("environment"),
@@ -245,7 +245,7 @@ class LLMGenerator:
             parsed.initial_test or previous.initial_test,
         )
 
-    def _environment_request(self, draft: TaskDraft, test: str) -> str:
+    def _environment_request(self, draft: Task, test: str) -> str:
         return self.prompts["environment"].render(
             "user",
             instruction=draft.instruction,
@@ -256,7 +256,7 @@ class LLMGenerator:
     # --- stage III --------------------------------------------------------------------------
 
     def write_completion_test(
-        self, draft: TaskDraft, feedback: str | None, previous: str | None
+        self, draft: Task, feedback: str | None, previous: str | None
     ) -> tuple[str, Usage]:
         usage = Usage()
         request = self.prompts["completion_test"].render(
@@ -371,7 +371,7 @@ def _coded(code: str, message: str) -> str:
     return f"{code}: {message}" if code else message
 
 
-def _truth_text(draft: TaskDraft) -> str:
+def _truth_text(draft: Task) -> str:
     text = draft.truth.get("text")
     return str(text) if text else draft.truth_json()
 

@@ -10,7 +10,7 @@ from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.procedural.base import Family, render_dockerfile
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.models import TaskDraft
+from endless_assets.models import Task
 
 
 def family_names() -> list[str]:
@@ -50,14 +50,14 @@ class ProceduralGenerator(CarriedGenerator):
         random.Random(f"families:{batch}").shuffle(order)
         return order[index % len(order)]
 
-    def describe(self, batch: str, index: int, seed: int) -> tuple[TaskDraft, Usage]:
+    def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
         family = self._family_for(batch, index)
         try:
             task = family().make(random.Random(seed))
         except Exception as exc:  # a family bug must name the family
             raise GenerationError(f"family {family.name} failed: {exc!r}") from exc
         dockerfile, context = render_dockerfile(self.base_image, task)
-        draft = TaskDraft(
+        draft = Task(
             batch=batch,
             index=index,
             seed=seed,

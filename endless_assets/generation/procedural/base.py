@@ -1,4 +1,4 @@
-"""What a procedural task family is, and how its output becomes a `TaskDraft`.
+"""What a procedural task family is, and how its output becomes a `Task`.
 
 A family is a small class with a `make(rng)` method. Everything random in it comes from `rng`
 (seeded by batch and index), so a batch reproduces exactly. It returns a `FamilyTask`: the
