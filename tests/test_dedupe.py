@@ -7,12 +7,16 @@ import itertools
 import pytest
 
 from endless_assets.generation import Usage
-from endless_assets.generation.dedupe import Candidate, find_near_duplicates, jaccard, shingles
-from endless_assets.generation.llm.generator import LLMGenerator
+from endless_assets.generation.dedupe import (
+    Candidate,
+    find_near_duplicates,
+    jaccard,
+    reject_duplicates,
+    shingles,
+)
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.lake import Lake
-from endless_assets.llm.client import ChatClient, Endpoint
 from endless_assets.models import task_seed
 from endless_assets.schemas import TABLES
 from endless_assets.stages.rows import description_row, frame
@@ -80,11 +84,6 @@ def test_the_threshold_must_be_a_share():
         find_near_duplicates([], [], 0)
 
 
-def generator() -> LLMGenerator:
-    client = ChatClient(Endpoint("m", "http://127.0.0.1:9/v1"))  # never called here
-    return LLMGenerator(client, "base", dedupe_threshold=0.4)
-
-
 def rows_for(batch: str, texts: list[str], statuses: list[str] | None = None) -> list[dict]:
     base = ProceduralGenerator("base")
     rows = []
@@ -107,7 +106,7 @@ def test_the_generator_rejects_duplicates_of_earlier_batches_in_the_lake(tmp_pat
     lake.write("task_descriptions", "2026-06-02", frame("task_descriptions", stale))
 
     new = rows_for("2026-06-02", [COSMETIC, OTHER + " Please.", "Something else entirely new."])
-    checked = generator().reject_duplicates(new, lake)
+    checked = reject_duplicates(new, lake, 0.4)
 
     assert [r["status"] for r in checked] == ["rejected", "ok", "ok"]
     assert checked[0]["duplicate_of"] == earlier[0]["task_id"]

@@ -163,7 +163,7 @@ def test_a_fork_bomb_left_running_does_not_stop_the_grader(container):
 class Scripted:
     """A policy that runs fixed commands, then says done."""
 
-    name, model = "scripted", "fixed"
+    name, model, prompt_version = "scripted", "fixed", ""
 
     def __init__(self, *commands: str) -> None:
         self.commands = list(commands)

@@ -161,7 +161,7 @@ def run_episode_in(
     """One episode in an existing container (the caller owns and removes it), then graded."""
     started = time.monotonic() if started is None else started
     rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
-    rollout.prompt_version = getattr(policy, "prompt_version", "")
+    rollout.prompt_version = policy.prompt_version
     try:
         policy.reset(task)
         # The grader is resident before the agent's first command: at the verdict it can stop
@@ -193,7 +193,7 @@ def _harness_error(task: EpisodeTask, policy: Policy, exc: Exception, started: f
         termination="harness_error",
         error=f"{type(exc).__name__}: {exc}",
         seconds=time.monotonic() - started,
-        prompt_version=getattr(policy, "prompt_version", ""),
+        prompt_version=policy.prompt_version,
     )
 
 

@@ -140,7 +140,7 @@ def _materialize(
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
-        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
+        **generator.run_metadata(),
     }
     if hasattr(generator, "run_metadata"):  # what the model cost per task kept so far (I-III)
         kept = sum(1 for r in rows if r["status"] == OK)

@@ -15,6 +15,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
+from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import task_seed
 from endless_assets.partitions import batches
@@ -53,9 +54,9 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
                 seed,
                 generator.name,
                 generator.model,
-                getattr(generator, "version", ""),
+                generator.version,
                 str(exc),
-                getattr(exc, "usage", Usage()),
+                exc.usage,
                 time.monotonic() - t0,
                 REJECTED,
             )
@@ -68,7 +69,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
             task_seed(batch, index, settings.seed),
             generator.name,
             generator.model,
-            getattr(generator, "version", ""),
+            generator.version,
             f"harness: {exc!r}",
             Usage(),
             0.0,
@@ -83,8 +84,8 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         workers=task_parallelism(generator, settings),
         label="describe",
     )
-    if hasattr(generator, "reject_duplicates"):
-        rows = generator.reject_duplicates(rows, pipeline.lake())
+    if generator.dedupe_threshold is not None:
+        rows = reject_duplicates(rows, pipeline.lake(), generator.dedupe_threshold)
     table = frame(TABLE, rows)
     check = validate(TABLE, table)
     ok_rows = [r for r in rows if r["status"] == OK]
@@ -94,7 +95,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
-        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
+        **generator.run_metadata(),
     }
     if ok_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(ok_rows[0]))

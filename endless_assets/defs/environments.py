@@ -110,7 +110,7 @@ def _materialize(
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
         "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
-        **(generator.run_metadata() if hasattr(generator, "run_metadata") else {}),
+        **generator.run_metadata(),
     }
     return dg.MaterializeResult(
         value=table,

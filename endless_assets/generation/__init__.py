@@ -13,9 +13,12 @@ LLM; 1 for the procedural generator, whose families are fixed code and cannot le
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from endless_assets.models import Task
+
+if TYPE_CHECKING:
+    from endless_assets.settings import Settings
 
 
 @dataclass
@@ -42,15 +45,34 @@ class Environment:
 
 
 class GenerationError(Exception):
-    """The generator produced something unusable (e.g. an unparsable reply). Carries the reason."""
+    """The generator produced something unusable (e.g. an unparsable reply). Carries the reason,
+    what the failed call cost (`usage`) and what a stage may keep of the reply (`partial`, e.g. an
+    initial test whose Dockerfile did not parse)."""
+
+    def __init__(
+        self, message: str, *, usage: Usage | None = None, partial: Environment | None = None
+    ) -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
+        self.partial = partial
 
 
 class TaskGenerator(Protocol):
     name: str
-    model: str
+    model: str  # "" when no model is involved
+    version: str  # prompt set or code version, stored with every row it writes
     repair_rounds: int
     reference_required: bool  # must the reference solution pass the completion test?
     needs_build_network: bool  # may its Dockerfiles' RUN steps reach the network?
+    dedupe_threshold: float | None  # near-duplicate rejection in stage I; None: never
+
+    def parallelism(self, settings: Settings) -> int:
+        """Tasks a stage works on at once (Docker work stays bounded by `workers`)."""
+        ...
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What the generator asked of its model during the step, for the asset's metadata."""
+        ...
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]: ...
 

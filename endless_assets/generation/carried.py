@@ -1,7 +1,10 @@
 """Tasks that arrive complete (imported, or procedural): later stages only validate them."""
 
+from typing import Any
+
 from endless_assets.generation import Environment, GenerationError, Usage
 from endless_assets.models import Task
+from endless_assets.settings import Settings
 
 
 class CarriedGenerator:
@@ -12,6 +15,14 @@ class CarriedGenerator:
     repair_rounds = 1
     reference_required = True
     needs_build_network = True  # but imported builds are offline unless build_network is set
+    dedupe_threshold = None
+    version = ""
+
+    def parallelism(self, settings: Settings) -> int:
+        return settings.workers
+
+    def run_metadata(self) -> dict[str, Any]:
+        return {}
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
         raise GenerationError("carried tasks are imported, not described")

@@ -19,12 +19,11 @@ def make_generator(settings: Settings, base_image: str) -> TaskGenerator:
     raise SettingsError(f"unknown generator {settings.generator!r}")
 
 
-def task_parallelism(generator: object, settings: Settings) -> int:
+def task_parallelism(generator: TaskGenerator, settings: Settings) -> int:
     """Tasks a stage works on at once. A generator that waits on a model asks for more than
     `workers` (its `parallelism`), so requests overlap; Docker work stays bounded by
     `docker_slots`."""
-    parallelism = getattr(generator, "parallelism", None)
-    return max(1, parallelism(settings)) if callable(parallelism) else settings.workers
+    return max(1, generator.parallelism(settings))
 
 
 def docker_slots(settings: Settings) -> threading.BoundedSemaphore:

@@ -81,7 +81,7 @@ def check_completion_test(
                     draft, numbered_feedback(feedback, round_no - 1, rounds), previous
                 )
             except GenerationError as exc:
-                outcome.usage.add(getattr(exc, "usage", Usage()))
+                outcome.usage.add(exc.usage)
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
                 outcome.reject_reason = f"completion_unparsable: {exc}"
                 feedback = f"Your previous reply could not be used: {exc}"

@@ -77,12 +77,12 @@ def build_environment(
                     draft, numbered_feedback(feedback, round_no - 1, rounds), previous
                 )
             except GenerationError as exc:
-                outcome.usage.add(getattr(exc, "usage", Usage()))
+                outcome.usage.add(exc.usage)
                 outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
                 outcome.reject_reason = f"environment_unparsable: {exc}"
                 feedback = f"Your previous reply could not be used: {exc}"
                 # What the generator could use of its reply (e.g. a test without a Dockerfile).
-                previous = getattr(exc, "partial", None) or previous
+                previous = exc.partial or previous
                 continue
             outcome.usage.add(usage)
             previous = env

@@ -24,7 +24,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from endless_assets.generation import Environment, GenerationError, Usage
-from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.llm.feedback import stable_feedback
 from endless_assets.generation.llm.prompts import PromptSet
 from endless_assets.generation.parsing import (
@@ -33,7 +32,7 @@ from endless_assets.generation.parsing import (
     parse_task,
     parse_test,
 )
-from endless_assets.lake import Lake, resolve_data_dir
+from endless_assets.lake import resolve_data_dir
 from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import ChatClient, ChatReply, Endpoint, LLMRequestError
 from endless_assets.models import Task
@@ -284,12 +283,6 @@ class LLMGenerator:
         with self._unusable(reply, usage):
             return parse_test(reply.text, "completion test"), usage
 
-    # --- near-duplicates --------------------------------------------------------------------
-
-    def reject_duplicates(self, rows: list[dict[str, Any]], lake: Lake) -> list[dict[str, Any]]:
-        """Stage I rows with near-repeats of kept tasks rejected (generation/dedupe.py)."""
-        return reject_duplicates(rows, lake, self.dedupe_threshold)
-
     # --- plumbing ---------------------------------------------------------------------------
 
     def _system(self, template: str) -> dict[str, str]:
@@ -361,10 +354,7 @@ class LLMGenerator:
 
 
 def _error(message: str, usage: Usage, partial: Environment | None = None) -> GenerationError:
-    error = GenerationError(message)
-    error.usage = usage  # type: ignore[attr-defined]
-    error.partial = partial  # type: ignore[attr-defined]
-    return error
+    return GenerationError(message, usage=usage, partial=partial)
 
 
 def _coded(code: str, message: str) -> str:
