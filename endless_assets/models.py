@@ -2,16 +2,20 @@
 
 Stage I (describe) yields a `Task`. The procedural generator fills every field at once; the
 LLM generator fills the description and truth first and the environment and tests in stages II
-and III. After stage I nothing can tell the two paths apart.
+and III. After stage I nothing can tell the two paths apart. Stage IV adds the `score`; exports
+read the same model back from `filtered_dataset`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from endless_assets.stages.filtering import TaskScore
 
 AGENT_USER = "user"
 AGENT_HOME = "/home/user"
@@ -38,18 +42,41 @@ class Task(BaseModel):
     initial_test: str | None = None
     # Grading (stage III).
     completion_test: str | None = None
+    # Score (stage IV): the solver's attempts and the keep decision. None until then.
+    score: TaskScore | None = None
     # Provenance.
     generator: str
     generator_model: str = ""
     prompt_version: str = ""
     family: str = ""
+    # Who the agent is and where the task came from (imports, issue 11). Our own tasks keep the
+    # defaults: the agent, the oracle and the do-nothing control run as `user` (uid 1000) in
+    # /home/user. An imported task runs them as Harbor and Terminal-Bench do: "" = the image's
+    # USER (root when it sets none) and the image's WORKDIR.
+    agent_user: str = AGENT_USER
+    workdir: str = AGENT_HOME
+    # Build-context files that are not UTF-8 text: relative path -> base64 of their bytes.
+    binary_files: dict[str, str] = Field(default_factory=dict)
+    # The task's directory name where it was imported from (e.g. "evoeval/10"), and what its
+    # task.toml / task.yaml said, section by section, for a faithful export.
+    source_name: str = ""
+    source_metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("binary_files")
+    @classmethod
+    def _binary_paths(cls, files: dict[str, str]) -> dict[str, str]:
+        for path in files:
+            if not is_context_path(path):
+                raise ValueError(
+                    f"binary file path {path!r} must be relative and inside the context"
+                )
+        return files
 
     @field_validator("context_files")
     @classmethod
     def _relative_paths(cls, files: dict[str, str]) -> dict[str, str]:
         for path in files:
-            parts = path.split("/")
-            if path.startswith("/") or ".." in parts or not path or path == "Dockerfile":
+            if not is_context_path(path):
                 raise ValueError(
                     f"context file path {path!r} must be relative and inside the context"
                 )
@@ -62,6 +89,43 @@ class Task(BaseModel):
 
     def truth_json(self) -> str:
         return json.dumps(self.truth, sort_keys=True, ensure_ascii=False)
+
+    def stored_json(self) -> str:
+        """The task as stored in the lake (`draft` and `task` columns): everything but the score,
+        which has its own columns."""
+        return self.model_dump_json(exclude={"score"})
+
+    @property
+    def difficulty(self) -> str:
+        return self.score.difficulty if self.score else "unknown"
+
+    def provenance(self) -> dict[str, Any]:
+        """Where the task comes from and how hard its solver found it, as written into exports
+        (task.toml, task.yaml, trainer rows)."""
+        score = self.score
+        return {
+            "task_id": self.task_id,
+            "source_batch": self.batch,
+            "category": self.category,
+            "complexity": self.complexity,
+            "scenario": self.scenario,
+            "family": self.family,
+            "generator": self.generator,
+            "generator_model": self.generator_model,
+            "prompt_version": self.prompt_version,
+            "solver_model": score.solver_model if score else "",
+            "scored_attempts": score.scored_attempts if score else 0,
+            "successes": score.successes if score else 0,
+            "pass_rate": score.pass_rate if score else 0.0,
+            "difficulty": self.difficulty,
+        }
+
+
+def is_context_path(path: str) -> bool:
+    """A build-context file path: relative, inside the context, not the Dockerfile itself (the
+    one rule the parser, the model and the importers apply)."""
+    parts = PurePosixPath(path).parts
+    return bool(path) and not path.startswith("/") and ".." not in parts and path != "Dockerfile"
 
 
 def task_id_for(batch: str, index: int, instruction: str, truth: dict[str, Any]) -> str:

@@ -133,13 +133,13 @@ class FilteredDataset(pa.DataFrameModel):
     batch: pl.Utf8
     solver_model: pl.Utf8  # policy/model, e.g. chat/o3
     solver_policy: pl.Utf8
-    attempts: pl.Int64 = pa.Field(ge=0)  # attempts planned (the setting k)
+    attempts: pl.Int64 = pa.Field(ge=0)  # attempts made (the setting k, ENDLESS_K)
     harness_errors: pl.Int64 = pa.Field(ge=0)  # attempts with no score
-    k: pl.Int64 = pa.Field(ge=0)  # scored attempts (harness errors excluded): the n of pass@k
+    scored_attempts: pl.Int64 = pa.Field(ge=0)  # attempts - harness_errors: the n of pass@k
     successes: pl.Int64 = pa.Field(ge=0)
-    pass_at_k: pl.Float64 = pa.Field(ge=0, le=1)  # pass@k with k = n: solved at least once
+    pass_at_n: pl.Float64 = pa.Field(ge=0, le=1)  # pass@n over the scored attempts: solved once
     pass_at_curve: pl.Utf8  # JSON list: element i is the unbiased pass@(i+1), for every i < n
-    pass_rate: pl.Float64 = pa.Field(ge=0, le=1)  # successes / k = pass@1: the difficulty
+    pass_rate: pl.Float64 = pa.Field(ge=0, le=1)  # successes / scored = pass@1: the difficulty
     mean_turns_solved: pl.Float64 = pa.Field(nullable=True, ge=0)  # turns of passing attempts
     kept: pl.Boolean
     drop_reason: pl.Utf8
@@ -158,6 +158,7 @@ class FilteredDataset(pa.DataFrameModel):
     generator: pl.Utf8
     generator_model: pl.Utf8
     prompt_version: pl.Utf8
+    task: pl.Utf8  # the whole Task as JSON (models.Task): what exports rebuild it from
     created_at: pl.Datetime(time_zone="UTC")
 
     class Config(_Strict):

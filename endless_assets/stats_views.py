@@ -1,23 +1,12 @@
 """The stats views' SQL, written once: the catalog creates them as views, `endless stats` and the
-report run the same templates over chosen batches. Also the difficulty labels (SQL and Python)."""
+report run the same templates over chosen batches. Also the difficulty labels in SQL
+(stages/filtering.py has the Python twin)."""
 
 from __future__ import annotations
 
-# Difficulty labels from a solver's pass rate over its scored attempts (the same thresholds in
-# SQL views and in exports): a task every attempt solves is easy, one solved at least once but in
-# under a quarter of attempts is hard; never solved is "unsolved" (no label in Harbor terms).
-DIFFICULTY_THRESHOLDS: tuple[tuple[str, float], ...] = (("easy", 0.75), ("medium", 0.25))
+from endless_assets.stages.filtering import DIFFICULTY_THRESHOLDS
+
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
-
-
-def difficulty_label(pass_rate: float | None, attempts: int = 1) -> str:
-    """easy (>= 0.75), medium (>= 0.25), hard (> 0), unsolved (0), unknown (no scored attempt)."""
-    if pass_rate is None or attempts <= 0:
-        return "unknown"
-    for label, floor in DIFFICULTY_THRESHOLDS:
-        if pass_rate >= floor:
-            return label
-    return "hard" if pass_rate > 0 else "unsolved"
 
 
 def difficulty_sql(rate: str, attempts: str) -> str:
@@ -78,8 +67,8 @@ STATS_TEMPLATES: dict[str, str] = {
             union all
             select {key}, 4, 'IV. solver filter', count(*),
                    count(*) filter (where kept),
-                   count(*) filter (where not kept and k > 0),
-                   count(*) filter (where k = 0)
+                   count(*) filter (where not kept and scored_attempts > 0),
+                   count(*) filter (where scored_attempts = 0)
             from filtered_dataset where {where} group by all
         )
         select * from stages order by batch, stage_order
@@ -113,7 +102,7 @@ STATS_TEMPLATES: dict[str, str] = {
         ), filtered as (
             select {key} as batch, category, complexity, count(*) as reached_filter,
                    count(*) filter (where kept) as kept,
-                   avg(pass_rate) filter (where k > 0) as mean_pass_rate
+                   avg(pass_rate) filter (where scored_attempts > 0) as mean_pass_rate
             from filtered_dataset where {where} group by all
         )
         select batch, category, complexity, coalesce(described, 0) as described,
@@ -250,6 +239,7 @@ STATS_TEMPLATES: dict[str, str] = {
 
 def render_stats_sql(name: str, *, key: str = "batch", where: str = "true") -> str:
     """A stats view's query, grouped by `key` over the rows `where` selects."""
+    # `attempts` there counts scored attempts only (count(reward) skips harness errors' nulls).
     sql = STATS_TEMPLATES[name].replace("{difficulty}", difficulty_sql("pass_rate", "attempts"))
     return sql.replace("{key}", key).replace("{where}", where)
 

@@ -243,23 +243,23 @@ def _batch_frames(spec: Spec, b: int) -> dict[str, pl.DataFrame]:
         rollout_frame.filter((pl.col("policy") == first[0]) & (pl.col("model") == first[1]))
         .group_by("task_id")
         .agg(
-            k=pl.col("reward").count(),
+            scored_attempts=pl.col("reward").count(),
             successes=(pl.col("reward") == 1).sum(),
         )
     )
     filtered = (
         valid.join(scored, on="task_id", how="left")
         .with_columns(
-            k=pl.col("k").fill_null(0),
+            scored_attempts=pl.col("scored_attempts").fill_null(0),
             successes=pl.col("successes").fill_null(0),
             solver_model=pl.lit(f"{first[0]}/{first[1]}"),
             solver_policy=pl.lit(first[0]),
         )
         .with_columns(
-            pass_rate=pl.when(pl.col("k") > 0)
-            .then(pl.col("successes") / pl.col("k"))
+            pass_rate=pl.when(pl.col("scored_attempts") > 0)
+            .then(pl.col("successes") / pl.col("scored_attempts"))
             .otherwise(0.0),
-            pass_at_k=(pl.col("successes") > 0).cast(pl.Float64),
+            pass_at_n=(pl.col("successes") > 0).cast(pl.Float64),
             kept=pl.col("successes") > 0,
             attempts=pl.lit(spec.k),
             reference_solution=pl.lit("echo done"),

@@ -204,16 +204,27 @@ def check_pass_at_k_difficulty_and_the_keep_band(runs):
     data_dir, *_, second_model, words = runs
     dataset = query(
         Lake(data_dir),
-        "select instruction, solver_model, attempts, k, successes, pass_at_k, pass_at_curve, "
+        "select instruction, solver_model, attempts, scored_attempts, successes, pass_at_n, "
+        "pass_at_curve, "
         "pass_rate, kept, drop_reason from filtered_dataset order by task_id",
     ).to_dicts()
     assert [d["solver_model"] for d in dataset] == ["chat/model-b"] * TASKS
     easy = next(d for d in dataset if words[0] in d["instruction"])
     half = next(d for d in dataset if words[1] in d["instruction"])
-    assert (easy["k"], easy["successes"], easy["pass_rate"], easy["kept"]) == (2, 2, 1.0, False)
+    assert (easy["scored_attempts"], easy["successes"], easy["pass_rate"], easy["kept"]) == (
+        2,
+        2,
+        1.0,
+        False,
+    )
     assert easy["drop_reason"].startswith("too_easy")
-    assert (half["k"], half["successes"], half["pass_rate"], half["kept"]) == (2, 1, 0.5, True)
-    assert json.loads(half["pass_at_curve"]) == [0.5, 1.0] and half["pass_at_k"] == 1.0
+    assert (half["scored_attempts"], half["successes"], half["pass_rate"], half["kept"]) == (
+        2,
+        1,
+        0.5,
+        True,
+    )
+    assert json.loads(half["pass_at_curve"]) == [0.5, 1.0] and half["pass_at_n"] == 1.0
     info = meta(second_model, "filtered_dataset")
     assert info["kept"] == 1 and "pass rate in [0.0, 0.9]" in info["keep_rule"]
     checks = second_model.get_asset_check_evaluations()

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from endless_assets.agent.analysis import FAILURE_MODES, analysis_columns, failure_mode
-from endless_assets.defs.rollouts import _current_columns
+from endless_assets.stages.attempts import current_columns
 from endless_assets.schemas import SolverRollouts
 from endless_assets.stages.filtering import KeepRule, pass_at_curve, score_task
 from endless_assets.stages.rows import frame
@@ -34,11 +34,21 @@ def test_a_task_score_ignores_harness_errors_instead_of_counting_them_as_failure
         {"reward": 1, "n_turns": 6},
     ]
     score = score_task(rows)
-    assert (score.attempts, score.harness_errors, score.n, score.successes) == (4, 1, 3, 2)
-    assert score.pass_rate == pytest.approx(2 / 3) and score.pass_at_k == 1.0
+    assert (score.attempts, score.harness_errors, score.scored_attempts, score.successes) == (
+        4,
+        1,
+        3,
+        2,
+    )
+    assert score.pass_rate == pytest.approx(2 / 3) and score.pass_at_n == 1.0
     assert score.mean_turns_solved == 5.0
     empty = score_task([{"reward": None, "n_turns": 0}])
-    assert (empty.n, empty.pass_rate, empty.curve, empty.mean_turns_solved) == (0, 0.0, [], None)
+    assert (empty.scored_attempts, empty.pass_rate, empty.curve, empty.mean_turns_solved) == (
+        0,
+        0.0,
+        [],
+        None,
+    )
 
 
 def test_the_keep_band():
@@ -115,7 +125,7 @@ def test_rows_written_before_the_failure_analysis_columns_are_completed_on_reuse
         "command_diversity": 1 / 3,
         "created_at": None,
     }
-    row = _current_columns(old)
+    row = current_columns(old)
     assert row["failure_mode"] == "loop" and row["turn_exhausted"] and row["commands"] == 3
     assert row["prompt_version"] == ""
     row["created_at"] = datetime.now(UTC)

@@ -1,7 +1,6 @@
-"""The filtered dataset: pass@k, difficulty and the keep rule, with everything a trainer needs
-to rebuild and grade each task."""
+"""The filtered dataset: each task that reached stage IV with its score (pass@n, pass rate,
+difficulty, the keep decision) and everything a trainer needs to rebuild and grade it."""
 
-import json
 import time
 from collections import Counter
 
@@ -18,9 +17,8 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.stages import OK
-from endless_assets.stages.filtering import KeepRule, score_task
-from endless_assets.stages.rows import frame, now
+from endless_assets.stages.filtering import KeepRule, score_tasks
+from endless_assets.stages.rows import filtered_row, frame, tasks_with_tests
 
 TABLE = "filtered_dataset"
 
@@ -44,7 +42,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
                 spec.prefix,
             ),
         ],
-        description="One row per task that reached stage IV: successes, pass@k, pass rate "
+        description="One row per task that reached stage IV: successes, pass@n, pass rate "
         "(difficulty), kept or not and why, and the columns needed to rebuild and grade it.",
     )
     def filtered_dataset(
@@ -87,58 +85,20 @@ def _materialize(
         & (pl.col("model") == probe.model)
         & (pl.col("rollout_idx") < settings.attempts)
     )
-    tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
-    envs = {r["task_id"]: r for r in task_environments.to_dicts()}
     by_task: dict[str, list[dict]] = {}
     for r in rollouts.to_dicts():
         by_task.setdefault(r["task_id"], []).append(r)
-    rows = []
-    for task in task_descriptions.to_dicts():
-        tid = task["task_id"]
-        if tid not in tests:
-            continue
-        score = score_task(by_task.get(tid, []))
-        kept, reason = rule.decide(score.n, score.successes)
-        env = envs[tid]
-        rows.append(
-            {
-                "task_id": tid,
-                "batch": task["batch"],
-                "solver_model": solver,
-                "solver_policy": probe.name,
-                "attempts": score.attempts,
-                "harness_errors": score.harness_errors,
-                "k": score.n,
-                "successes": score.successes,
-                "pass_at_k": score.pass_at_k,
-                "pass_at_curve": json.dumps([round(p, 6) for p in score.curve]),
-                "pass_rate": score.pass_rate,
-                "mean_turns_solved": score.mean_turns_solved,
-                "kept": kept,
-                "drop_reason": reason,
-                **{
-                    key: task[key]
-                    for key in (
-                        "category",
-                        "complexity",
-                        "scenario",
-                        "family",
-                        "instruction",
-                        "truth",
-                        "reference_solution",
-                        "generator",
-                        "generator_model",
-                        "prompt_version",
-                    )
-                },
-                "dockerfile": env["dockerfile"],
-                "context_files": env["context_files"],
-                "initial_test": env["initial_test"],
-                "image_tag": env["image_tag"],
-                "completion_test": tests[tid]["completion_test"],
-                "created_at": now(),
-            }
+    images = {r["task_id"]: r["image_tag"] for r in task_environments.to_dicts()}
+    rows = [
+        filtered_row(task, images[task.task_id])
+        for task in score_tasks(
+            tasks_with_tests(task_descriptions, task_environments, completion_tests),
+            by_task,
+            rule,
+            solver_model=solver,
+            solver_policy=probe.name,
         )
+    ]
     table = frame(TABLE, rows)
     check = validate(TABLE, table, spec.prefix)
     violations = [

@@ -1,22 +1,18 @@
 """Stage IV asset: k attempts per task by the configured solver, each in a fresh container.
 
-Rows of other solvers already in the partition are kept, so two models' pass rates compare in
-one query. Re-materializing reuses this solver's scored rollouts and runs only the missing or
-`harness_error` ones. Episodes run `Settings.episode_workers` at a time (16 for a chat model,
-which mostly waits on its endpoint) while at most `workers` of them start a container or run
-pytest at once, so a 2-core machine stays responsive.
+Which attempts run and which are reused is stages/attempts.py's business. Episodes run
+`Settings.episode_workers` at a time (16 for a chat model, which mostly waits on its endpoint)
+while at most `workers` of them start a container or run pytest at once, so a 2-core machine
+stays responsive.
 """
 
-import json
 import threading
 import time
 from collections import Counter
-from typing import Any
 
 import dagster as dg
 import polars as pl
 
-from endless_assets.agent.analysis import analysis_columns
 from endless_assets.agent.breaker import EndpointBreaker
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
@@ -24,10 +20,9 @@ from endless_assets.agent.policies import EpisodeTask
 from endless_assets.defs.common import run_parallel, schema_check_spec, timing_metadata, validate
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.stages import OK
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.models import Task
+from endless_assets.stages.attempts import ImageCache, plan_attempts
+from endless_assets.stages.rows import frame, rollout_row, tasks_with_tests
 
 TABLE = "solver_rollouts"
 
@@ -82,23 +77,10 @@ def _materialize(
     )
     started = time.monotonic()
 
-    tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
-    envs = {r["task_id"]: r for r in task_environments.to_dicts()}
-    tasks = [r for r in task_descriptions.to_dicts() if r["task_id"] in tests]
-
-    previous = [_current_columns(r) for r in pipeline.lake().read_or_empty(TABLE, batch).to_dicts()]
-    mine = [r for r in previous if (r["policy"], r["model"]) == (policy_name, model)]
-    others = [r for r in previous if (r["policy"], r["model"]) != (policy_name, model)]
-    reusable = {
-        (r["task_id"], r["rollout_idx"]): r
-        for r in mine
-        if r["termination"] != "harness_error" and r["task_id"] in tests and r["rollout_idx"] < k
-    }
-    # Attempts beyond today's k (an earlier run with a larger k) stay stored, unused.
-    beyond_k = [r for r in mine if r["rollout_idx"] >= k and r["task_id"] in tests]
-    todo = [
-        (task, idx) for task in tasks for idx in range(k) if (task["task_id"], idx) not in reusable
-    ]
+    tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests)
+    stored = pipeline.lake().read_or_empty(TABLE, batch).to_dicts()
+    plan = plan_attempts(tasks, stored, policy_name, model, k)
+    todo, reusable = plan.todo, plan.reusable
     workers = settings.episode_workers
     context.log.info(
         f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
@@ -107,13 +89,13 @@ def _materialize(
     )
     docker_slots = threading.BoundedSemaphore(max(1, settings.workers))
     breaker = EndpointBreaker()
-    images = _ImageCache(sandbox, envs)
+    images = ImageCache(sandbox)
 
-    def work(item: tuple[dict[str, Any], int]) -> dict:
+    def work(item: tuple[Task, int]) -> dict:
         task, idx = item
         if breaker.is_open:
             skipped = Rollout(
-                task["task_id"],
+                task.task_id,
                 policy_name,
                 model,
                 None,
@@ -124,21 +106,21 @@ def _materialize(
             return rollout_row(batch, idx, skipped)
         rollout = run_episode(
             sandbox,
-            images.tag(task["task_id"]),
-            EpisodeTask(task["task_id"], task["instruction"], task["reference_solution"]),
+            images.tag(task),
+            EpisodeTask(task.task_id, task.instruction, task.reference_solution),
             make_policy(),
-            tests[task["task_id"]]["completion_test"],
+            task.completion_test or "",
             limits,
-            labels={"task_id": task["task_id"], "batch": batch, "role": f"rollout-{idx}"},
+            labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
             docker_slots=docker_slots,
         )
         breaker.record(rollout)
         return rollout_row(batch, idx, rollout)
 
-    def failed(item: tuple[dict[str, Any], int], exc: BaseException) -> dict:
+    def failed(item: tuple[Task, int], exc: BaseException) -> dict:
         task, idx = item
         rollout = Rollout(
-            task["task_id"],
+            task.task_id,
             policy_name,
             model,
             None,
@@ -149,8 +131,8 @@ def _materialize(
         return rollout_row(batch, idx, rollout)
 
     new_rows = run_parallel(context, todo, work, failed, workers=workers, label="rollout")
-    current_rows = [*reusable.values(), *new_rows]
-    table = frame(TABLE, [*current_rows, *beyond_k, *others]).sort(
+    current_rows = [*reusable, *new_rows]
+    table = frame(TABLE, [*current_rows, *plan.beyond_k, *plan.others]).sort(
         ["task_id", "policy", "model", "rollout_idx"]
     )
     check = validate(TABLE, table, spec.prefix)
@@ -176,7 +158,7 @@ def _materialize(
         "tokens_in": int(current["tokens_in"].sum()) if len(current) else 0,
         "tokens_out": int(current["tokens_out"].sum()) if len(current) else 0,
         "environment_steps_now": steps,
-        "other_solvers_rows_kept": len(others),
+        "other_solvers_rows_kept": len(plan.others),
         "failure_modes": dg.MetadataValue.md(
             "| failure mode | rollouts |\n|---|---|\n"
             + "\n".join(f"| {m} | {n} |" for m, n in modes.most_common())
@@ -188,37 +170,6 @@ def _materialize(
             steps / max(time.monotonic() - started, 1e-9), 2
         )
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
-
-
-def _current_columns(row: dict[str, Any]) -> dict[str, Any]:
-    """A row written by an older version of this table, completed with today's columns."""
-    row = {"prompt_version": "", **row}
-    if row.get("failure_mode") is None:
-        trajectory = json.loads(row.get("trajectory") or "[]")
-        row.update(analysis_columns(trajectory, row["termination"], row["reward"]))
-    return row
-
-
-class _ImageCache:
-    """Each task's image, checked once per run (a content-addressed cache hit after stage II)."""
-
-    def __init__(self, sandbox: Sandbox, envs: dict[str, dict[str, Any]]) -> None:
-        self.sandbox = sandbox
-        self.envs = envs
-        self._tags: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def tag(self, task_id: str) -> str:
-        with self._lock:
-            if task_id in self._tags:
-                return self._tags[task_id]
-        env = self.envs[task_id]
-        build = self.sandbox.build(env["dockerfile"], json.loads(env["context_files"] or "{}"))
-        if not build.ok:
-            raise SandboxError(f"the task image no longer builds: {build.log[-500:]}")
-        with self._lock:
-            self._tags[task_id] = build.tag
-        return build.tag
 
 
 solver_rollouts = build_solver_rollouts(GENERATED)

@@ -32,9 +32,9 @@ from typing import Any
 
 from endless_assets.export.dockerfile import rebase
 from endless_assets.export.output import staged_directory, write_text
-from endless_assets.export.tasks import ExportError, ExportTask, validate_all
+from endless_assets.export.tasks import ExportError, validate_all
 from endless_assets.export.toml_text import dumps
-from endless_assets.models import AGENT_USER
+from endless_assets.models import AGENT_USER, Task
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 COMPLETION_TEST = "test_final_state.py"
@@ -73,10 +73,10 @@ def solve_script(reference_solution: str) -> str:
     return "#!/bin/bash\n" + body
 
 
-def task_config(task: ExportTask, base_image: str) -> dict[str, Any]:
+def task_config(task: Task, base_image: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "author_name": "endless",
-        **task.metadata(),
+        **task.provenance(),
         "difficulty": _harbor_difficulty(task.difficulty),
         "pass_difficulty": task.difficulty,
         "tags": [t for t in (task.category, task.family, task.complexity) if t],
@@ -107,7 +107,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]:
+def task_files(task: Task, base_image: str) -> dict[str, tuple[str, bool]]:
     """Relative path -> (text, executable) for one task directory."""
     files: dict[str, tuple[str, bool]] = {
         "instruction.md": (task.instruction.rstrip("\n") + "\n", False),
@@ -127,13 +127,13 @@ def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]
     return files
 
 
-def write_task(directory: Path, task: ExportTask, base_image: str) -> None:
+def write_task(directory: Path, task: Task, base_image: str) -> None:
     for rel, (text, executable) in task_files(task, base_image).items():
         write_text(directory / rel, text, executable=executable)
 
 
 def export_harbor(
-    tasks: list[ExportTask], out: Path, *, base_image: str, overwrite: bool = False
+    tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
 ) -> list[Path]:
     """Validate every task, then write one Harbor task directory per task under `out`."""
     validate_all(tasks)
@@ -152,7 +152,7 @@ def check_base_image(base_image: str) -> None:
         raise ExportError(f"--base-image {base_image!r} is not an image reference")
 
 
-def _check_written(directory: Path, task: ExportTask, base_image: str) -> None:
+def _check_written(directory: Path, task: Task, base_image: str) -> None:
     """Read the directory back as Harbor would and compare: the export is what we meant."""
     from endless_assets.export.harbor_import import read_harbor_dir, solution_body
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+from pydantic import ValidationError
 
 from endless_assets.export.dockerfile import DockerfileError, base_images
 from endless_assets.lake import Lake
-from endless_assets.stats_views import difficulty_label
+from endless_assets.models import Task
+from endless_assets.stages.filtering import TaskScore
 
 TASK_ID = re.compile(r"^et-[0-9a-f]{16}$")
 
@@ -27,57 +28,7 @@ class ExportError(Exception):
     """An export cannot be written; the message names the task and what is wrong with it."""
 
 
-@dataclass(frozen=True)
-class ExportTask:
-    """Everything needed to rebuild, grade and describe one verified task."""
-
-    task_id: str
-    batch: str
-    instruction: str
-    dockerfile: str
-    context_files: dict[str, str]
-    initial_test: str
-    completion_test: str
-    reference_solution: str
-    category: str
-    complexity: str
-    scenario: str
-    family: str
-    truth: dict[str, Any]
-    generator: str
-    generator_model: str
-    prompt_version: str
-    solver_model: str
-    k: int
-    successes: int
-    pass_rate: float
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def difficulty(self) -> str:
-        return difficulty_label(self.pass_rate, self.k)
-
-    def metadata(self) -> dict[str, Any]:
-        """Provenance and difficulty, as written into task.toml / task.yaml / RL rows."""
-        return {
-            "task_id": self.task_id,
-            "source_batch": self.batch,
-            "category": self.category,
-            "complexity": self.complexity,
-            "scenario": self.scenario,
-            "family": self.family,
-            "generator": self.generator,
-            "generator_model": self.generator_model,
-            "prompt_version": self.prompt_version,
-            "solver_model": self.solver_model,
-            "k": self.k,
-            "successes": self.successes,
-            "pass_rate": self.pass_rate,
-            "difficulty": self.difficulty,
-        }
-
-
-def load_tasks(lake: Lake, batches: list[str] | None = None) -> list[ExportTask]:
+def load_tasks(lake: Lake, batches: list[str] | None = None) -> list[Task]:
     """Kept tasks of the chosen batches (all when None), ordered by batch and task id."""
     frame = lake.read_all("filtered_dataset")
     if batches:
@@ -93,38 +44,41 @@ def load_tasks(lake: Lake, batches: list[str] | None = None) -> list[ExportTask]
     return [task_from_row(row) for row in frame.to_dicts()]
 
 
-def task_from_row(row: dict[str, Any]) -> ExportTask:
+def task_from_row(row: dict[str, Any]) -> Task:
+    """A `filtered_dataset` row back as the `Task` it was written from, with its score."""
     task_id = str(row.get("task_id") or "?")
+    stored = row.get("task") or ""
+    if not stored:
+        raise ExportError(
+            f"task {task_id} (batch {row.get('batch')}): the filtered_dataset row was written by "
+            "an older version and does not carry the task; re-materialize filtered_dataset for "
+            "that batch (it reuses the stored attempts)"
+        )
     try:
-        context_files = json.loads(row.get("context_files") or "{}")
-        truth = json.loads(row.get("truth") or "{}")
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"task {task_id}: stored JSON does not parse: {exc}") from exc
-    return ExportTask(
-        task_id=task_id,
-        batch=row["batch"],
-        instruction=row.get("instruction") or "",
-        dockerfile=row.get("dockerfile") or "",
-        context_files=context_files,
-        initial_test=row.get("initial_test") or "",
-        completion_test=row.get("completion_test") or "",
-        reference_solution=row.get("reference_solution") or "",
-        category=row.get("category") or "",
-        complexity=row.get("complexity") or "",
-        scenario=row.get("scenario") or "",
-        family=row.get("family") or "",
-        truth=truth if isinstance(truth, dict) else {"value": truth},
-        generator=row.get("generator") or "",
-        generator_model=row.get("generator_model") or "",
-        prompt_version=row.get("prompt_version") or "",
-        solver_model=row.get("solver_model") or "",
-        k=int(row.get("k") or 0),
+        task = Task.model_validate_json(stored)
+        curve = json.loads(row.get("pass_at_curve") or "[]")
+    except (ValueError, ValidationError) as exc:
+        raise ExportError(f"task {task_id}: the stored task does not parse: {exc}") from exc
+    if task.task_id != task_id:
+        raise ExportError(f"task {task_id}: the stored task is {task.task_id}, not this row's")
+    score = TaskScore(
+        attempts=int(row.get("attempts") or 0),
+        harness_errors=int(row.get("harness_errors") or 0),
+        scored_attempts=int(row.get("scored_attempts") or 0),
         successes=int(row.get("successes") or 0),
+        pass_at_n=float(row.get("pass_at_n") or 0.0),
+        curve=[float(p) for p in curve],
         pass_rate=float(row.get("pass_rate") or 0.0),
+        mean_turns_solved=row.get("mean_turns_solved"),
+        solver_model=row.get("solver_model") or "",
+        solver_policy=row.get("solver_policy") or "",
+        kept=bool(row.get("kept")),
+        drop_reason=row.get("drop_reason") or "",
     )
+    return task.model_copy(update={"score": score})
 
 
-def validate_task(task: ExportTask) -> None:
+def validate_task(task: Task) -> None:
     """Raise ExportError naming the task if it cannot be shipped as a gradeable task."""
     problems: list[str] = []
     if not TASK_ID.match(task.task_id):
@@ -132,18 +86,12 @@ def validate_task(task: ExportTask) -> None:
     if not task.instruction.strip():
         problems.append("the instruction is empty")
     try:
-        if not base_images(task.dockerfile):
+        if not base_images(task.dockerfile or ""):
             problems.append("the Dockerfile has no FROM line")
     except DockerfileError as exc:
         problems.append(f"the Dockerfile is malformed: {exc}")
-    for path, text in task.context_files.items():
-        parts = path.split("/")
-        if not path or path.startswith("/") or ".." in parts or path == "Dockerfile":
-            problems.append(f"build-context path {path!r} is not a relative path inside it")
-        if not isinstance(text, str):
-            problems.append(f"build-context file {path!r} is not text")
-    problems += _test_problems("completion test", task.completion_test)
-    if task.initial_test.strip():
+    problems += _test_problems("completion test", task.completion_test or "")
+    if (task.initial_test or "").strip():
         problems += _test_problems("initial-state test", task.initial_test)
     if problems:
         raise ExportError(f"task {task.task_id} (batch {task.batch}): " + "; ".join(problems))
@@ -164,7 +112,7 @@ def _test_problems(what: str, source: str) -> list[str]:
     return [] if names else [f"the {what} defines no test function"]
 
 
-def validate_all(tasks: list[ExportTask]) -> None:
+def validate_all(tasks: list[Task]) -> None:
     """Validate every task first, so a bad task fails the export before anything is written."""
     for task in tasks:
         validate_task(task)

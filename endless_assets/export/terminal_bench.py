@@ -31,8 +31,8 @@ from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, GRADER_FILE, VERIFIE
 from endless_assets.export.harbor import check_base_image as _check_base_image
 from endless_assets.export.harbor_import import solution_body
 from endless_assets.export.output import staged_directory, write_text
-from endless_assets.export.tasks import ExportError, ExportTask, validate_all
-from endless_assets.models import AGENT_HOME, AGENT_USER
+from endless_assets.export.tasks import ExportError, validate_all
+from endless_assets.models import AGENT_HOME, AGENT_USER, Task
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 TEST_FILE = "test_outputs.py"
@@ -63,7 +63,7 @@ cd / && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \\
 """
 
 
-def task_yaml(task: ExportTask, base_image: str) -> str:
+def task_yaml(task: Task, base_image: str) -> str:
     difficulty = task.difficulty if task.difficulty in ("easy", "medium", "hard") else "unknown"
     data: dict[str, Any] = {
         "instruction": task.instruction.rstrip("\n"),
@@ -76,12 +76,12 @@ def task_yaml(task: ExportTask, base_image: str) -> str:
         "max_agent_timeout_sec": AGENT_TIMEOUT_SEC,
         "max_test_timeout_sec": VERIFIER_TIMEOUT_SEC,
         "run_tests_in_same_shell": False,
-        "endless": {**task.metadata(), "base_image": base_image},
+        "endless": {**task.provenance(), "base_image": base_image},
     }
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
 
 
-def dockerfile(task: ExportTask, base_image: str) -> str:
+def dockerfile(task: Task, base_image: str) -> str:
     text = rebase(task.dockerfile, base_image).rstrip("\n")
     workdirs = [
         ln.split(None, 1)[1].strip()
@@ -112,7 +112,7 @@ def solution_script(reference_solution: str) -> str:
     )
 
 
-def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]:
+def task_files(task: Task, base_image: str) -> dict[str, tuple[str, bool]]:
     clashes = sorted(
         p for p in task.context_files if p in RESERVED or p == "tests" or p.startswith("tests/")
     )
@@ -136,7 +136,7 @@ def task_files(task: ExportTask, base_image: str) -> dict[str, tuple[str, bool]]
 
 
 def export_terminal_bench(
-    tasks: list[ExportTask], out: Path, *, base_image: str, overwrite: bool = False
+    tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
 ) -> list[Path]:
     validate_all(tasks)
     _check_base_image(base_image)
@@ -150,7 +150,7 @@ def export_terminal_bench(
     return written
 
 
-def _check_written(directory: Path, task: ExportTask) -> None:
+def _check_written(directory: Path, task: Task) -> None:
     config = yaml.safe_load((directory / "task.yaml").read_text(encoding="utf-8"))
     if config.get("instruction", "").strip() != task.instruction.strip():
         raise ExportError(f"task {task.task_id}: task.yaml does not carry the instruction back")

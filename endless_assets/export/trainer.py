@@ -26,9 +26,9 @@ import polars as pl
 from endless_assets.export.dockerfile import rebase
 from endless_assets.export.harbor import check_base_image
 from endless_assets.export.output import staged_directory
-from endless_assets.export.tasks import ExportError, ExportTask, validate_all
+from endless_assets.export.tasks import ExportError, validate_all
 from endless_assets.lake import Lake
-from endless_assets.models import AGENT_HOME, AGENT_USER
+from endless_assets.models import AGENT_HOME, AGENT_USER, Task
 from endless_assets.settings import Settings
 
 DATA_SOURCE = "endless"
@@ -67,10 +67,10 @@ def prompt_messages(instruction: str, settings: Settings) -> list[dict[str, str]
 
 
 def rl_row(
-    task: ExportTask, index: int, *, base_image: str, settings: Settings, split: str
+    task: Task, index: int, *, base_image: str, settings: Settings, split: str
 ) -> dict[str, Any]:
     prompt = prompt_messages(task.instruction, settings)
-    meta = task.metadata()
+    meta = task.provenance()
     return {
         "data_source": DATA_SOURCE,
         "prompt": prompt,
@@ -85,7 +85,7 @@ def rl_row(
             "batch": task.batch,
             "category": task.category,
             "difficulty": task.difficulty,
-            "pass_rate": task.pass_rate,
+            "pass_rate": meta["pass_rate"],
         },
         "split": split,
         **{k: meta[k] for k in ("task_id", "category", "complexity", "scenario", "family")},
@@ -103,10 +103,7 @@ def rl_row(
         "max_turns": settings.max_turns,
         "command_timeout": settings.command_timeout,
         "difficulty": task.difficulty,
-        "pass_rate": task.pass_rate,
-        "k": task.k,
-        "successes": task.successes,
-        "solver_model": task.solver_model,
+        **{k: meta[k] for k in ("pass_rate", "scored_attempts", "successes", "solver_model")},
         "generator": task.generator,
         "generator_model": task.generator_model,
         "prompt_version": task.prompt_version,
@@ -187,7 +184,7 @@ def _rl_schema() -> dict[str, pl.DataType]:
         "command_timeout": pl.Float64,
         "difficulty": text,
         "pass_rate": pl.Float64,
-        "k": pl.Int64,
+        "scored_attempts": pl.Int64,
         "successes": pl.Int64,
         "solver_model": text,
         "generator": text,
@@ -197,7 +194,7 @@ def _rl_schema() -> dict[str, pl.DataType]:
 
 
 def export_rl(
-    tasks: list[ExportTask],
+    tasks: list[Task],
     out: Path,
     *,
     base_image: str,
@@ -222,7 +219,7 @@ def export_rl(
     return {name: len(rows) for name, rows in splits.items()}
 
 
-def successful_rollouts(lake: Lake, tasks: list[ExportTask]) -> pl.DataFrame:
+def successful_rollouts(lake: Lake, tasks: list[Task]) -> pl.DataFrame:
     columns = ["task_id", "batch", "policy", "model", "rollout_idx", "n_turns", "messages"]
     columns += ["tokens_in", "tokens_out", "reward"]
     if not lake.has_data("solver_rollouts") or not tasks:
@@ -238,7 +235,7 @@ def successful_rollouts(lake: Lake, tasks: list[ExportTask]) -> pl.DataFrame:
 
 
 def export_sft(
-    lake: Lake, tasks: list[ExportTask], out: Path, *, overwrite: bool = False
+    lake: Lake, tasks: list[Task], out: Path, *, overwrite: bool = False
 ) -> dict[str, int]:
     """train.parquet/.jsonl: one row per successful rollout that has chat messages."""
     validate_all(tasks)

@@ -28,6 +28,7 @@ from endless_assets.generation.dockerfile_checks import (
     check_dockerfile,
     first_instruction,
 )
+from endless_assets.models import is_context_path
 
 MAX_INSTRUCTION_CHARS = 8000
 MIN_INSTRUCTION_CHARS = 20
@@ -321,8 +322,7 @@ def context_files(body: str) -> dict[str, str]:
 
 def check_context_path(raw: str) -> str:
     path = raw.strip()
-    parts = PurePosixPath(path).parts
-    if not path or path.startswith("/") or ".." in parts or path == "Dockerfile":
+    if not is_context_path(path):
         raise ParseError(
             f"file path {raw!r} must be relative to the build context (e.g. setup/data.csv), "
             "without '..', and not 'Dockerfile'"

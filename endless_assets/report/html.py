@@ -27,7 +27,7 @@ from endless_assets.report.tables import (
     stats_query,
     stats_tables,
 )
-from endless_assets.stats_views import difficulty_label
+from endless_assets.stages.filtering import difficulty_label
 
 TEXT_LIMIT = 20_000
 
@@ -161,9 +161,9 @@ def sample_tasks(lake: Lake, batches: list[str] | None, limit: int) -> pl.DataFr
     return query(
         lake,
         f"""
-        select task_id, batch, category, complexity, scenario, family, solver_model, k,
-               successes, pass_rate, instruction, completion_test, reference_solution,
-               dockerfile, initial_test
+        select task_id, batch, category, complexity, scenario, family, solver_model,
+               scored_attempts, successes, pass_rate, instruction, completion_test,
+               reference_solution, dockerfile, initial_test
         from filtered_dataset where kept and {batch_filter(batches)}
         order by hash(task_id) limit {int(limit)}
         """,
@@ -178,12 +178,12 @@ def _pre(title: str, text: str | None) -> str:
 
 
 def _task_html(row: dict[str, Any]) -> str:
-    label = difficulty_label(row["pass_rate"], row["k"])
+    label = difficulty_label(row["pass_rate"], row["scored_attempts"])
     summary = (
         f"<code>{escape(row['task_id'])}</code> {escape(row['category'] or '')}"
         f"<span class='tag'>{escape(row['complexity'] or '')}</span>"
         f"<span class='tag'>{escape(label)} · pass rate {row['pass_rate']:.2f} "
-        f"({row['successes']}/{row['k']})</span>"
+        f"({row['successes']}/{row['scored_attempts']})</span>"
     )
     return (
         f"<details class='task' data-category='{escape(row['category'] or '', quote=True)}'>"

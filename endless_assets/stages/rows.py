@@ -29,6 +29,27 @@ def frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+# The task's own columns, shared by `task_descriptions` and `filtered_dataset`.
+TASK_COLUMNS = (
+    "category",
+    "complexity",
+    "scenario",
+    "family",
+    "instruction",
+    "truth",
+    "reference_solution",
+    "generator",
+    "generator_model",
+    "prompt_version",
+)
+
+
+def task_columns(task: Task) -> dict[str, Any]:
+    columns = {name: getattr(task, name) for name in TASK_COLUMNS}
+    columns["truth"] = task.truth_json()
+    return columns
+
+
 def description_row(
     draft: Task,
     usage: Usage,
@@ -42,16 +63,7 @@ def description_row(
         "task_id": draft.task_id,
         "batch": draft.batch,
         "index": draft.index,
-        "category": draft.category,
-        "complexity": draft.complexity,
-        "scenario": draft.scenario,
-        "family": draft.family,
-        "instruction": draft.instruction,
-        "truth": draft.truth_json(),
-        "reference_solution": draft.reference_solution,
-        "generator": draft.generator,
-        "generator_model": draft.generator_model,
-        "prompt_version": draft.prompt_version,
+        **task_columns(draft),
         "seed": draft.seed,
         "status": status,
         "reject_reason": reason,
@@ -60,7 +72,7 @@ def description_row(
         "tokens_in": usage.tokens_in,
         "tokens_out": usage.tokens_out,
         "seconds": seconds,
-        "draft": draft.model_dump_json(),
+        "draft": draft.stored_json(),
         "created_at": now(),
     }
 
@@ -78,35 +90,40 @@ def failed_description_row(
     status: str,
 ) -> dict[str, Any]:
     """A stage-I failure (no usable task): kept as a row so the funnel shows it."""
-    return {
-        "task_id": task_id_for(batch, index, "", {"failed": True}),
-        "batch": batch,
-        "index": index,
-        "category": "",
-        "complexity": "",
-        "scenario": "",
-        "family": "",
-        "instruction": "",
-        "truth": "{}",
-        "reference_solution": "",
-        "generator": generator,
-        "generator_model": model,
-        "prompt_version": version,
-        "seed": seed,
-        "status": status,
-        "reject_reason": reason,
-        "duplicate_of": "",
-        "requests": usage.requests,
-        "tokens_in": usage.tokens_in,
-        "tokens_out": usage.tokens_out,
-        "seconds": seconds,
-        "draft": "",
-        "created_at": now(),
-    }
+    placeholder = Task.model_construct(
+        batch=batch,
+        index=index,
+        seed=seed,
+        instruction="",
+        truth={},
+        generator=generator,
+        generator_model=model,
+        prompt_version=version,
+        **dict.fromkeys(("category", "complexity", "scenario", "family", "reference_solution"), ""),
+    )
+    row = description_row(placeholder, usage, seconds, status=status, reason=reason)
+    row.update(task_id=task_id_for(batch, index, "", {"failed": True}), draft="")
+    return row
 
 
 def draft_from_row(row: dict[str, Any]) -> Task:
     return Task.model_validate_json(row["draft"])
+
+
+def tasks_with_tests(
+    descriptions: pl.DataFrame, environments: pl.DataFrame, completion_tests: pl.DataFrame
+) -> list[Task]:
+    """The tasks that passed stage III, each with its environment and completion test filled in
+    (what stage IV attempts and what `filtered_dataset` scores)."""
+    tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
+    envs = {r["task_id"]: r for r in environments.to_dicts()}
+    return [
+        draft_with_environment(draft_from_row(row), envs[row["task_id"]]).model_copy(
+            update={"completion_test": tests[row["task_id"]]["completion_test"]}
+        )
+        for row in descriptions.to_dicts()
+        if row["task_id"] in tests
+    ]
 
 
 def environment_row(draft: Task, out: EnvironmentOutcome) -> dict[str, Any]:
@@ -157,6 +174,38 @@ def completion_row(draft: Task, out: CompletionOutcome) -> dict[str, Any]:
         "requests": out.usage.requests,
         "tokens_in": out.usage.tokens_in,
         "tokens_out": out.usage.tokens_out,
+        "created_at": now(),
+    }
+
+
+def filtered_row(task: Task, image_tag: str) -> dict[str, Any]:
+    """A scored task as a `filtered_dataset` row: the score, the task's columns, and the whole
+    task as JSON (what exports read back)."""
+    score = task.score
+    if score is None:
+        raise ValueError(f"task {task.task_id} has no score yet")
+    return {
+        "task_id": task.task_id,
+        "batch": task.batch,
+        "solver_model": score.solver_model,
+        "solver_policy": score.solver_policy,
+        "attempts": score.attempts,
+        "harness_errors": score.harness_errors,
+        "scored_attempts": score.scored_attempts,
+        "successes": score.successes,
+        "pass_at_n": score.pass_at_n,
+        "pass_at_curve": json.dumps([round(p, 6) for p in score.curve]),
+        "pass_rate": score.pass_rate,
+        "mean_turns_solved": score.mean_turns_solved,
+        "kept": score.kept,
+        "drop_reason": score.drop_reason,
+        **task_columns(task),
+        "dockerfile": task.dockerfile or "",
+        "context_files": json.dumps(task.context_files, sort_keys=True, ensure_ascii=False),
+        "initial_test": task.initial_test or "",
+        "image_tag": image_tag,
+        "completion_test": task.completion_test or "",
+        "task": task.stored_json(),
         "created_at": now(),
     }
 
