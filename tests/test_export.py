@@ -259,17 +259,40 @@ def test_a_malformed_task_fails_the_export_by_id_and_keeps_the_previous_export(
     export_dataset(copy, "harbor", out)
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     bad_id = sorted(kept)[1]
-    frame = copy.read("filtered_dataset", BATCH).with_columns(
-        completion_test=pl.when(pl.col("task_id") == bad_id)
-        .then(pl.lit("def test_(:\n"))
-        .otherwise(pl.col("completion_test"))
-    )
-    copy.write("filtered_dataset", BATCH, frame)
+    edit_stored_task(copy, bad_id, completion_test="def test_(:\n")
     for fmt in ("harbor", "terminal-bench", "rl"):
         with pytest.raises(ExportError, match=f"task {bad_id} .*completion test does not parse"):
             export_dataset(copy, fmt, out, overwrite=True)
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".harbor.")]
+
+
+def edit_stored_task(lake: Lake, task_id: str, **changes: str) -> None:
+    """Change a kept task as stored (its column and the task JSON the row carries)."""
+    frame = lake.read("filtered_dataset", BATCH)
+    stored = frame.filter(pl.col("task_id") == task_id)["task"][0]
+    task = json.dumps(json.loads(stored) | changes)
+    frame = frame.with_columns(
+        *(
+            pl.when(pl.col("task_id") == task_id).then(pl.lit(v)).otherwise(pl.col(k)).alias(k)
+            for k, v in {**changes, "task": task}.items()
+        )
+    )
+    lake.write("filtered_dataset", BATCH, frame)
+
+
+def test_a_stored_row_that_disagrees_with_its_task_fails_the_export_by_id(lake, kept, tmp_path):
+    copy = Lake(tmp_path / "lake-copy")
+    shutil.copytree(lake.data_dir, copy.data_dir)
+    task_id = sorted(kept)[0]
+    frame = copy.read("filtered_dataset", BATCH).with_columns(
+        instruction=pl.when(pl.col("task_id") == task_id)
+        .then(pl.lit("Do something else."))
+        .otherwise(pl.col("instruction"))
+    )
+    copy.write("filtered_dataset", BATCH, frame)
+    with pytest.raises(ExportError, match=f"task {task_id} .*instruction disagree"):
+        export_dataset(copy, "harbor", tmp_path / "harbor")
 
 
 def test_export_refuses_a_non_empty_destination_and_unknown_batches(lake, tmp_path):
@@ -302,8 +325,8 @@ def test_the_dataset_exports_asset_writes_every_format_and_reports_headline_figu
     assert pl.read_parquet(exports / "rl/train.parquet").height == TASKS
     assert meta["tasks_kept"].value == TASKS and meta["tasks_sampled"].value == TASKS
     assert meta["keep_rate"].value == 1.0
-    assert meta["rl_rows"].value == {"train": TASKS}
-    assert "IV. solver filter" in meta["funnel"].value
+    assert {r.data["part"]: r.data["rows"] for r in meta["rl_rows"].records} == {"train": TASKS}
+    assert "IV. solver filter" in [r.data["stage"] for r in meta["funnel"].records]
     assert meta["report"].value == str(exports / "report.html")
 
 
@@ -311,12 +334,7 @@ def test_a_task_kept_without_a_reference_solution_ships_without_one(lake, kept, 
     copy = Lake(tmp_path / "lake-copy")
     shutil.copytree(lake.data_dir, copy.data_dir)
     bare = sorted(kept)[2]
-    frame = copy.read("filtered_dataset", BATCH).with_columns(
-        reference_solution=pl.when(pl.col("task_id") == bare)
-        .then(pl.lit(""))
-        .otherwise(pl.col("reference_solution"))
-    )
-    copy.write("filtered_dataset", BATCH, frame)
+    edit_stored_task(copy, bare, reference_solution="")
     export_dataset(copy, "harbor", tmp_path / "harbor")
     assert not (tmp_path / "harbor" / bare / "solution").exists()
     others = [t for t in kept if t != bare]

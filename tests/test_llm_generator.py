@@ -188,7 +188,7 @@ def test_cost_and_rejections_are_queryable_and_in_the_metadata(batch):
     assert batch["requests"][0] == 28 + 2
     meta = first.asset_materializations_for_node("task_descriptions")[0].metadata
     assert meta["llm_requests_sent"].value == 9 and meta["llm_replies_used"].value == 7
-    assert "duplicate" in meta["reject_reasons"].value
+    assert "duplicate" in [r.data["reason"] for r in meta["reject_reasons"].records]
     meta = first.asset_materializations_for_node("task_environments")[0].metadata
     assert meta["llm_requests_sent"].value == 14 and meta["tokens_out"].value > 0
     meta = first.asset_materializations_for_node("completion_tests")[0].metadata

@@ -1,6 +1,6 @@
 """Failure analysis of one trajectory: loops, command diversity, and a failure mode per rollout.
 
-Definitions (also in the README):
+Definitions (also in docs/solver.md):
 - A command is *normalized* by trimming it and collapsing runs of whitespace.
 - An *observation* is the command's output and exit code.
 - **loop_detected** is true when either (a) one normalized command was run at least 3 times and

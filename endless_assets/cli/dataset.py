@@ -204,7 +204,7 @@ def import_harbor(
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in `dagster dev`",
+            "see the log above or the run in the UI (`dg dev`)",
             code=1,
         )
     out.print(

@@ -70,7 +70,7 @@ def run(
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in `dagster dev`",
+            "see the log above or the run in the UI (`dg dev`)",
             code=1,
         )
     kept = _kept(settings.data_dir, batch)

@@ -128,9 +128,18 @@ def status_metadata(frame: pl.DataFrame, *, status_col: str = "status") -> dict[
     if "reject_reason" in frame.columns and len(frame):
         reasons = Counter(r.split(": ", 1)[0] for r in frame["reject_reason"].to_list() if r)
         if reasons:
-            table = "\n".join(f"| {r} | {n} |" for r, n in reasons.most_common())
-            meta["reject_reasons"] = dg.MetadataValue.md(f"| reason | tasks |\n|---|---|\n{table}")
+            meta["reject_reasons"] = counts_table(reasons, "reason")
     return meta
+
+
+def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMetadataValue:
+    """A count per key (most common first) as a metadata table the UI shows with its schema."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({key: str(k), count: n}) for k, n in counts.most_common()],
+        schema=dg.TableSchema(
+            columns=[dg.TableColumn(key, "string"), dg.TableColumn(count, "int")]
+        ),
+    )
 
 
 def timing_metadata(seconds: list[float], wall: float) -> dict[str, Any]:

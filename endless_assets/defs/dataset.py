@@ -9,6 +9,7 @@ import polars as pl
 
 from endless_assets.agent.factory import policy_factory
 from endless_assets.defs.common import (
+    counts_table,
     invariants,
     invariants_check_spec,
     schema_check_spec,
@@ -120,10 +121,7 @@ def _materialize(
         "wall_seconds": round(time.monotonic() - started, 2),
     }
     if reasons:
-        metadata["drop_reasons"] = dg.MetadataValue.md(
-            "| reason | tasks |\n|---|---|\n"
-            + "\n".join(f"| {r} | {n} |" for r, n in reasons.most_common())
-        )
+        metadata["drop_reasons"] = counts_table(reasons, "reason")
     if kept_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(kept_rows[0]))
     return dg.MaterializeResult(

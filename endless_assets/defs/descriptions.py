@@ -1,10 +1,12 @@
 """Stage I asset: sample the batch's task descriptions."""
 
 import time
+from collections import Counter
 
 import dagster as dg
 
 from endless_assets.defs.common import (
+    counts_table,
     run_parallel,
     schema_check_spec,
     status_metadata,
@@ -99,7 +101,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     }
     if ok_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(ok_rows[0]))
-        metadata["categories"] = dg.MetadataValue.json(
-            table.filter(table["status"] == OK)["category"].value_counts(sort=True).to_dicts()
+        metadata["categories"] = counts_table(
+            Counter(table.filter(table["status"] == OK)["category"].to_list()), "category"
         )
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])

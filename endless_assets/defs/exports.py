@@ -8,11 +8,13 @@ when written completely; a task that fails validation fails the materialization 
 leaves the previous exports as they were.
 """
 
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
+from endless_assets.defs.common import counts_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED
 from endless_assets.export import FORMATS, ExportError, OutputError, export_dataset
@@ -30,17 +32,23 @@ class ExportsConfig(dg.Config):
     report: bool = True
 
 
-def _markdown(frame: pl.DataFrame, limit: int = 30) -> str:
-    if frame.is_empty():
-        return "no rows"
-    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
-    rows = []
-    for row in frame.head(limit).iter_rows():
-        cells = [
-            f"{v:.3g}" if isinstance(v, float) else str("" if v is None else v)[:80] for v in row
-        ]
-        rows.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    return head + "\n".join(rows)
+def _table(frame: pl.DataFrame, limit: int = 50) -> dg.TableMetadataValue:
+    """A stats table as a metadata table (its schema from the frame; at most `limit` rows)."""
+    kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
+    columns = [
+        dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
+        for name, dtype in frame.schema.items()
+    ]
+    records = [
+        dg.TableRecord(
+            {
+                k: v if isinstance(v, int | float | bool) else ("" if v is None else str(v))
+                for k, v in row.items()
+            }
+        )
+        for row in frame.head(limit).to_dicts()
+    ]
+    return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
 
 
 @dg.asset(
@@ -78,7 +86,7 @@ def dataset_exports(
             )
             context.log.info(f"{fmt}: {summary.tasks} tasks -> {summary.out} {summary.rows}")
             metadata[f"{fmt}_path"] = dg.MetadataValue.path(str(summary.out))
-            metadata[f"{fmt}_rows"] = dg.MetadataValue.json(summary.rows)
+            metadata[f"{fmt}_rows"] = counts_table(Counter(summary.rows), "part", "rows")
         figures = headline(lake, batches)
         tables = {t.name: t.frame for t in stats_tables(lake, batches)}
         if config.report:
@@ -88,5 +96,5 @@ def dataset_exports(
         raise dg.Failure(f"export failed, previous exports left as they were: {exc}") from exc
     metadata.update({name: value for name, value in figures.items()})
     for name in ("funnel", "category_mix", "difficulty", "failure_modes", "token_cost"):
-        metadata[name] = dg.MetadataValue.md(_markdown(tables[name]))
+        metadata[name] = _table(tables[name])
     return dg.MaterializeResult(metadata=metadata)

@@ -17,7 +17,13 @@ from endless_assets.agent.breaker import EndpointBreaker
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.defs.common import run_parallel, schema_check_spec, timing_metadata, validate
+from endless_assets.defs.common import (
+    counts_table,
+    run_parallel,
+    schema_check_spec,
+    timing_metadata,
+    validate,
+)
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import Task
@@ -159,10 +165,7 @@ def _materialize(
         "tokens_out": int(current["tokens_out"].sum()) if len(current) else 0,
         "environment_steps_now": steps,
         "other_solvers_rows_kept": len(plan.others),
-        "failure_modes": dg.MetadataValue.md(
-            "| failure mode | rollouts |\n|---|---|\n"
-            + "\n".join(f"| {m} | {n} |" for m, n in modes.most_common())
-        ),
+        "failure_modes": counts_table(modes, "failure_mode", "rollouts"),
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }
     if ran_seconds > 0 and steps:

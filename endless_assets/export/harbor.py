@@ -20,7 +20,7 @@ python3-pytest), unlike tasks that download uv and pytest when they are graded. 
 with our own grader (`tests/endless_grader.py`, the file the pipeline runs in every container):
 it kills everything the agent user left running, then runs the test as that user with one
 capability in its own process, so nothing the agent left behind runs with more privilege than
-it had or changes the verdict (see the README's threat model).
+it had or changes the verdict (see the threat model in docs/sandbox.md).
 The agent runs as `user` (uid 1000, home /home/user), as in our pipeline.
 """
 

@@ -20,6 +20,7 @@ from endless_assets.export.dockerfile import DockerfileError, base_images
 from endless_assets.lake import Lake
 from endless_assets.models import Task
 from endless_assets.stages.filtering import TaskScore
+from endless_assets.stages.rows import stored_columns
 
 TASK_ID = re.compile(r"^et-[0-9a-f]{16}$")
 
@@ -61,6 +62,12 @@ def task_from_row(row: dict[str, Any]) -> Task:
         raise ExportError(f"task {task_id}: the stored task does not parse: {exc}") from exc
     if task.task_id != task_id:
         raise ExportError(f"task {task_id}: the stored task is {task.task_id}, not this row's")
+    differing = [name for name, value in stored_columns(task).items() if row.get(name) != value]
+    if differing:
+        raise ExportError(
+            f"task {task_id} (batch {row.get('batch')}): column(s) {', '.join(differing)} "
+            "disagree with the stored task; re-materialize filtered_dataset for that batch"
+        )
     score = TaskScore(
         attempts=int(row.get("attempts") or 0),
         harness_errors=int(row.get("harness_errors") or 0),

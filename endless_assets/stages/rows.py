@@ -50,6 +50,18 @@ def task_columns(task: Task) -> dict[str, Any]:
     return columns
 
 
+def stored_columns(task: Task) -> dict[str, Any]:
+    """The columns of a `filtered_dataset` row that repeat the task (for SQL); exports check
+    them against the task JSON the row carries."""
+    return {
+        **task_columns(task),
+        "dockerfile": task.dockerfile or "",
+        "context_files": json.dumps(task.context_files, sort_keys=True, ensure_ascii=False),
+        "initial_test": task.initial_test or "",
+        "completion_test": task.completion_test or "",
+    }
+
+
 def description_row(
     draft: Task,
     usage: Usage,
@@ -199,12 +211,8 @@ def filtered_row(task: Task, image_tag: str) -> dict[str, Any]:
         "mean_turns_solved": score.mean_turns_solved,
         "kept": score.kept,
         "drop_reason": score.drop_reason,
-        **task_columns(task),
-        "dockerfile": task.dockerfile or "",
-        "context_files": json.dumps(task.context_files, sort_keys=True, ensure_ascii=False),
-        "initial_test": task.initial_test or "",
+        **stored_columns(task),
         "image_tag": image_tag,
-        "completion_test": task.completion_test or "",
         "task": task.stored_json(),
         "created_at": now(),
     }
