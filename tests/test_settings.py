@@ -52,10 +52,10 @@ def test_unknown_settings_are_refused():
         Settings.resolve(taks=3)
 
 
-def test_the_readme_documents_every_setting():
-    with open("README.md") as fh:
-        readme = fh.read()
-    assert settings_table() in readme
+def test_the_settings_page_documents_every_setting():
+    with open("docs/settings.md") as fh:
+        page = fh.read()
+    assert settings_table() in page
 
 
 def test_the_dagster_resource_exposes_every_setting():
