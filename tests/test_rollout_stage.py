@@ -238,5 +238,7 @@ def check_a_smaller_k_reuses_and_keeps_every_stored_attempt(data_dir, smaller_k,
         Lake(data_dir), "select model, count(*) n from solver_rollouts group by 1 order by 1"
     )
     assert stored.rows() == [("model-a", TASKS * 3), ("model-b", TASKS * 2)]
-    dataset = query(Lake(data_dir), "select solver_model, k, successes from filtered_dataset")
+    dataset = query(
+        Lake(data_dir), "select solver_model, scored_attempts, successes from filtered_dataset"
+    )
     assert dataset.rows() == [("chat/model-a", 2, 2)] * TASKS

@@ -256,8 +256,8 @@ def launch_import(
     """Add the partition on the instance and run the `imported_batch` job for it."""
     from endless_assets.defs.imports import IMPORT_OP
     from endless_assets.defs.jobs import imported_batch_job
+    from endless_assets.defs.partitions import imported_batches
     from endless_assets.launch import launch_job
-    from endless_assets.partitions import imported_batches
 
     import_config = {
         "source_dir": str(source),

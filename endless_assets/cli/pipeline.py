@@ -85,7 +85,7 @@ def _batch_key(date: str | None) -> str:
     2026-W02-1 as dates; those are refused, not rewritten), and one of the partitions: from the
     first batch to today in UTC (end_offset=1 makes today's batch the last one; a later day is
     not a partition yet, so it is refused rather than written ahead of its day)."""
-    from endless_assets.partitions import BATCH_START, batches
+    from endless_assets.defs.partitions import BATCH_START, batches
 
     today = dt.datetime.now(dt.UTC).date().isoformat()
     if date is None:

@@ -14,7 +14,12 @@ import dagster as dg
 import pandera.polars as pa
 import polars as pl
 
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.generation import TaskGenerator
 from endless_assets.schemas import TABLES
+from endless_assets.settings import Settings
+from endless_assets.stages import HARNESS_ERROR
+from endless_assets.stages.journal import Journal, Resumable, fingerprint
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,6 +61,26 @@ def run_parallel(
                 elapsed = time.monotonic() - started
                 context.log.info(f"{label}: {done}/{len(items)} done in {elapsed:.1f} s")
     return [r for r in results if r is not None]
+
+
+def resumable(
+    pipeline: PipelineSettings,
+    settings: Settings,
+    table: str,
+    batch: str,
+    generator: TaskGenerator,
+    *,
+    key: str = "task_id",
+) -> Resumable:
+    """Stage I-III work that survives a crash: each finished row is journaled as it finishes and
+    a rerun under the same settings reuses it (stages/journal.py). Rows are keyed by `key`."""
+    scope = fingerprint(settings.as_dict(), generator.name, generator.model, generator.version)
+    return Resumable(
+        Journal(pipeline.lake().data_dir, table, batch, scope),
+        item_key=lambda item: str(item if key == "index" else item.task_id),
+        row_key=lambda row: str(row[key]),
+        finished=lambda row: row["status"] != HARNESS_ERROR,
+    )
 
 
 def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:

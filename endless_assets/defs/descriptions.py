@@ -7,6 +7,7 @@ import dagster as dg
 
 from endless_assets.defs.common import (
     counts_table,
+    resumable,
     run_parallel,
     schema_check_spec,
     status_metadata,
@@ -15,12 +16,12 @@ from endless_assets.defs.common import (
     usage_metadata,
     validate,
 )
+from endless_assets.defs.partitions import batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import task_seed
-from endless_assets.partitions import batches
 from endless_assets.sandbox.base_image import base_image_tag
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
 from endless_assets.stages.rows import description_row, failed_description_row, frame
@@ -78,10 +79,11 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
             HARNESS_ERROR,
         )
 
+    resume = resumable(pipeline, settings, TABLE, batch, generator, key="index")
     rows = run_parallel(
         context,
         list(range(settings.tasks)),
-        describe,
+        resume.wrap(describe),
         failed,
         workers=task_parallelism(generator, settings),
         label="describe",
@@ -94,6 +96,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     metadata = {
         "funnel_step": "I. describe",
         "generator": generator.name,
+        "recovered_from_journal": len(resume.recovered),
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),

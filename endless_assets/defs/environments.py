@@ -9,6 +9,7 @@ import polars as pl
 from endless_assets.defs.common import (
     invariants,
     invariants_check_spec,
+    resumable,
     run_parallel,
     schema_check_spec,
     status_metadata,
@@ -88,10 +89,11 @@ def _materialize(
         out = EnvironmentOutcome(draft.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
         return environment_row(draft, out)
 
+    resume = resumable(pipeline, settings, TABLE, context.partition_key, generator)
     rows = run_parallel(
         context,
         drafts,
-        work,
+        resume.wrap(work),
         failed,
         workers=task_parallelism(generator, settings),
         label="environment",
@@ -106,6 +108,7 @@ def _materialize(
     metadata = {
         "funnel_step": "II. environment",
         "entered": len(drafts),
+        "recovered_from_journal": len(resume.recovered),
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),

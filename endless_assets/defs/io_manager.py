@@ -8,6 +8,7 @@ import polars as pl
 from endless_assets.catalog import rebuild_catalog
 from endless_assets.lake import Lake, LakeError
 from endless_assets.schemas import TABLES, polars_schema
+from endless_assets.stages.journal import Journal
 
 
 def column_schema(table: str) -> dg.TableSchema:
@@ -38,6 +39,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         batch = context.partition_key if context.has_partition_key else "all"
         lake = self._lake()
         path = lake.write(table, batch, obj)
+        Journal(lake.data_dir, table, batch).clear()  # the partition now holds that work
         rebuild_catalog(lake)
         metadata: dict = {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
         if table in TABLES:

@@ -1,6 +1,8 @@
 """Stage IV asset: k attempts per task by the configured solver, each in a fresh container.
 
-Which attempts run and which are reused is stages/attempts.py's business. Episodes run
+Which attempts run and which are reused is stages/attempts.py's business; each scored attempt
+is persisted as it finishes (stages/journal.py), so an interrupted run loses only what was in
+flight. Episodes run
 `Settings.episode_workers` at a time (16 for a chat model, which mostly waits on its endpoint)
 while at most `workers` of them start a container or run pytest at once, so a 2-core machine
 stays responsive.
@@ -27,7 +29,8 @@ from endless_assets.defs.common import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import Task
-from endless_assets.stages.attempts import ImageCache, plan_attempts
+from endless_assets.stages.attempts import ImageCache, attempt_key, plan_attempts, with_recovered
+from endless_assets.stages.journal import Journal
 from endless_assets.stages.rows import frame, rollout_row, tasks_with_tests
 
 TABLE = "solver_rollouts"
@@ -84,13 +87,17 @@ def _materialize(
     started = time.monotonic()
 
     tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests)
-    stored = pipeline.lake().read_or_empty(TABLE, batch).to_dicts()
+    lake = pipeline.lake()
+    journal = Journal(lake.data_dir, TABLE, batch)
+    recovered = journal.rows()
+    stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
     plan = plan_attempts(tasks, stored, policy_name, model, k)
     todo, reusable = plan.todo, plan.reusable
     workers = settings.episode_workers
     context.log.info(
         f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
-        f"{len(reusable)} scored rollouts reused, {len(todo)} to run, {workers} episodes in "
+        f"{len(reusable)} scored rollouts reused ({len(recovered)} recovered from the journal of "
+        f"an interrupted run), {len(todo)} to run, {workers} episodes in "
         f"parallel, at most {settings.workers} starting containers or grading at once"
     )
     docker_slots = threading.BoundedSemaphore(max(1, settings.workers))
@@ -121,7 +128,10 @@ def _materialize(
             docker_slots=docker_slots,
         )
         breaker.record(rollout)
-        return rollout_row(batch, idx, rollout)
+        row = rollout_row(batch, idx, rollout)
+        if row["reward"] is not None:  # scored: persisted now, reused if this run dies
+            journal.record(attempt_key(row), row)
+        return row
 
     def failed(item: tuple[Task, int], exc: BaseException) -> dict:
         task, idx = item
@@ -156,6 +166,7 @@ def _materialize(
         "tasks": len(tasks),
         "rollouts": len(current),
         "reused": len(reusable),
+        "recovered_from_journal": len(recovered),
         "ran_now": len(new_rows),
         "harness_errors": len(current) - len(scored),
         "endpoint_breaker_opened": breaker.is_open,

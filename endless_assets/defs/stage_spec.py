@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.generation import TaskGenerator
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.factory import make_generator
-from endless_assets.partitions import batches, imported_batches
 from endless_assets.settings import Settings
 
 

@@ -49,6 +49,22 @@ def plan_attempts(
     )
 
 
+def with_recovered(
+    stored: list[dict[str, Any]], recovered: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The partition's stored rows with the journal's rows (attempts finished by a run that did
+    not get to write the partition) taking the place of the stored row of the same attempt."""
+    key = lambda r: (r["task_id"], r["policy"], r["model"], r["rollout_idx"])  # noqa: E731
+    rows = {key(r): r for r in stored}
+    rows.update({key(r): r for r in recovered})
+    return list(rows.values())
+
+
+def attempt_key(row: dict[str, Any]) -> str:
+    """A rollout row's identity in the journal."""
+    return f"{row['task_id']}\0{row['policy']}\0{row['model']}\0{row['rollout_idx']}"
+
+
 def current_columns(row: dict[str, Any]) -> dict[str, Any]:
     """A row written by an older version of the rollouts table, completed with today's columns."""
     row = {"prompt_version": "", **row}
