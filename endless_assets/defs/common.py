@@ -108,15 +108,33 @@ def invariants_check_spec(
     )
 
 
-def validate(table: str, frame: pl.DataFrame, prefix: Sequence[str] = ()) -> dg.AssetCheckResult:
+def validate(
+    table: str,
+    frame: pl.DataFrame,
+    prefix: Sequence[str] = (),
+    *,
+    context: dg.AssetExecutionContext | None = None,
+) -> dg.AssetCheckResult:
     """Validate against the pandera model. An invalid frame fails the step: nothing is written,
-    the partition already stored stays as it was."""
+    the partition already stored stays as it was, and the check is recorded as failed with the
+    errors (the asset page shows it like any other check result)."""
     try:
         TABLES[table].validate(frame, lazy=True)
     except pa.errors.SchemaErrors as exc:
+        errors = dg.MetadataValue.md(f"```\n{str(exc)[:8000]}\n```")
+        if context is not None:
+            context.log_event(
+                dg.AssetCheckEvaluation(
+                    asset_key=asset_key(table, prefix),
+                    check_name="matches_schema",
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={"errors": errors, "rows": len(frame)},
+                )
+            )
         raise dg.Failure(
             description=f"{table} does not match its schema; nothing was written",
-            metadata={"errors": dg.MetadataValue.md(f"```\n{str(exc)[:8000]}\n```")},
+            metadata={"errors": errors},
         ) from exc
     return dg.AssetCheckResult(
         check_name="matches_schema",

@@ -121,7 +121,7 @@ def _materialize(
         label="completion",
     )
     table = frame(TABLE, rows)
-    check = validate(TABLE, table, spec.prefix)
+    check = validate(TABLE, table, spec.prefix, context=context)
     violations = []
     for r in rows:
         if r["status"] != OK:

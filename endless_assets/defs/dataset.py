@@ -101,7 +101,7 @@ def _materialize(
         )
     ]
     table = frame(TABLE, rows)
-    check = validate(TABLE, table, spec.prefix)
+    check = validate(TABLE, table, spec.prefix, context=context)
     violations = [
         f"{r['task_id']}: kept with {r['successes']} successes and pass rate {r['pass_rate']:.2f}"
         for r in rows

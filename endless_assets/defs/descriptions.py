@@ -91,7 +91,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     if generator.dedupe_threshold is not None:
         rows = reject_duplicates(rows, pipeline.lake(), generator.dedupe_threshold)
     table = frame(TABLE, rows)
-    check = validate(TABLE, table)
+    check = validate(TABLE, table, context=context)
     ok_rows = [r for r in rows if r["status"] == OK]
     metadata = {
         "funnel_step": "I. describe",

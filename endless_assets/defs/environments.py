@@ -99,7 +99,7 @@ def _materialize(
         label="environment",
     )
     table = frame(TABLE, rows)
-    check = validate(TABLE, table, spec.prefix)
+    check = validate(TABLE, table, spec.prefix, context=context)
     violations = [
         f"{r['task_id']}: status ok without an image"
         for r in rows

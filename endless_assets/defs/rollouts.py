@@ -151,7 +151,7 @@ def _materialize(
     table = frame(TABLE, [*current_rows, *plan.beyond_k, *plan.others]).sort(
         ["task_id", "policy", "model", "rollout_idx"]
     )
-    check = validate(TABLE, table, spec.prefix)
+    check = validate(TABLE, table, spec.prefix, context=context)
     current = frame(TABLE, current_rows)
     scored = current.filter(pl.col("reward").is_not_null())
     ran_seconds = sum(r["seconds"] for r in new_rows)
