@@ -51,6 +51,7 @@ def main() -> None:
             "task_descriptions",
             "task_environments",
             "completion_tests",
+            "task_soundness",
             "solver_rollouts",
             "filtered_dataset",
         ):

@@ -15,6 +15,7 @@ from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import daily_batch, daily_batch_schedule, imported_batch
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
+from endless_assets.defs.soundness import imported_task_soundness, task_soundness
 
 defs = dg.Definitions(
     # Steps run in the run's own process: the stages form a chain, each parallelises over its
@@ -25,6 +26,8 @@ defs = dg.Definitions(
         task_descriptions,
         task_environments,
         completion_tests,
+        task_soundness,
+        imported_task_soundness,
         solver_rollouts,
         filtered_dataset,
         *IMPORTED_ASSETS,

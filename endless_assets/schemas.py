@@ -95,6 +95,33 @@ class CompletionTests(pa.DataFrameModel):
         name = "completion_tests"
 
 
+class TaskSoundness(pa.DataFrameModel):
+    task_id: pl.Utf8 = pa.Field(unique=True)
+    batch: pl.Utf8
+    status: pl.Utf8 = pa.Field(isin=STATUSES)
+    reject_reason: pl.Utf8  # flaky: ..., hackable: <probes>, reference_fails: ..., weak_test: ...
+    repeats: pl.Int64 = pa.Field(ge=0)  # runs of each control (0: soundness off)
+    reference_runs: pl.Int64 = pa.Field(ge=0)
+    reference_passes: pl.Int64 = pa.Field(ge=0)
+    noop_runs: pl.Int64 = pa.Field(ge=0)
+    noop_passes: pl.Int64 = pa.Field(ge=0)
+    shortcuts_run: pl.Int64 = pa.Field(ge=0)
+    shortcuts_passed: pl.Int64 = pa.Field(ge=0)
+    hackable: pl.Utf8  # comma-separated probes that passed the test, confirmed in a fresh container
+    ablations_run: pl.Int64 = pa.Field(ge=0)
+    ablations_rejected: pl.Int64 = pa.Field(ge=0)
+    mutation_score: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)  # rejected / run ablations
+    containers: pl.Int64 = pa.Field(ge=0)
+    engine_retries: pl.Int64 = pa.Field(ge=0)
+    seconds: pl.Float64 = pa.Field(ge=0)
+    cpu_seconds: pl.Float64 = pa.Field(nullable=True, ge=0)
+    probes: pl.Utf8  # JSON list: each control, shortcut and ablation with its outcome
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "task_soundness"
+
+
 class SolverRollouts(pa.DataFrameModel):
     task_id: pl.Utf8
     batch: pl.Utf8
@@ -169,6 +196,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "task_descriptions": TaskDescriptions,
     "task_environments": TaskEnvironments,
     "completion_tests": CompletionTests,
+    "task_soundness": TaskSoundness,
     "solver_rollouts": SolverRollouts,
     "filtered_dataset": FilteredDataset,
 }

@@ -129,6 +129,40 @@ class Settings:
     )
     min_pass_rate: float = setting(0.0, "ENDLESS_MIN_PASS_RATE", "keep band: lowest pass rate")
     max_pass_rate: float = setting(1.0, "ENDLESS_MAX_PASS_RATE", "keep band: highest pass rate")
+    # Imports (issue 11).
+    base_recipe: str = setting(
+        "bookworm",
+        "ENDLESS_BASE_RECIPE",
+        "the base image `endless-base` means in an import's --base-image-map: Debian bookworm "
+        "(Python 3.11) or trixie (Python 3.13); either is also named endless-base-<recipe>",
+        choices=("bookworm", "trixie"),
+    )
+    max_binary_file_mb: float = setting(
+        10.0,
+        "ENDLESS_MAX_BINARY_FILE_MB",
+        "largest non-text file an imported task may carry (MiB); a larger one refuses the task "
+        "with its path and size",
+    )
+    # Soundness (issue 12).
+    soundness: str = setting(
+        "full",
+        "ENDLESS_SOUNDNESS",
+        "soundness stage: full (repeated controls, shortcut probes, ablations), controls (the "
+        "repeated controls only) or off (every task passes, with no evidence)",
+        choices=("full", "controls", "off"),
+    )
+    soundness_repeats: int = setting(
+        3,
+        "ENDLESS_SOUNDNESS_REPEATS",
+        "soundness: times the reference and the do-nothing control each run, across that many "
+        "fresh containers; any disagreement between runs rejects the task as flaky",
+    )
+    min_mutation_score: float = setting(
+        0.0,
+        "ENDLESS_MIN_MUTATION_SCORE",
+        "keep band: lowest mutation score (share of the reference's one-step ablations the "
+        "completion test rejects; 0: no bound)",
+    )
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:
@@ -349,11 +383,13 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "dedupe_threshold": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
     "min_pass_rate": _SHARE,
     "max_pass_rate": _SHARE,
+    "soundness_repeats": _at_least(1),
+    "min_mutation_score": _SHARE,
 }
 
 
 def settings_table() -> str:
-    """Markdown table of every setting, for the README."""
+    """Markdown table of every setting, for docs/settings.md."""
     rows = ["| setting | environment variable | default | meaning |", "|---|---|---|---|"]
     for f in FIELDS:
         default = f"`{f.default}`" if f.default != "" else "(empty)"

@@ -65,7 +65,13 @@ STATS_TEMPLATES: dict[str, str] = {
                    count(*) filter (where status = 'harness_error')
             from completion_tests where {where} group by all
             union all
-            select {key}, 4, 'IV. solver filter', count(*),
+            select {key}, 4, 'IIIb. soundness', count(*),
+                   count(*) filter (where status = 'ok'),
+                   count(*) filter (where status = 'rejected'),
+                   count(*) filter (where status = 'harness_error')
+            from task_soundness where {where} group by all
+            union all
+            select {key}, 5, 'IV. solver filter', count(*),
                    count(*) filter (where kept),
                    count(*) filter (where not kept and scored_attempts > 0),
                    count(*) filter (where scored_attempts = 0)
@@ -88,7 +94,10 @@ STATS_TEMPLATES: dict[str, str] = {
                    reject_reason
             from completion_tests where status <> 'ok'
             union all
-            select batch, 4, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
+            select batch, 4, 'IIIb. soundness', split_part(reject_reason, ': ', 1), reject_reason
+            from task_soundness where status <> 'ok'
+            union all
+            select batch, 5, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
             from filtered_dataset where not kept
         )
         where {where}
@@ -110,6 +119,32 @@ STATS_TEMPLATES: dict[str, str] = {
                mean_pass_rate
         from described full outer join filtered using (batch, category, complexity)
         order by batch, kept desc, described desc, category, complexity
+    """,
+    # Soundness per category: tasks probed, flagged (flaky, hackable, weak test), test strength.
+    "soundness": """
+        select {key} as batch, category, count(*) as checked,
+               count(*) filter (where repeats > 0) as probed,
+               count(*) filter (where status = 'ok') as sound,
+               count(*) filter (where starts_with(reject_reason, 'flaky:')) as flaky,
+               count(*) filter (where starts_with(reject_reason, 'hackable:')) as hackable,
+               count(*) filter (where starts_with(reject_reason, 'weak_test:')) as weak_test,
+               count(*) filter (where starts_with(reject_reason, 'reference_fails:'))
+                   as reference_fails,
+               count(*) filter (where status = 'harness_error') as harness_errors,
+               count(mutation_score) as scored_strength,
+               avg(mutation_score) as mean_mutation_score,
+               min(mutation_score) as min_mutation_score,
+               count(*) filter (where mutation_score = 1) as full_strength,
+               count(*) filter (where mutation_score < 0.5) as weak_strength
+        from task_soundness join task_descriptions using (batch, task_id)
+        where {where} group by all order by batch, category
+    """,
+    # Which shortcut probes passed completion tests (each task counted once per probe).
+    "soundness_probes": """
+        select {key} as batch, probe, count(*) as tasks
+        from (select batch, unnest(string_split(hackable, ',')) as probe
+              from task_soundness where hackable <> '')
+        where {where} group by all order by batch, tasks desc, probe
     """,
     # One row per task and solver: scored attempts, successes, pass rate, difficulty.
     "task_pass_rates": f"""

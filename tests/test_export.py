@@ -30,6 +30,7 @@ ASSETS = [
     "task_descriptions",
     "task_environments",
     "completion_tests",
+    "task_soundness",
     "solver_rollouts",
     "filtered_dataset",
 ]

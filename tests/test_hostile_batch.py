@@ -80,6 +80,7 @@ def test_a_model_that_only_plants_forgers_scores_zero_on_every_family(tmp_path, 
                     "task_descriptions",
                     "task_environments",
                     "completion_tests",
+                    "task_soundness",
                     "solver_rollouts",
                 )
             ],

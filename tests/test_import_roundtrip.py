@@ -29,6 +29,7 @@ ASSETS = [
     "task_descriptions",
     "task_environments",
     "completion_tests",
+    "task_soundness",
     "solver_rollouts",
     "filtered_dataset",
 ]
@@ -50,7 +51,12 @@ def foreign_task(root: Path, image: str) -> None:
         f"FROM {image}\nRUN mkdir -p /home/user/data && echo 3 > /home/user/data/n.txt "
         "&& chmod -R 0777 /home/user\n",
     )
-    write(root, "tests/test.sh", "#!/bin/bash\nuvx pytest /tests/test_outputs.py\n")
+    write(
+        root,
+        "tests/test.sh",
+        "#!/bin/bash\nuvx pytest /tests/test_outputs.py\n"
+        "if [ $? -eq 0 ]; then r=1; else r=0; fi; echo $r > /logs/verifier/reward.txt\n",
+    )
     write(root, "tests/test_outputs.py", FOREIGN_TEST)
     write(
         root,

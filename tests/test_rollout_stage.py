@@ -32,6 +32,7 @@ ALL = [
     "task_descriptions",
     "task_environments",
     "completion_tests",
+    "task_soundness",
     "solver_rollouts",
     "filtered_dataset",
 ]

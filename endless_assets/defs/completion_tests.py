@@ -145,7 +145,7 @@ def _materialize(
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
         **generator.run_metadata(),
     }
-    if hasattr(generator, "run_metadata"):  # what the model cost per task kept so far (I-III)
+    if generator.model:  # what the model cost per task kept so far (I-III)
         kept = sum(1 for r in rows if r["status"] == OK)
         metadata.update(cost_per_task([task_descriptions, task_environments, table], kept))
     return dg.MaterializeResult(

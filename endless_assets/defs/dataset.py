@@ -28,7 +28,11 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=spec.key(TABLE),
         ins=spec.ins(
-            "task_descriptions", "task_environments", "completion_tests", "solver_rollouts"
+            "task_descriptions",
+            "task_environments",
+            "completion_tests",
+            "task_soundness",
+            "solver_rollouts",
         ),
         partitions_def=spec.partitions_def,
         group_name=spec.group_name,
@@ -52,6 +56,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
         task_descriptions: pl.DataFrame,
         task_environments: pl.DataFrame,
         completion_tests: pl.DataFrame,
+        task_soundness: pl.DataFrame,
         solver_rollouts: pl.DataFrame,
     ):
         return _materialize(
@@ -60,6 +65,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
             task_descriptions,
             task_environments,
             completion_tests,
+            task_soundness,
             solver_rollouts,
             spec,
         )
@@ -73,6 +79,7 @@ def _materialize(
     task_descriptions: pl.DataFrame,
     task_environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
+    task_soundness: pl.DataFrame,
     solver_rollouts: pl.DataFrame,
     spec: StageSpec,
 ) -> dg.MaterializeResult:
@@ -93,7 +100,9 @@ def _materialize(
     rows = [
         filtered_row(task, images[task.task_id])
         for task in score_tasks(
-            tasks_with_tests(task_descriptions, task_environments, completion_tests),
+            tasks_with_tests(
+                task_descriptions, task_environments, completion_tests, task_soundness
+            ),
             by_task,
             rule,
             solver_model=solver,

@@ -12,6 +12,7 @@ PIPELINE_ASSETS = [
     "task_descriptions",
     "task_environments",
     "completion_tests",
+    "task_soundness",
     "solver_rollouts",
     "filtered_dataset",
 ]
@@ -19,7 +20,8 @@ PIPELINE_ASSETS = [
 daily_batch = dg.define_asset_job(
     name="daily_batch",
     selection=dg.AssetSelection.assets(*PIPELINE_ASSETS),
-    description="Materialize one batch end to end: describe, build, validate, solve, filter.",
+    description="Materialize one batch end to end: describe, build, validate, probe, solve, "
+    "filter.",
 )
 
 daily_batch_schedule = dg.build_schedule_from_partitioned_job(

@@ -39,7 +39,9 @@ TABLE = "solver_rollouts"
 def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
     @dg.asset(
         key=spec.key(TABLE),
-        ins=spec.ins("task_descriptions", "task_environments", "completion_tests"),
+        ins=spec.ins(
+            "task_descriptions", "task_environments", "completion_tests", "task_soundness"
+        ),
         partitions_def=spec.partitions_def,
         group_name=spec.group_name,
         kinds={"docker", "parquet"},
@@ -55,9 +57,16 @@ def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
         task_descriptions: pl.DataFrame,
         task_environments: pl.DataFrame,
         completion_tests: pl.DataFrame,
+        task_soundness: pl.DataFrame,
     ):
         return _materialize(
-            context, pipeline, task_descriptions, task_environments, completion_tests, spec
+            context,
+            pipeline,
+            task_descriptions,
+            task_environments,
+            completion_tests,
+            task_soundness,
+            spec,
         )
 
     return solver_rollouts
@@ -69,6 +78,7 @@ def _materialize(
     task_descriptions: pl.DataFrame,
     task_environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
+    task_soundness: pl.DataFrame,
     spec: StageSpec,
 ) -> dg.MaterializeResult:
     settings = pipeline.resolve()
@@ -86,7 +96,7 @@ def _materialize(
     )
     started = time.monotonic()
 
-    tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests)
+    tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests, task_soundness)
     lake = pipeline.lake()
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()

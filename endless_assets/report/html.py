@@ -257,6 +257,15 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 html_table(tables["category_mix"].frame),
             ),
             _section(
+                "Soundness",
+                "<p class='sub'>Repeated controls (flaky verdicts), shortcut probes (hackable "
+                "tests) and one-step ablations of the reference (mutation score: the share the "
+                "test rejects).</p>",
+                html_table(tables["soundness"].frame),
+                "<h3>Shortcut probes that passed</h3>",
+                html_table(tables["soundness_probes"].frame),
+            ),
+            _section(
                 "Difficulty",
                 "<p class='sub'>Tasks per pass rate (successes / scored attempts), per solver. "
                 "Labels: easy ≥ 0.75, medium ≥ 0.25, hard &gt; 0, unsolved = 0.</p>",

@@ -31,6 +31,20 @@ TABLES: dict[str, tuple[str, list[str]]] = {
         "Category x complexity",
         ["category", "complexity", "described", "reached_filter", "kept", "mean_pass_rate"],
     ),
+    "soundness": (
+        "Soundness per category",
+        [
+            "category",
+            "probed",
+            "sound",
+            "flaky",
+            "hackable",
+            "weak_test",
+            "mean_mutation_score",
+            "min_mutation_score",
+        ],
+    ),
+    "soundness_probes": ("Shortcut probes that passed a completion test", ["probe", "tasks"]),
     "difficulty": ("Difficulty per solver (pass rate)", ["solver", "difficulty", "tasks"]),
     "failure_modes": (
         "Failure modes per solver",

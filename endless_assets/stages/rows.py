@@ -16,6 +16,7 @@ from endless_assets.schemas import polars_schema
 from endless_assets.stages import OK
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.environment import EnvironmentOutcome
+from endless_assets.stages.soundness import SoundnessOutcome
 
 
 def now() -> datetime:
@@ -123,11 +124,18 @@ def draft_from_row(row: dict[str, Any]) -> Task:
 
 
 def tasks_with_tests(
-    descriptions: pl.DataFrame, environments: pl.DataFrame, completion_tests: pl.DataFrame
+    descriptions: pl.DataFrame,
+    environments: pl.DataFrame,
+    completion_tests: pl.DataFrame,
+    soundness: pl.DataFrame | None = None,
 ) -> list[Task]:
-    """The tasks that passed stage III, each with its environment and completion test filled in
-    (what stage IV attempts and what `filtered_dataset` scores)."""
+    """The tasks that passed stage III (and the soundness stage, when given), each with its
+    environment and completion test filled in (what stage IV attempts and what
+    `filtered_dataset` scores)."""
     tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
+    if soundness is not None:
+        sound = set(soundness.filter(pl.col("status") == OK)["task_id"].to_list())
+        tests = {task_id: row for task_id, row in tests.items() if task_id in sound}
     envs = {r["task_id"]: r for r in environments.to_dicts()}
     return [
         draft_with_environment(draft_from_row(row), envs[row["task_id"]]).model_copy(
@@ -216,6 +224,10 @@ def filtered_row(task: Task, image_tag: str) -> dict[str, Any]:
         "task": task.stored_json(),
         "created_at": now(),
     }
+
+
+def soundness_row(task: Task, outcome: SoundnessOutcome) -> dict[str, Any]:
+    return {**outcome.row(), "batch": task.batch, "created_at": now()}
 
 
 def rollout_row(batch: str, rollout_idx: int, rollout: Rollout) -> dict[str, Any]:
