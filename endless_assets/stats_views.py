@@ -136,7 +136,8 @@ STATS_TEMPLATES: dict[str, str] = {
                min(mutation_score) as min_mutation_score,
                count(*) filter (where mutation_score = 1) as full_strength,
                count(*) filter (where mutation_score < 0.5) as weak_strength
-        from task_soundness join task_descriptions using (batch, task_id)
+        from task_soundness
+        join (select batch, task_id, category from task_descriptions) using (batch, task_id)
         where {where} group by all order by batch, category
     """,
     # Which shortcut probes passed completion tests (each task counted once per probe).

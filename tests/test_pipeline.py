@@ -82,8 +82,8 @@ def test_every_procedural_task_survives_to_the_dataset(full_batch):
     funnel = query(
         Lake(data_dir), "select stage, entered, survived from funnel order by stage_order"
     )
-    assert funnel["entered"].to_list() == [tasks] * 4
-    assert funnel["survived"].to_list() == [tasks] * 4, query(
+    assert funnel["entered"].to_list() == [tasks] * 5
+    assert funnel["survived"].to_list() == [tasks] * 5, query(
         Lake(data_dir), "select * from funnel_reasons"
     )
 
@@ -151,6 +151,7 @@ def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(tmp_path, sandbo
         ("I. describe", 12, 12, 0),
         ("II. environment", 12, 8, 4),
         ("III. completion test", 8, 2, 6),
+        ("IIIb. soundness", 2, 2, 0),
         ("IV. solver filter", 2, 2, 0),
     ]
     reasons = query(lake, "select reason, tasks from funnel_reasons order by stage_order, reason")
