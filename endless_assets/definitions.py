@@ -8,11 +8,18 @@ from endless_assets.defs.base_image import base_image
 from endless_assets.defs.completion_tests import completion_tests
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.descriptions import task_descriptions
+from endless_assets.defs.drift import drift_revalidation
 from endless_assets.defs.environments import task_environments
 from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.jobs import daily_batch, daily_batch_schedule, imported_batch
+from endless_assets.defs.jobs import (
+    daily_batch,
+    daily_batch_schedule,
+    drift_revalidation_job,
+    drift_revalidation_schedule,
+    imported_batch,
+)
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
 from endless_assets.defs.soundness import imported_task_soundness, task_soundness
@@ -32,9 +39,10 @@ defs = dg.Definitions(
         filtered_dataset,
         *IMPORTED_ASSETS,
         dataset_exports,
+        drift_revalidation,
     ],
-    jobs=[daily_batch, imported_batch],
-    schedules=[daily_batch_schedule],
+    jobs=[daily_batch, imported_batch, drift_revalidation_job],
+    schedules=[daily_batch_schedule, drift_revalidation_schedule],
     resources={
         "pipeline": PipelineSettings(),
         "lake_io_manager": ParquetLakeIOManager(),

@@ -15,6 +15,7 @@ from endless_assets.agent.analysis import FAILURE_MODES
 
 STATUSES = ["ok", "rejected", "harness_error"]
 TERMINATIONS = ["done", "turn_limit", "time_limit", "context_limit", "harness_error"]
+DRIFT_STATUSES = ["valid", "drifted", "harness_error"]
 
 
 class _Strict(BaseConfig):
@@ -116,6 +117,17 @@ class TaskSoundness(pa.DataFrameModel):
     seconds: pl.Float64 = pa.Field(ge=0)
     cpu_seconds: pl.Float64 = pa.Field(nullable=True, ge=0)
     probes: pl.Utf8  # JSON list: each control, shortcut and ablation with its outcome
+    # The model probes (stages/audit.py): "ran", "skipped: <why>" or "harness_error: <what>".
+    audit: pl.Utf8 = pa.Field(nullable=True)
+    audit_model: pl.Utf8 = pa.Field(nullable=True)
+    audit_prompt_version: pl.Utf8 = pa.Field(nullable=True)
+    aligned: pl.Boolean = pa.Field(nullable=True)  # the alignment audit (null: not run/unclear)
+    cheat_passed: pl.Boolean = pa.Field(nullable=True)  # the cheat rollout passed the test
+    cheat_judged_done: pl.Boolean = pa.Field(nullable=True)  # ... and the judge said: task done
+    judgements: pl.Utf8 = pa.Field(nullable=True)  # JSON list: verdict, reasoning, cost per probe
+    requests: pl.Int64 = pa.Field(nullable=True, ge=0)  # the model probes' replies used
+    tokens_in: pl.Int64 = pa.Field(nullable=True, ge=0)
+    tokens_out: pl.Int64 = pa.Field(nullable=True, ge=0)
     created_at: pl.Datetime(time_zone="UTC")
 
     class Config(_Strict):
@@ -192,6 +204,31 @@ class FilteredDataset(pa.DataFrameModel):
         name = "filtered_dataset"
 
 
+class DriftRevalidation(pa.DataFrameModel):
+    """Kept tasks re-validated on an image rebuilt from their Dockerfile (defs/drift.py): the
+    latest check of each kept task of a batch."""
+
+    task_id: pl.Utf8 = pa.Field(unique=True)
+    batch: pl.Utf8
+    status: pl.Utf8 = pa.Field(isin=DRIFT_STATUSES)
+    reason: pl.Utf8  # build_failed: ..., reference_fails: ..., flaky: ..., hackable: ...
+    image_tag: pl.Utf8  # the image the task was kept with
+    rebuilt_image_id: pl.Utf8  # the fresh build's ("" when it failed)
+    base_image_id: pl.Utf8  # the base image it was rebuilt on
+    repeats: pl.Int64 = pa.Field(ge=0)
+    reference_required: pl.Boolean
+    reference_passes: pl.Int64 = pa.Field(ge=0)
+    noop_passes: pl.Int64 = pa.Field(ge=0)
+    build_seconds: pl.Float64 = pa.Field(ge=0)
+    seconds: pl.Float64 = pa.Field(ge=0)
+    cpu_seconds: pl.Float64 = pa.Field(nullable=True, ge=0)
+    probes: pl.Utf8  # JSON list: each control run with its outcome
+    created_at: pl.Datetime(time_zone="UTC")
+
+    class Config(_Strict):
+        name = "drift_revalidation"
+
+
 TABLES: dict[str, type[pa.DataFrameModel]] = {
     "task_descriptions": TaskDescriptions,
     "task_environments": TaskEnvironments,
@@ -199,6 +236,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "task_soundness": TaskSoundness,
     "solver_rollouts": SolverRollouts,
     "filtered_dataset": FilteredDataset,
+    "drift_revalidation": DriftRevalidation,
 }
 
 

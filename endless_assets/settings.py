@@ -152,16 +152,17 @@ class Settings:
         choices=("full", "controls", "off"),
     )
     soundness_repeats: int = setting(
-        3,
-        "ENDLESS_SOUNDNESS_REPEATS",
-        "soundness: times the reference and the do-nothing control each run, across that many "
-        "fresh containers; any disagreement between runs rejects the task as flaky",
+        3, "ENDLESS_SOUNDNESS_REPEATS", "soundness: runs of each control (disagreeing: flaky)"
     )
     min_mutation_score: float = setting(
-        0.0,
-        "ENDLESS_MIN_MUTATION_SCORE",
-        "keep band: lowest mutation score (share of the reference's one-step ablations the "
-        "completion test rejects; 0: no bound)",
+        0.0, "ENDLESS_MIN_MUTATION_SCORE", "keep band: lowest share of ablations the test rejects"
+    )
+    # Key: ENDLESS_AUDITOR_API_KEY, else the solver's (ENDLESS_SOLVER_API_KEY, OPENAI_API_KEY).
+    auditor_model: str = setting(
+        "", "ENDLESS_AUDITOR_MODEL", "soundness: cheat rollout and judge model (empty: skipped)"
+    )
+    auditor_base_url: str = setting(
+        "", "ENDLESS_AUDITOR_BASE_URL", "endpoint of auditor_model (empty: the solver's)"
     )
 
     @classmethod
@@ -378,7 +379,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         "empty or a Docker engine URL like unix:///var/run/docker.sock or tcp://host:2375",
     ),
     "generator_base_url": _URL,
-    "solver_base_url": _URL,
+    **{name: _URL for name in ("solver_base_url", "auditor_base_url")},
     **{name: _NOT_NEGATIVE for name in _NOT_NEGATIVES},
     "dedupe_threshold": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
     "min_pass_rate": _SHARE,

@@ -69,7 +69,7 @@ STATS_TEMPLATES: dict[str, str] = {
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
-            from task_soundness where {where} group by all
+            from task_soundness where {where} group by all having count(*) > 0
             union all
             select {key}, 5, 'IV. solver filter', count(*),
                    count(*) filter (where kept),
@@ -135,7 +135,12 @@ STATS_TEMPLATES: dict[str, str] = {
                avg(mutation_score) as mean_mutation_score,
                min(mutation_score) as min_mutation_score,
                count(*) filter (where mutation_score = 1) as full_strength,
-               count(*) filter (where mutation_score < 0.5) as weak_strength
+               count(*) filter (where mutation_score < 0.5) as weak_strength,
+               count(*) filter (where audit = 'ran') as audited,
+               count(*) filter (where cheat_passed) as cheats_passed,
+               count(*) filter (where cheat_judged_done = false) as cheats_judged_hacks,
+               count(*) filter (where starts_with(reject_reason, 'misaligned:')) as misaligned,
+               coalesce(sum(requests), 0)::BIGINT as audit_requests
         from task_soundness
         join (select batch, task_id, category from task_descriptions) using (batch, task_id)
         where {where} group by all order by batch, category
@@ -146,6 +151,23 @@ STATS_TEMPLATES: dict[str, str] = {
         from (select batch, unnest(string_split(hackable, ',')) as probe
               from task_soundness where hackable <> '')
         where {where} group by all order by batch, tasks desc, probe
+    """,
+    # Kept tasks re-validated on a freshly rebuilt image (defs/drift.py): which no longer pass.
+    "drift": """
+        select {key} as batch, count(*) as kept, count(d.status) as checked,
+               count(*) filter (where d.status = 'valid') as still_valid,
+               count(*) filter (where d.status = 'drifted') as drifted,
+               count(*) filter (where d.status = 'harness_error') as harness_errors,
+               count(*) filter (where starts_with(d.reason, 'build_failed:')) as build_failed,
+               count(*) filter (where starts_with(d.reason, 'reference_fails:'))
+                   as reference_fails,
+               count(*) filter (where starts_with(d.reason, 'flaky:')) as flaky,
+               count(*) filter (where starts_with(d.reason, 'hackable:')) as passes_undone,
+               max(d.created_at) as last_checked
+        from (select batch, task_id from filtered_dataset where kept)
+        left join (select batch, task_id, status, reason, created_at from drift_revalidation) d
+            using (batch, task_id)
+        where {where} group by all order by batch
     """,
     # One row per task and solver: scored attempts, successes, pass rate, difficulty.
     "task_pass_rates": f"""
@@ -204,7 +226,11 @@ STATS_TEMPLATES: dict[str, str] = {
                    sum(tokens_out)
             from completion_tests where {where} group by all
             union all
-            select {key}, 4, 'IV. solver rollouts',
+            select {key}, 4, 'IIIb. soundness', coalesce(sum(requests), 0),
+                   coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
+            from task_soundness where {where} group by all having count(*) > 0
+            union all
+            select {key}, 5, 'IV. solver rollouts',
                    coalesce(sum(n_turns) filter (where tokens_in + tokens_out > 0), 0),
                    sum(tokens_in), sum(tokens_out)
             from solver_rollouts where {where} group by all

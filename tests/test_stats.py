@@ -176,6 +176,7 @@ def test_token_cost(lake):
         "I. describe",
         "II. environment",
         "III. completion test",
+        "IIIb. soundness",
         "IV. solver rollouts",
     ]
     # Procedural tasks and the oracle/no-op solvers call no model: zero tokens, zero requests.

@@ -1,10 +1,13 @@
-"""The jobs: the daily batch and its schedule (incremental refresh: one new batch per day), and
-the imported batch (a named partition of imported tasks). `daily_batch_job` and
+"""The jobs: the daily batch and its schedule (incremental refresh: one new batch per day), the
+imported batch (a named partition of imported tasks), and drift re-validation of kept tasks
+with its weekly schedule (both schedules start stopped). `daily_batch_job` and
 `imported_batch_job` resolve them from the Definitions, as module-level functions Dagster can
 reconstruct in step processes (launch.py runs them)."""
 
 import dagster as dg
 
+from endless_assets.defs.partitions import batches
+from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import IMPORTED
 
 PIPELINE_ASSETS = [
@@ -35,6 +38,31 @@ imported_batch = dg.define_asset_job(
     selection=dg.AssetSelection.groups(IMPORTED.group_name),
     description="Validate, roll out and filter an imported batch (a named partition).",
 )
+
+
+drift_revalidation_job = dg.define_asset_job(
+    name="revalidate_kept_tasks",
+    selection=dg.AssetSelection.assets("drift_revalidation"),
+    description="Re-validate one batch's kept tasks on images rebuilt from their Dockerfiles.",
+)
+
+
+@dg.schedule(
+    job=drift_revalidation_job,
+    cron_schedule="0 4 * * 0",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly (Sunday 04:00 UTC): re-validates every batch that has a filtered "
+    "dataset, one run per batch (starts stopped; turn it on in the UI).",
+)
+def drift_revalidation_schedule(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineSettings
+) -> list[dg.RunRequest] | dg.SkipReason:
+    known = set(batches.get_partition_keys(current_time=context.scheduled_execution_time))
+    found = [b for b in pipeline.lake().batches("filtered_dataset") if b in known]
+    if not found:
+        return dg.SkipReason("no batch has a filtered dataset yet")
+    week = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
 
 
 def daily_batch_job() -> dg.JobDefinition:

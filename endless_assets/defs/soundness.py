@@ -1,5 +1,6 @@
 """The soundness stage (between stage III and the solver): is each validated task's verdict
-stable, and does any shortcut pass its completion test? (stages/soundness.py does the work.)"""
+stable, and does any shortcut pass its completion test? (stages/soundness.py does the work;
+with `auditor_model` set, stages/audit.py adds the model probes.)"""
 
 import time
 from collections import Counter
@@ -24,8 +25,9 @@ from endless_assets.generation.factory import docker_slots
 from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.stages import HARNESS_ERROR, OK
+from endless_assets.stages.audit import Auditor, AuditOutcome, audit_task
 from endless_assets.stages.rows import frame, soundness_row, tasks_with_tests
-from endless_assets.stages.soundness import SoundnessOutcome, check_soundness
+from endless_assets.stages.soundness import SoundnessOutcome, check_soundness, with_audit
 
 TABLE = "task_soundness"
 
@@ -51,7 +53,8 @@ def build_task_soundness(spec: StageSpec) -> dg.AssetsDefinition:
         description="Soundness: for every task whose completion test stage III validated, the "
         "reference and the do-nothing control run `soundness_repeats` times (flaky verdicts), "
         "shortcut probes try to pass the test without doing the task (hackable), and one-step "
-        "ablations of the reference measure the test's strength (mutation score).",
+        "ablations of the reference measure the test's strength (mutation score); with "
+        "`auditor_model` set, an alignment audit and a judged cheat rollout (model probes).",
     )
     def task_soundness(
         context: dg.AssetExecutionContext,
@@ -82,26 +85,35 @@ def _materialize(
     tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests)
     context.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness})")
     slots = docker_slots(settings)
+    auditor = Auditor.from_settings(settings) if settings.soundness == "full" else None
+    skipped = _skipped_audit(settings.soundness, auditor)
 
     def work(task: Task) -> dict:
         if settings.soundness == "off":
-            return soundness_row(task, SoundnessOutcome(task.task_id, OK))
+            return soundness_row(task, SoundnessOutcome(task.task_id, OK, audit=skipped))
         with slots:
             build = sandbox.build(task.dockerfile or "", task.context_files)
         if not build.ok:
             raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")
+        required = generator.reference_required and bool(task.reference_solution.strip())
         outcome = check_soundness(
             task,
             build.tag,
             sandbox,
             repeats=settings.soundness_repeats,
             min_mutation_score=settings.min_mutation_score,
-            reference_required=generator.reference_required
-            and bool(task.reference_solution.strip()),
+            reference_required=required,
             docker_slots=slots,
             probes=settings.soundness == "full",
         )
-        return soundness_row(task, outcome)
+        if auditor is None or outcome.status != OK:
+            why = "the offline probes did not find the task sound"
+            outcome.audit = skipped if auditor is None else AuditOutcome.skipped(why)
+            return soundness_row(task, outcome)
+        audit = audit_task(task, build.tag, sandbox, auditor, docker_slots=slots)
+        return soundness_row(
+            task, with_audit(outcome, audit, settings.min_mutation_score, required)
+        )
 
     def failed(task: Task, exc: BaseException) -> dict:
         outcome = SoundnessOutcome(task.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}")
@@ -123,6 +135,7 @@ def _materialize(
     ]
     probed = [r for r in rows if r["repeats"]]
     scores = [r["mutation_score"] for r in probed if r["mutation_score"] is not None]
+    audited = [r for r in rows if r.get("audit") == "ran"]
     flagged = Counter(p for r in rows for p in r["hackable"].split(",") if p)
     metadata = {
         "funnel_step": "III b. soundness",
@@ -133,15 +146,33 @@ def _materialize(
         "mean_mutation_score": round(sum(scores) / len(scores), 3) if scores else None,
         "containers": int(sum(r["containers"] for r in rows)),
         "cpu_seconds": round(sum(r["cpu_seconds"] or 0.0 for r in rows), 2),
+        "model_probes": auditor.model if auditor else skipped.state,
+        "audited": len(audited),
+        "cheats_passed": sum(bool(r["cheat_passed"]) for r in audited),
+        "misaligned": sum(r["aligned"] is False for r in audited),
+        "llm_requests": sum(r["requests"] or 0 for r in rows),  # journaled rows may lack it
+        "tokens_in": sum(r["tokens_in"] or 0 for r in rows),
+        "tokens_out": sum(r["tokens_out"] or 0 for r in rows),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
     }
     if flagged:
         metadata["hackable_probes"] = counts_table(flagged, "probe")
+    if auditor is not None:
+        metadata["llm_requests_sent"] = auditor.client.requests  # cache hits excluded
     return dg.MaterializeResult(
         value=table,
         metadata=metadata,
         check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+def _skipped_audit(mode: str, auditor: Auditor | None) -> AuditOutcome:
+    """Why the model probes do not run for any task of this run ("ran" when they may)."""
+    if mode != "full":
+        return AuditOutcome.skipped(f"soundness is {mode}")
+    if auditor is None:
+        return AuditOutcome.skipped("no auditor_model configured")
+    return AuditOutcome("ran")
 
 
 task_soundness = build_task_soundness(GENERATED)

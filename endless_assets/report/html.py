@@ -260,10 +260,13 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "Soundness",
                 "<p class='sub'>Repeated controls (flaky verdicts), shortcut probes (hackable "
                 "tests) and one-step ablations of the reference (mutation score: the share the "
-                "test rejects).</p>",
+                "test rejects); with an auditor model, an alignment audit and a judged cheat "
+                "rollout.</p>",
                 html_table(tables["soundness"].frame),
                 "<h3>Shortcut probes that passed</h3>",
                 html_table(tables["soundness_probes"].frame),
+                "<h3>Drift: kept tasks re-validated on a rebuilt image</h3>",
+                html_table(tables["drift"].frame),
             ),
             _section(
                 "Difficulty",

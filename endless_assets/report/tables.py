@@ -42,9 +42,16 @@ TABLES: dict[str, tuple[str, list[str]]] = {
             "weak_test",
             "mean_mutation_score",
             "min_mutation_score",
+            "audited",
+            "cheats_passed",
+            "misaligned",
         ],
     ),
     "soundness_probes": ("Shortcut probes that passed a completion test", ["probe", "tasks"]),
+    "drift": (
+        "Kept tasks re-validated on a rebuilt image",
+        ["kept", "checked", "still_valid", "drifted", "harness_errors", "last_checked"],
+    ),
     "difficulty": ("Difficulty per solver (pass rate)", ["solver", "difficulty", "tasks"]),
     "failure_modes": (
         "Failure modes per solver",

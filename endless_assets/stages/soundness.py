@@ -1,6 +1,6 @@
 """Soundness: is the completion test's verdict stable, and does any shortcut pass it?
 
-Three kinds of evidence, all offline (no model), per task:
+Three kinds of evidence offline (no model), and a fourth with one, per task:
 
 1. Repeated controls. The do-nothing episode and the reference solution each run `repeats`
    times, like stage III runs them once, each first in a fresh container in some lanes and
@@ -12,6 +12,9 @@ Three kinds of evidence, all offline (no model), per task:
 3. Test strength: the reference with each top-level step removed in turn. The share of these
    ablations the test rejects is the mutation score (None for a reference of one step); it
    rejects a task only below `min_mutation_score` (`weak_test: ...`).
+4. With a model configured (stages/audit.py), for a task the above found sound: an alignment
+   audit (`misaligned: ...`) and a cheat rollout with its judge (`hackable: cheat`); attached
+   with `with_audit`. Without one, `audit` says why they were skipped.
 
 How it runs (stages/soundness_lanes.py): `repeats` lanes of containers in parallel, each
 restored to the initial state between jobs, so that a probe costs little more than a verdict;
@@ -33,11 +36,12 @@ from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+from endless_assets.stages.audit import AuditOutcome
 from endless_assets.stages.completion import CHECK_LIMITS
 from endless_assets.stages.probes import ABLATION, SHORTCUT
 from endless_assets.stages.soundness_lanes import CONTROL, REFERENCE, LaneRun, ProbeOutcome
 
-__all__ = ["ProbeOutcome", "SoundnessOutcome", "check_soundness"]
+__all__ = ["AuditOutcome", "ProbeOutcome", "SoundnessOutcome", "check_soundness", "with_audit"]
 
 DO_NOTHING = "do-nothing"
 
@@ -61,6 +65,7 @@ class SoundnessOutcome:
     engine_retries: int = 0
     seconds: float = 0.0
     cpu_seconds: float | None = None  # the containers' own CPU (None: cgroups not visible)
+    audit: AuditOutcome = field(default_factory=lambda: AuditOutcome.skipped("not run"))
 
     def decide(self, min_mutation_score: float = 0.0, reference_required: bool = True) -> None:
         """Tally the probes and set status and reason (again, e.g. with another keep band). The
@@ -93,11 +98,18 @@ class SoundnessOutcome:
         if noop == runs:
             reasons.append(("hackable", DO_NOTHING))
         reasons += [("hackable", name) for name in self.hackable]
+        for code, detail in self.audit.reasons():  # the model probes: hackable: cheat, ...
+            reasons.append((code, detail))
+            if code == "hackable":
+                self.hackable.append(detail)
         score = self.mutation_score
         if score is not None and score < min_mutation_score:
             reasons.append(
                 ("weak_test", f"mutation score {score:.2f} below {min_mutation_score:.2f}")
             )
+        if self.audit.harness_error:
+            self.status, self.reject_reason = HARNESS_ERROR, f"harness: {self.audit.state}"
+            return
         if not reasons:
             self.status, self.reject_reason = OK, ""
             return
@@ -138,7 +150,22 @@ class SoundnessOutcome:
             "seconds": self.seconds,
             "cpu_seconds": self.cpu_seconds,
             "probes": self.probes_json(),
+            **self.audit.columns(),
         }
+
+
+def with_audit(
+    outcome: SoundnessOutcome,
+    audit: AuditOutcome,
+    min_mutation_score: float = 0.0,
+    reference_required: bool = True,
+) -> SoundnessOutcome:
+    """`outcome` with the model probes' results (stages/audit.py) attached and decided again
+    (an engine failure of the offline probes stays what it was)."""
+    outcome.audit = audit
+    if outcome.status != HARNESS_ERROR:
+        outcome.decide(min_mutation_score, reference_required)
+    return outcome
 
 
 def check_soundness(

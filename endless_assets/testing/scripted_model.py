@@ -14,7 +14,12 @@ cut off inside its last section, finish_reason "length"), `no_task` (no <task> s
 `rate_limited` (the first stage I request gets a 429, the second a 500), `bad_from_once` (the
 first Dockerfile names another base image), `build_fails_once` / `build_always_fails`,
 `completion_passes_once` / `completion_always_passes` (a completion test that already passes on
-the initial state), `reference_fails` (a reference solution that writes the wrong output).
+the initial state), `reference_fails` (a reference solution that writes the wrong output),
+`completion_exists_only` (a completion test that only checks that the output file exists and is
+not empty: hackable), `completion_flaky` (a completion test that fails every other time it runs
+in a container: a deterministic stand-in for one that fails at random half the time),
+`fetch_input:<url>` (the Dockerfile downloads input.txt from `url` at build time instead of
+copying it: a dependency that can drift). `every` gives flags to every task.
 """
 
 from __future__ import annotations
@@ -113,25 +118,50 @@ class ScriptedTask:
             f"        assert fh.read().split() == {list(self.lines)!r}\n"
         )
 
-    def completion_test(self, passes_on_initial: bool = False) -> str:
+    def completion_test(
+        self, passes_on_initial: bool = False, flags: frozenset = frozenset()
+    ) -> str:
         if passes_on_initial:
             return (
                 f"import os\n\n\ndef test_output():\n    assert os.path.isdir('{self.directory}')\n"
             )
-        return (
+        path = f"    path = '{self.directory}/output.txt'\n"
+        if "completion_exists_only" in flags:
+            return (
+                "import os\n\n\ndef test_output():\n" + path + "    assert os.path.isfile(path), "
+                "f'{path} was not written'\n    assert os.path.getsize(path) > 0, 'it is empty'\n"
+            )
+        test = (
             "import os\n\n\n"
             "def test_output():\n"
-            f"    path = '{self.directory}/output.txt'\n"
-            "    assert os.path.isfile(path), f'{path} was not written'\n"
+            + path
+            + "    assert os.path.isfile(path), f'{path} was not written'\n"
             "    with open(path) as fh:\n"
             f"        assert fh.read().split() == {self.expected!r}, 'wrong lines'\n"
         )
+        if "completion_flaky" in flags:  # a counter the grader may write, outside /home/user
+            test += (
+                "\n\ndef test_luck():\n"
+                "    path = '/etc/endless-test-verdicts'\n"
+                "    count = int(open(path).read()) + 1 if os.path.exists(path) else 1\n"
+                "    with open(path, 'w') as fh:\n"
+                "        fh.write(str(count))\n"
+                "    assert count % 2 == 1, 'unlucky'\n"
+            )
+        return test
 
-    def dockerfile(self, base_image: str, fail: bool = False) -> str:
+    def dockerfile(self, base_image: str, fail: bool = False, fetch_from: str = "") -> str:
+        target = f"{self.directory}/input.txt"
+        get = f"COPY --chown=user:user seed/input.txt {target}"
+        if fetch_from:
+            get = (
+                'RUN python3 -c "import urllib.request; '
+                f"urllib.request.urlretrieve('{fetch_from}', '{target}')\""
+            )
         lines = [
             f"FROM {base_image}",
             f"RUN mkdir -p {self.directory}",
-            f"COPY --chown=user:user seed/input.txt {self.directory}/input.txt",
+            get,
             f"RUN chown -R user:user {self.directory}",
         ]
         if fail:
@@ -147,11 +177,13 @@ class ScriptedTaskModel:
         base_image: str,
         behaviours: dict[int, set[str]] | None = None,
         *,
+        every: set[str] | None = None,
         latency: float = 0.0,
         prompts: PromptSet | None = None,
     ) -> None:
         self.base_image = base_image
         self.behaviours = behaviours or {}
+        self.every = every or set()
         self.latency = latency
         self.prompts = prompts or PromptSet.load()
         self.calls: Counter[tuple[int, str]] = Counter()
@@ -164,7 +196,7 @@ class ScriptedTaskModel:
         with self._lock:
             self.calls[(seed, stage or "?")] += 1
             call = self.calls[(seed, stage or "?")]
-        flags = self.behaviours.get(seed, set())
+        flags = self.behaviours.get(seed, set()) | self.every
         task = ScriptedTask.from_seed(seed)
         repair = any(m.get("role") == "assistant" for m in messages)
         retry = "(Note: " in str(messages[-1].get("content", "")) if messages else False
@@ -181,7 +213,8 @@ class ScriptedTaskModel:
                 "completion_passes_once" in flags and not repair
             )
             # No language on the fence: real models do that too.
-            return self._reply(f"Here it is.\n\n```\n{task.completion_test(passes)}```\n")
+            test = task.completion_test(passes, frozenset(flags))
+            return self._reply(f"Here it is.\n\n```\n{test}```\n")
         return Reply(status=400, body={"error": {"message": "the script has no such prompt"}})
 
     def _reply(self, text: str, finish_reason: str = "stop") -> Reply:
@@ -219,7 +252,8 @@ class ScriptedTaskModel:
             dockerfile = task.dockerfile("ubuntu:22.04")
             return self._reply(f"```dockerfile\n{dockerfile}```\n{files}")
         fail = "build_always_fails" in flags or ("build_fails_once" in flags and not repair)
-        dockerfile = task.dockerfile(self.base_image, fail=fail)
+        fetch = next((f.split(":", 1)[1] for f in flags if f.startswith("fetch_input:")), "")
+        dockerfile = task.dockerfile(self.base_image, fail=fail, fetch_from=fetch)
         if repair:  # send only the fixed Dockerfile: the files stay as they were
             return self._reply(f"Fixed the build.\n\n```dockerfile\n{dockerfile}```\n")
         return self._reply(f"Here is the Dockerfile.\n\n```dockerfile\n{dockerfile}```\n\n{files}")

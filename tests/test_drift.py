@@ -1,0 +1,162 @@
+"""Drift re-validation through Dagster: a kept task whose Dockerfile downloads its input at build
+time is marked `drifted` once the download changes, because its image is really rebuilt (the
+content-addressed image, and Docker's layer cache, would still hold the old input); a task that
+did not change stays valid. The asset is not in the daily job; its schedule starts stopped and
+asks for one run per batch with a filtered dataset.
+
+The download is a small HTTP server on 127.0.0.1 in this process, reached by the build's RUN
+step over the host network (LLM-written Dockerfiles build with one); the tasks are written by the
+scripted model server, real Docker builds and grades them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import dagster as dg
+import pytest
+
+import endless_assets.definitions as definitions
+from endless_assets.catalog import query
+from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import drift_revalidation_schedule
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.lake import Lake
+from endless_assets.models import task_seed
+from endless_assets.testing.scripted_model import ScriptedTask, ScriptedTaskModel
+from endless_assets.testing.scripted_server import ScriptedServer
+
+BATCH = "2026-05-11"
+PIPELINE = [
+    "base_image",
+    "task_descriptions",
+    "task_environments",
+    "completion_tests",
+    "task_soundness",
+    "solver_rollouts",
+    "filtered_dataset",
+]
+
+
+class Upstream:
+    """A file on an HTTP server that can change under the tasks that download it."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+        self.downloads = 0
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = upstream.content.encode()
+                upstream.downloads += 1
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/input.txt"
+
+    def __enter__(self) -> Upstream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def materialize(data_dir, server, selection):
+    return dg.materialize(
+        [getattr(definitions, name) for name in [*PIPELINE, "drift_revalidation"]],
+        selection=selection,
+        partition_key=BATCH,
+        instance=dg.DagsterInstance.ephemeral(),
+        resources={
+            "pipeline": PipelineSettings(
+                data_dir=str(data_dir),
+                tasks=2,
+                workers=2,
+                generator="llm",
+                generator_model="scripted",
+                generator_base_url=server.base_url,
+                soundness="controls",
+                llm_retries=1,
+                llm_backoff=0.01,
+            ),
+            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def drift(tmp_path_factory, sandbox):
+    data_dir = tmp_path_factory.mktemp("drift-lake")
+    seed = task_seed(BATCH, 0) % 2**31
+    lines = ScriptedTask.from_seed(seed).lines
+    with Upstream("\n".join(lines) + "\n") as upstream:
+        model = ScriptedTaskModel(sandbox.base.tag, {seed: {f"fetch_input:{upstream.url}"}})
+        with ScriptedServer(model) as server:
+            kept = materialize(data_dir, server, PIPELINE)
+            downloads = upstream.downloads
+            upstream.content = "\n".join(f"{line}x" for line in lines) + "\n"  # upstream moved on
+            checked = materialize(data_dir, server, ["drift_revalidation"])
+    lake = Lake(data_dir)
+    again = upstream.downloads - downloads
+    return {"kept": kept, "checked": checked, "lake": lake, "downloads": downloads, "again": again}
+
+
+def test_a_kept_task_whose_download_changed_is_marked_drifted(drift, sandbox):
+    lake = drift["lake"]
+    assert drift["kept"].success and drift["checked"].success
+    ids = lake.read("task_descriptions", BATCH).sort("index")["task_id"].to_list()
+    kept = {r["task_id"]: r for r in lake.read("filtered_dataset", BATCH).to_dicts()}
+    assert [kept[task_id]["kept"] for task_id in ids] == [True, True]
+    rows = {r["task_id"]: r for r in lake.read("drift_revalidation", BATCH).to_dicts()}
+    moved, steady = (rows[task_id] for task_id in ids)
+    assert moved["status"] == "drifted"
+    assert moved["reason"] == "reference_fails: the reference passed 0 of 3 runs"
+    assert moved["reference_required"] and moved["rebuilt_image_id"]
+    assert (steady["status"], steady["reason"], steady["reference_passes"]) == ("valid", "", 3)
+    assert drift["downloads"] == 1 and drift["again"] == 1  # the RUN step really ran again
+    # Rebuilt by its content address, the stored image would have been reused as it was.
+    first = kept[ids[0]]
+    cached = sandbox.build(first["dockerfile"], json.loads(first["context_files"]))
+    assert cached.cached and cached.tag == first["image_tag"]
+
+
+def test_drift_is_queryable_by_batch(drift):
+    view = query(
+        drift["lake"],
+        f"select kept, checked, still_valid, drifted from drift where batch = '{BATCH}'",
+    )
+    assert view.rows() == [(2, 2, 1, 1)]
+    meta = drift["checked"].asset_materializations_for_node("drift_revalidation")[0].metadata
+    assert meta["drifted"].value == 1 and "reference_fails" in meta["drifted_tasks"].value
+
+
+def test_drift_revalidation_has_its_own_job_and_a_schedule_that_starts_stopped(drift):
+    daily = definitions.defs.resolve_job_def("daily_batch")
+    job = definitions.defs.resolve_job_def("revalidate_kept_tasks")
+    assert job.asset_layer.executable_asset_keys == {dg.AssetKey("drift_revalidation")}
+    assert dg.AssetKey("drift_revalidation") not in daily.asset_layer.executable_asset_keys
+    assert drift_revalidation_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    context = dg.build_schedule_context(
+        resources={"pipeline": PipelineSettings(data_dir=str(drift["lake"].data_dir))},
+        scheduled_execution_time=dt.datetime(2026, 6, 7, 4, tzinfo=dt.UTC),
+    )
+    requests = drift_revalidation_schedule(context)
+    assert [r.partition_key for r in requests] == [BATCH]
+    assert requests[0].run_key == f"drift-{BATCH}-2026-06-07"
