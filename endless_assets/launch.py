@@ -5,8 +5,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,14 +15,6 @@ from typing import Any
 import dagster as dg
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
-INSTANCE_YAML = """\
-telemetry:
-  enabled: false
-concurrency:
-  runs:
-    max_concurrent_runs: 1
-"""
-
 
 INIT_LOCK = ".endless-init.lock"
 
@@ -36,23 +29,42 @@ def home_lock(home: Path) -> Iterator[None]:
 
 def ensure_dagster_home() -> Path:
     """Use DAGSTER_HOME if set, else ./dagster_home (made absolute; created with our yaml), with
-    the instance's storage created.
+    the instance's storage created: SQLite there, or PostgreSQL when DAGSTER_PG_URL is set
+    (instance.py writes the yaml; InstanceError, in one line, if the URL does not parse or answer).
 
-    Dagster creates its SQLite schemas when an instance first opens a home, without a lock of its
-    own: two `endless run` started at once on a fresh home both try, and one fails ("table ...
-    already exists"). So the yaml and the schemas are made here, one process at a time (an
-    exclusive lock on a file in the home); after that every process only opens what exists."""
+    Dagster creates its schemas when an instance first opens, without a lock of its own: two
+    `endless run` started at once on a fresh home both try, and one fails ("table ... already
+    exists"). So the yaml and the schemas are made here, one process at a time (an exclusive lock
+    on a file in the home, and for PostgreSQL an advisory lock in the database, which processes on
+    other machines also take); after that every process only opens what exists."""
+    from endless_assets.instance import (
+        InstanceError,
+        pg_url,
+        postgres_session,
+        sync_instance_yaml,
+    )
+    from endless_assets.settings import Settings
+
     raw = os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME
     home = Path(raw).expanduser().resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    with home_lock(home):
-        if not (home / "dagster.yaml").exists():
-            (home / "dagster.yaml").write_text(INSTANCE_YAML)
-        with dg.DagsterInstance.get() as instance:
-            # Opening makes the run and schedule storages; these make the event log's index.
-            instance.get_runs(limit=1)
-            instance.get_asset_keys()
+    url = pg_url()
+    with postgres_session(url) if url else nullcontext():  # the URL answers, before any work
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["DAGSTER_HOME"] = str(home)
+        with home_lock(home):
+            note = sync_instance_yaml(home, url, Settings.resolve())
+            if note:
+                print(f"endless: {note}", file=sys.stderr)
+            try:
+                with dg.DagsterInstance.get() as instance:
+                    # Opening makes the run and schedule storages; these make the event log's
+                    # index.
+                    instance.get_runs(limit=1)
+                    instance.get_asset_keys()
+            except dg.DagsterInvalidConfigError as exc:
+                first = exc.errors[0].message if exc.errors else str(exc)
+                reason = " ".join(first.split())[:300]
+                raise InstanceError(f"{home / 'dagster.yaml'} does not load: {reason}") from None
     return home
 
 
@@ -61,6 +73,21 @@ class LaunchResult:
     success: bool
     run_id: str
     failed_steps: list[str]
+
+
+def batch_run_config(
+    overrides: dict[str, Any], log_level: str, extra_run_config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The run config of a launch: the console log level, and the pipeline settings set
+    (`overrides`, None: unset) as the `pipeline` resource's config."""
+    config = {k: v for k, v in overrides.items() if v is not None}
+    run_config: dict[str, Any] = {
+        "loggers": {"console": {"config": {"log_level": log_level}}},
+        **(extra_run_config or {}),
+    }
+    if config:
+        run_config["resources"] = {"pipeline": {"config": config}}
+    return run_config
 
 
 def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
@@ -89,13 +116,7 @@ def launch_job(
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
     logging.getLogger("dagster").setLevel(log_level)
-    config = {k: v for k, v in overrides.items() if v is not None}
-    run_config: dict[str, Any] = {
-        "loggers": {"console": {"config": {"log_level": log_level}}},
-        **(extra_run_config or {}),
-    }
-    if config:
-        run_config["resources"] = {"pipeline": {"config": config}}
+    run_config = batch_run_config(overrides, log_level, extra_run_config)
     with dg.DagsterInstance.get() as instance:
         if dynamic_partitions:  # two imports of one new batch at once: one adds it
             with home_lock(home):

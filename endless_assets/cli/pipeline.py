@@ -39,6 +39,13 @@ def run(
     workers: Annotated[int | None, typer.Option(help="tasks in parallel per stage")] = None,
     seed: Annotated[int | None, typer.Option(help="salt for the batch's seeds")] = None,
     quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+    submit: Annotated[
+        bool,
+        typer.Option(
+            help="queue the run on the DAGSTER_HOME instance (e.g. a team's PostgreSQL one) for "
+            "its daemon to launch, instead of running it here"
+        ),
+    ] = False,
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
@@ -57,11 +64,17 @@ def run(
         settings = Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
+    from endless_assets.cli.submit import open_instance, submit_batch
+
+    open_instance()  # the instance (a DAGSTER_PG_URL that does not answer: one line, exit 2)
     err.print(
         f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks, generator "
         f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
+    if submit:
+        submit_batch(batch, overrides)
+        return
     _preflight(settings)
     started = time.monotonic()
     result = launch_batch(batch, overrides, log_level="WARNING" if quiet else "INFO")
