@@ -55,8 +55,10 @@ class Task(BaseModel):
     # USER (root when it sets none) and the image's WORKDIR.
     agent_user: str = AGENT_USER
     workdir: str = AGENT_HOME
-    # Build-context files that are not UTF-8 text: relative path -> base64 of their bytes.
+    # Build-context files that are not UTF-8 text: relative path -> base64 of their bytes; and
+    # the build-context files (text or not) that are executable (mode 755 in the image).
     binary_files: dict[str, str] = Field(default_factory=dict)
+    executable_files: list[str] = Field(default_factory=list)
     # The task's directory name where it was imported from (e.g. "evoeval/10"), and what its
     # task.toml / task.yaml said, section by section, for a faithful export.
     source_name: str = ""

@@ -151,6 +151,7 @@ class SolverRollouts(pa.DataFrameModel):
     tokens_in: pl.Int64 = pa.Field(ge=0)
     tokens_out: pl.Int64 = pa.Field(ge=0)
     seconds: pl.Float64 = pa.Field(ge=0)
+    queue_seconds: pl.Float64 = pa.Field(nullable=True, ge=0)  # waited for an LLM slot; not counted
     # Failure analysis (agent/analysis.py).
     loop_detected: pl.Boolean
     command_diversity: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)

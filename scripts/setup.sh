@@ -11,7 +11,15 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/pip install -q --upgrade pip
 fi
 echo "setup: installing the package and its dependencies" >&2
-.venv/bin/pip install -q --disable-pip-version-check -e ".[dev]"
+# serve: a real model server for the tests (transformers serve on CPU; torch pinned to its CPU build)
+.venv/bin/pip install -q --disable-pip-version-check -e ".[dev,serve]"
 
 ./scripts/ensure-docker.sh
 .venv/bin/endless setup
+# More base recipes, built ahead of an import that maps to them (e.g. ENDLESS_EXTRA_BASE_RECIPES=trixie
+# for Debian trixie with Python 3.13; `endless-base-trixie` in --base-image-map). The default one
+# (setting base_recipe, ENDLESS_BASE_RECIPE) is built by `endless setup` above.
+if [ -n "${ENDLESS_EXTRA_BASE_RECIPES:-}" ]; then
+  # shellcheck disable=SC2086
+  .venv/bin/python -m endless_assets.sandbox.base_image $ENDLESS_EXTRA_BASE_RECIPES
+fi

@@ -15,7 +15,15 @@ from pathlib import Path
 import polars as pl
 
 GOLDEN = Path(__file__).parent / "golden" / "procedural_batch.json"
-VOLATILE = {"seconds", "build_seconds", "created_at", "image_tag", "image_id", "attempt_log"}
+VOLATILE = {
+    "seconds",
+    "queue_seconds",
+    "build_seconds",
+    "created_at",
+    "image_tag",
+    "image_id",
+    "attempt_log",
+}
 KEYS = ("task_id", "rollout_idx", "solver_model")
 _TIMING = re.compile(r"\d+\.\d+s\b|\d+(\.\d+)? ?(ms|seconds)\b")
 _HEX = re.compile(r"(?<![0-9a-f])[0-9a-f]{12,64}(?![0-9a-f])")

@@ -248,3 +248,40 @@ def test_a_lone_surrogate_in_a_reply_is_replaced_before_it_is_run_or_kept():
         action = agent.act(None)
     assert action.command == "echo caf\ufffd" and action.raw == "<command>echo caf\ufffd</command>"
     assert agent.messages()[-1]["content"] == action.raw  # storable: valid UTF-8
+
+
+def test_a_context_refusal_in_fastapis_detail_still_folds():
+    # FastAPI servers put the reason under "detail"; the SDK's exception text drops it.
+    def responder(request):
+        if len(request["messages"]) > 2:
+            return Reply(status=400, body={"detail": "maximum context length is 10 tokens"})
+        return Reply("<command>ls</command>")
+
+    with ScriptedServer(responder) as server:
+        agent = policy(server)
+        agent.reset(TASK)
+        agent.act(None)
+        assert agent.act(observation(0)).folded_turns == 1
+    assert [len(r["messages"]) for r in server.requests] == [2, 4, 2]
+
+
+def test_the_context_the_endpoint_reports_replaces_context_tokens():
+    listed = [{"id": "m", "object": "model", "max_model_len": 6000}]
+    with ScriptedServer(lambda r: Reply("<action>done</action>"), listed=listed) as server:
+        settings = Settings.resolve(
+            solver="chat", solver_model="m", solver_base_url=server.base_url, context_tokens=32768
+        )
+        agent = policy_factory(settings)()
+    assert agent.config.context_tokens == 6000
+
+
+def test_a_model_the_endpoint_does_not_list_is_a_configuration_error():
+    with ScriptedServer(lambda r: Reply("<action>done</action>"), listed=["a", "b"]) as server:
+        settings = Settings.resolve(
+            solver="chat", solver_model="c", solver_base_url=server.base_url
+        )
+        with pytest.raises(SettingsError) as caught:
+            policy_factory(settings)
+    message = str(caught.value)
+    assert "'c'" in message and server.base_url in message and "lists a, b" in message
+    assert "\n" not in message and server.requests == [], "nothing was asked of the model"

@@ -58,7 +58,6 @@ def source(tmp_path):
     )
     write(paper, "environment/task.json", json.dumps({"description": "x", "truth": "42 lines"}))
     write(paper, "environment/test_initial_state.py", "def test_home():\n    assert True\n")
-    write(paper, "tests/test.sh", "#!/bin/bash\nuvx pytest /tests/test_final_state.py\n")
     write(paper, "tests/test_final_state.py", FINAL_TEST)
     (paper / "solution").mkdir()
     # Ours-like: initial test in tests/, metadata in task.toml, bash solution.
@@ -78,21 +77,26 @@ def source(tmp_path):
     os.remove(src / "no_dockerfile/environment/Dockerfile")
     good_task(src / "compose")
     write(src / "compose", "environment/docker-compose.yaml", "services: {}\n")
-    good_task(src / "binary")
-    write(src / "binary", "environment/blob.bin", b"\x00\xff\xfe binary")
+    good_task(src / "binary_too_big")
+    write(src / "binary_too_big", "environment/blob.bin", b"\x00\xff\xfe" * 400_000)
     good_task(src / "two_tests")
     os.rename(src / "two_tests/tests/test_final_state.py", src / "two_tests/tests/test_a.py")
     write(src / "two_tests", "tests/test_b.py", FINAL_TEST)
-    good_task(src / "shell_graded")
-    os.remove(src / "shell_graded/tests/test_final_state.py")
+    good_task(src / "no_script_no_pytest")
+    os.remove(src / "no_script_no_pytest/tests/test_final_state.py")
+    os.remove(src / "no_script_no_pytest/tests/test.sh")
     good_task(src / "bad_toml")
     write(src / "bad_toml", "task.toml", "[metadata\ncategory = \n")
     good_task(src / "symlink")
     os.symlink("/etc/passwd", src / "symlink/environment/passwd")
-    good_task(src / "support_files")
-    write(src / "support_files", "tests/expected.json", "{}")
+    good_task(src / "support_files_without_script")
+    os.remove(src / "support_files_without_script/tests/test.sh")
+    write(src / "support_files_without_script", "tests/expected.json", "{}")
     good_task(src / "no_from", dockerfile="RUN echo hi\n")
     return src
+
+
+MIB = 2**20
 
 
 def by_dir(outcomes):
@@ -101,7 +105,13 @@ def by_dir(outcomes):
 
 def test_good_directories_import_and_each_broken_one_says_why(source):
     outcomes = by_dir(
-        import_tasks(source, "imp-1", base_image_map={"ubuntu:22.04": BASE}, base_image=BASE)
+        import_tasks(
+            source,
+            "imp-1",
+            base_image_map={"ubuntu:22.04": BASE},
+            base_image=BASE,
+            max_binary_bytes=MIB,
+        )
     )
     assert len(outcomes) == 12
     reasons = {name: o.reason for name, o in outcomes.items() if o.draft is None}
@@ -109,12 +119,13 @@ def test_good_directories_import_and_each_broken_one_says_why(source):
         "no_instruction": "no instruction.md",
         "no_dockerfile": "no environment/Dockerfile",
         "compose": "docker-compose.yaml",
-        "binary": "environment/blob.bin is not UTF-8 text",
+        "binary_too_big": "environment/blob.bin is a binary file of 1.1 MiB, over the 1 MiB "
+        "limit (setting max_binary_file_mb)",
         "two_tests": "2 pytest files",
-        "shell_graded": "no pytest file",
+        "no_script_no_pytest": "no pytest file",
         "bad_toml": "task.toml does not parse",
         "symlink": "symbolic link",
-        "support_files": "expected.json",
+        "support_files_without_script": "expected.json",
         "no_from": "no FROM line",
     }
     assert set(reasons) == set(expected)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import json
+from concurrent.futures import ThreadPoolExecutor
 
+import httpx2 as httpx
+import openai
 import pytest
 
+from endless_assets.llm import errors
 from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import ChatClient, Endpoint, LLMRequestError, LLMUnavailable
+from endless_assets.llm.pacing import queue_clock
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -88,3 +94,114 @@ def test_the_api_key_comes_from_the_environment_and_is_not_cached(tmp_path, monk
     assert server.headers[0]["authorization"] == "Bearer sk-secret-123"
     stored = "".join(p.read_text() for p in tmp_path.rglob("*.json"))
     assert "sk-secret" not in stored
+
+
+# -- what servers say when they refuse (errors.py) ---------------------------------------------
+
+ERROR_BODIES = {
+    "FastAPI's detail": {"detail": "Server is pinned to 'a'; requested 'b'."},
+    "FastAPI's validation list": {"detail": [{"loc": ["body"], "msg": "field required"}]},
+    "OpenAI's error object": {"error": {"message": "maximum context length is 4096 tokens"}},
+    "Ollama's error string": {"error": 'model "b" not found, try pulling it first'},
+    "a bare message": {"message": "prompt is too long"},
+}
+
+
+@pytest.mark.parametrize("shape", list(ERROR_BODIES), ids=list(ERROR_BODIES))
+def test_the_servers_own_words_are_kept_whatever_key_carries_them(shape):
+    body = ERROR_BODIES[shape]
+    words = json.dumps(body).split('"')[-2]  # the innermost string of the body
+    with ScriptedServer(lambda r: Reply(status=400, body=body)) as server:
+        with pytest.raises(LLMRequestError) as caught:
+            ChatClient(endpoint(server)).complete(MESSAGES)
+    assert "HTTP 400" in str(caught.value) and words in str(caught.value)
+
+
+def test_a_plain_text_error_body_is_kept_too():
+    message = errors.server_message(_status_error(502, "upstream model crashed\n"))
+    assert message == "upstream model crashed"
+    assert errors.server_message(_status_error(500, "")) == ""
+
+
+def _status_error(status: int, text: str) -> openai.APIStatusError:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(status, text=text, request=request)
+    return openai.APIStatusError("Error code", response=response, body=None)
+
+
+# -- pacing: what the endpoint sustains (pacing.py) --------------------------------------------
+
+
+def test_a_timed_out_request_keeps_its_slot_while_the_server_may_still_compute_it():
+    # A serial server: the first reply takes longer than the client waits. The client gives up
+    # on it, but the server computes it to the end; a retry sent at once would queue behind it.
+    delays = iter([3.0])
+    with ScriptedServer(lambda r: Reply("ok", delay=next(delays, 0.0)), serial=True) as server:
+        client = ChatClient(endpoint(server, timeout=2.0))
+        assert client.complete(MESSAGES).text == "ok"
+    assert len(server.requests) == 2
+    assert server.max_in_flight == 1, "the retry was sent while the server still computed"
+    assert client.timeouts == 1 and client.retries == 1
+    assert client.pacer.stats().timeouts == 1
+
+
+def test_the_concurrency_grows_to_the_cap_against_a_server_that_batches():
+    # Every reply takes the same time however many are in flight: nothing to back off from.
+    with ScriptedServer(lambda r: Reply("x" * 400, delay=0.5)) as server:
+        client = ChatClient(endpoint(server, concurrency=8))
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda i: client.complete(MESSAGES, seed=i), range(64)))
+    stats = client.pacer.stats()
+    assert stats.limit == 8 and server.max_in_flight == 8
+
+
+def test_time_waiting_for_a_slot_is_reported_and_charged_to_the_open_queue_clock():
+    with ScriptedServer(lambda r: Reply("ok", delay=0.3), serial=True) as server:
+        client = ChatClient(endpoint(server, concurrency=1))
+        clocks: list[float] = []
+        replies = []
+
+        def call(i: int) -> None:
+            with queue_clock() as clock:
+                replies.append(client.complete(MESSAGES, seed=i))
+            clocks.append(clock.seconds)
+
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(call, range(3)))
+    assert server.max_in_flight == 1
+    assert sorted(clocks) == pytest.approx(sorted(r.queue_seconds for r in replies))
+    assert max(clocks) > 0.3, "the last caller waited for two replies"
+    assert min(clocks) < max(clocks)
+
+
+# -- a template that refuses the system role (system_role.py) ----------------------------------
+
+
+def test_a_template_that_refuses_the_system_role_gets_the_system_text_in_the_first_user_turn():
+    refusal = {"error": {"message": "System role not supported", "type": "BadRequestError"}}
+
+    def responder(request):
+        if any(m["role"] == "system" for m in request["messages"]):
+            return Reply(status=400, body=refusal)
+        return Reply("ok")
+
+    messages = [{"role": "system", "content": "Be brief."}, *MESSAGES]
+    with ScriptedServer(responder) as server:
+        client = ChatClient(endpoint(server))
+        assert client.complete(messages).text == "ok"
+        assert client.complete(messages, use_cache=False).text == "ok"
+    sent = [r["messages"] for r in server.requests]
+    # The refused request, the two probes, the same request folded; then folded at once.
+    assert [len(m) for m in sent] == [2, 2, 1, 1, 1]
+    assert sent[-1] == [{"role": "user", "content": "Be brief.\n\nhello"}]
+    assert client.report()["llm_system_prompt"] == "folded into the first user message"
+
+
+def test_an_unrelated_error_is_not_taken_for_a_system_role_refusal():
+    messages = [{"role": "system", "content": "Be brief."}, *MESSAGES]
+    too_long = {"error": {"message": "maximum context length is 10"}}
+    with ScriptedServer(lambda r: Reply(status=400, body=too_long)) as server:
+        client = ChatClient(endpoint(server))
+        with pytest.raises(LLMRequestError, match="maximum context length"):
+            client.complete(messages)
+    assert len(server.requests) == 1, "no probe: the error says what it is"

@@ -568,3 +568,126 @@ def test_no_process_in_a_task_container_can_trace_another(container):
         'print(libc.ptrace(0, 0, 0, 0), ctypes.get_errno())"'  # PTRACE_TRACEME
     )
     assert container.exec_root(["sh", "-c", probe], user="1000").output.split() == ["-1", "1"]
+
+
+# -- a root agent (imported tasks whose image has no USER) --------------------------------------
+# Root in its own container could read the test as the grader writes it, plant a process that
+# outlives the grader's reach, or change the interpreter the grader starts. Its verdicts come
+# from a verifier container (sandbox/verifier.py): each row is first tried where that defence is
+# missing (`own`: our grader in the agent's own container; `unchecked`: a verifier container
+# without the check of what the agent changed; `script_here`: the task's test.sh run in the
+# agent's own container, reward files read as they are), where it earns 1, then against ours.
+
+ROOT_WATCHER = (
+    'nohup python3 -c "import glob, re, time\nwhile True:\n'
+    "  for p in glob.glob('/verifier/run-*/*.py'):\n"
+    "    try:\n      m = re.search(r'EXPECTED = .([0-9a-f]+).', open(p).read())\n"
+    "    except OSError:\n      continue\n"
+    f"    if m:\n      open('{ANSWER}', 'w').write(m.group(1))\n"
+    '  time.sleep(0.001)" >/dev/null 2>&1 &'
+)
+SITECUSTOMIZE = """\
+try:
+    import _pytest.reports as reports
+    reports.BaseReport.failed = property(lambda self: False)
+    reports.BaseReport.passed = property(lambda self: True)
+except Exception:
+    pass
+"""
+PLANT_SITECUSTOMIZE = (
+    "d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"])') && "
+    + write("$d/sitecustomize.py", SITECUSTOMIZE)
+)
+SCRIPT = (
+    "#!/bin/bash\ncd / && python3 -m pytest -q /tests/test_outputs.py\n"
+    "if [ $? -eq 0 ]; then r=1; else r=0; fi\nmkdir -p /logs/verifier\n"
+    "echo $r > /logs/verifier/reward.txt\n"
+)
+
+
+@dataclass(frozen=True)
+class RootRoute:
+    commands: list[str]
+    naive: str  # own | unchecked | script_here
+    script: bool = False  # the task is graded by its own test.sh
+
+
+ROOT_ROUTES: dict[str, RootRoute] = {
+    "root: a process left running reads the test as the grader writes it": RootRoute(
+        [ROOT_WATCHER, "sleep 1"], naive="own"
+    ),
+    "root: a sitecustomize.py in the interpreter's own library marks every test passed": (
+        RootRoute([PLANT_SITECUSTOMIZE], naive="unchecked")
+    ),
+    "root: a reward.json left where the verifier reads rewards (it wins over reward.txt)": (
+        RootRoute(
+            ["mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.json"],
+            naive="script_here",
+            script=True,
+        )
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def root_image(sandbox: Sandbox) -> str:
+    from endless_assets.sandbox.identity import identity_dockerfile
+
+    dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
+    build = sandbox.build(dockerfile, {}, network=False)
+    assert build.ok, build.log
+    return build.tag
+
+
+def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
+    from endless_assets.sandbox.shell import ShellSession
+    from endless_assets.sandbox.verdict import _grader_for, parse_verdict
+    from endless_assets.sandbox.verifier import PYCACHE, verifier_container
+
+    start_grader(box)
+    with ShellSession(box) as shell:
+        for command in route.commands:
+            shell.run(command, timeout=30)
+    request = {"id": "n", "filename": "test_outputs.py", "test": test, "timeout": 60}
+    request.update(agent_uid=0, stop_agent=False, verifier=True, env=box.image_env)
+    if route.naive == "script_here":
+        box.exec_root(["mkdir", "-p", "/tests"])
+        box.put_files("/tests", {"test_outputs.py": test, "test.sh": SCRIPT}, mode=0o755)
+        box.exec_root(["bash", "/tests/test.sh"])
+        json_reward = box.exec_root(["cat", "/logs/verifier/reward.json"])
+        text_reward = box.exec_root(["cat", "/logs/verifier/reward.txt"]).output
+        reward = json_reward.output if json_reward.exit_code == 0 else text_reward
+        return 1 if float(reward.strip()) >= 1 else 0
+    if route.naive == "own":
+        reply = _grader_for(box).ask(request, deadline=time.monotonic() + 120)
+    else:
+        with verifier_container(box, lambda: None) as verifier:
+            reply = _grader_for(verifier, PYCACHE).ask(request, deadline=time.monotonic() + 120)
+    verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
+    return 1 if verdict.passed else 0
+
+
+@pytest.mark.parametrize("name", list(ROOT_ROUTES))
+def test_a_root_agents_route_that_fools_a_grader_in_reach_earns_zero_here(
+    sandbox, root_image, name
+):
+    from endless_assets.sandbox.bundle import Verifier, pack
+
+    route = ROOT_ROUTES[name]
+    test = secret_test("pass")
+    with sandbox.container(root_image, labels={"role": "naive-grader"}) as box:
+        assert box.agent.uid == 0
+        naive = root_naive_reward(box, route, test)
+    assert naive == 1, f"the route does not work where the defence is missing: {naive}"
+
+    graded = pack(Verifier(test=test, script="test.sh", files={"test.sh": SCRIPT}))
+    with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-integrity", "do nothing useful"),
+            Scripted(route.commands),
+            graded if route.script else test,
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error  # scored, not a harness error
+    assert rollout.reward == 0, rollout.verdict

@@ -8,9 +8,11 @@ each request the server received can be rebuilt exactly from the stored rollout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from broken_families import Good
@@ -18,7 +20,7 @@ from conftest import own_containers
 
 from endless_assets.agent.chat import ChatConfig, ChatPolicy
 from endless_assets.agent.context import request_for_turn
-from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
+from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.llm.client import ChatClient, Endpoint
@@ -210,6 +212,52 @@ def test_an_endpoint_that_dies_mid_episode_is_a_harness_error(sandbox, task):
     assert rollout.error.startswith("PolicyUnavailable")
     assert rollout.n_turns == 1 and len(rollout.messages) == 4  # what happened is kept
     assert row["failure_mode"] == "harness_error"
+
+
+def test_time_queued_for_the_model_is_not_the_agents_time(sandbox, task):
+    # Three episodes share one endpoint that takes one request at a time, 3 s per reply, so each
+    # waits for the others' replies at every turn: about 9 s of its own model time and 15-18 s
+    # of waiting before its last turn. With that wait on its clock, every episode would end as a
+    # time_limit before its last turn (a budget of 21 s).
+    draft, image = task
+    replies = ["<command>echo one</command>", "<command>echo two</command>"]
+    replies += ["<command>echo three</command>", DONE]
+    by_episode: dict[str, int] = {}
+
+    def responder(request: dict) -> Reply:
+        episode = request["messages"][1]["content"]
+        turn = by_episode[episode] = by_episode.get(episode, -1) + 1
+        return Reply(replies[min(turn, len(replies) - 1)], delay=3.0)
+
+    limits = EpisodeLimits(max_turns=6, command_timeout=10.0, episode_seconds=21.0)
+    with ScriptedServer(responder, serial=True) as server, contextlib.ExitStack() as stack:
+        client = ChatClient(Endpoint(model="scripted", base_url=server.base_url, concurrency=1))
+        boxes = [
+            stack.enter_context(sandbox.container(image, labels={"role": "test"})) for _ in range(3)
+        ]
+
+        def episode(i: int) -> Rollout:
+            agent = ChatPolicy(client, ChatConfig(model="scripted", max_turns=6))
+            instruction = f"{draft.instruction}\n(episode {i})"
+            return run_episode_in(
+                boxes[i],
+                EpisodeTask(draft.task_id, instruction),
+                agent,
+                draft.completion_test,
+                limits,
+            )
+
+        with ThreadPoolExecutor(3) as pool:
+            rollouts = list(pool.map(episode, range(3)))
+    assert not own_containers(sandbox)
+    assert server.max_in_flight == 1
+    assert [(r.termination, r.n_turns) for r in rollouts] == [("done", 4)] * 3
+    assert all(r.queue_seconds > 9.0 for r in rollouts), "each waited for two others, 3 times"
+    later = max(rollouts, key=lambda r: r.seconds)
+    assert later.seconds > limits.episode_seconds, "the wall clock passed the budget"
+    row = rollout_row("2026-05-01", 0, later)
+    assert row["queue_seconds"] == later.queue_seconds
+    SolverRollouts.validate(frame("solver_rollouts", [row]))
 
 
 FORCE_PASS = (

@@ -33,17 +33,11 @@ from endless_assets.agent.context import (
 from endless_assets.agent.episode import ContextExhausted, PolicyUnavailable
 from endless_assets.agent.policies import Action, EpisodeTask
 from endless_assets.agent.replies import clean_text, parse_reply
-from endless_assets.llm.client import (
-    ChatClient,
-    ChatReply,
-    Endpoint,
-    LLMRequestError,
-    LLMUnavailable,
-)
+from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError, LLMUnavailable
+from endless_assets.llm.preflight import require_model
 from endless_assets.settings import Settings, SettingsError
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
-SOLVER_API_KEY_ENVS = ("ENDLESS_SOLVER_API_KEY", "OPENAI_API_KEY")
 # How endpoints word "the prompt does not fit" (OpenAI and its error code, vLLM, llama.cpp,
 # Anthropic, ...). A refusal without such wording, e.g. "max_tokens is too large" for a
 # turn_tokens the model does not support, is not the conversation's length: folding cannot help.
@@ -146,26 +140,15 @@ class ChatPolicy:
 
     @classmethod
     def factory_from_settings(cls, settings: Settings) -> Callable[[], ChatPolicy]:
-        """One client (thread-safe, shared concurrency cap) for all the episodes of a run."""
-        if not settings.solver_model:
-            raise SettingsError(
-                "solver=chat needs a model name: set ENDLESS_SOLVER_MODEL (or solver_model in "
-                "the pipeline resource config)"
-            )
-        endpoint = Endpoint(
-            model=settings.solver_model,
-            base_url=settings.solver_base_url or settings.generator_base_url,
-            api_key_envs=SOLVER_API_KEY_ENVS,
-            timeout=settings.llm_timeout,
-            retries=settings.llm_retries,
-            backoff=settings.llm_backoff,
-            concurrency=settings.llm_concurrency,
-        )
+        """One client (thread-safe, shared pacing) for all the episodes of a run. The model is
+        checked against the endpoint's listing first (llm/preflight.py), and the context the
+        endpoint enforces, where it says, replaces `context_tokens`."""
+        endpoint, check = require_model(settings, "solver")
         config = ChatConfig(
             model=settings.solver_model,
             temperature=settings.solver_temperature,
             turn_tokens=settings.turn_tokens,
-            context_tokens=settings.context_tokens,
+            context_tokens=check.context_tokens or settings.context_tokens,
             max_turns=settings.max_turns,
             output_cap=settings.output_cap,
             command_timeout=settings.command_timeout,

@@ -16,6 +16,7 @@ from typing import Any
 
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
 from endless_assets.agent.replies import FORMAT_HINT
+from endless_assets.llm.pacing import QueueClock, queue_clock
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
@@ -76,6 +77,7 @@ class Rollout:
     seconds: float = 0.0
     messages: list[dict[str, Any]] = field(default_factory=list)
     prompt_version: str = ""
+    queue_seconds: float = 0.0  # waiting for a request slot in our own LLM client: not counted
 
     @property
     def n_turns(self) -> int:
@@ -162,6 +164,7 @@ def run_episode_in(
     started = time.monotonic() if started is None else started
     rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
     rollout.prompt_version = policy.prompt_version
+    queued = QueueClock()
     try:
         policy.reset(task)
         # The grader is resident before the agent's first command: at the verdict it can stop
@@ -169,8 +172,11 @@ def run_episode_in(
         # left behind cannot keep the grade from happening).
         start_grader(container)
         stop = functools.partial(stop_agent, container)
-        with ShellSession(container, output_cap=limits.output_cap, stop_agent=stop) as shell:
-            rollout.termination = _loop(shell, policy, rollout, limits, started)
+        with (
+            ShellSession(container, output_cap=limits.output_cap, stop_agent=stop) as shell,
+            queue_clock(queued),
+        ):
+            rollout.termination = _loop(shell, policy, rollout, limits, started, queued)
         with docker_slots or contextlib.nullcontext():
             verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
         rollout.verdict = verdict
@@ -181,6 +187,7 @@ def run_episode_in(
         rollout.error = f"{type(exc).__name__}: {exc}"
     rollout.messages = policy.messages()
     rollout.seconds = time.monotonic() - started
+    rollout.queue_seconds = queued.seconds
     return rollout
 
 
@@ -198,12 +205,22 @@ def _harness_error(task: EpisodeTask, policy: Policy, exc: Exception, started: f
 
 
 def _loop(
-    shell: ShellSession, policy: Policy, rollout: Rollout, limits: EpisodeLimits, started: float
+    shell: ShellSession,
+    policy: Policy,
+    rollout: Rollout,
+    limits: EpisodeLimits,
+    started: float,
+    queued: QueueClock,
 ) -> str:
+    """The turns. The episode clock is the agent's time: waits for a slot in our own LLM client
+    (`queued`) are not counted, and are recorded as `queue_seconds`."""
+
+    def remaining() -> float:
+        return limits.episode_seconds - (time.monotonic() - started - queued.seconds)
+
     observation: str | None = None
     for index in range(limits.max_turns):
-        remaining = limits.episode_seconds - (time.monotonic() - started)
-        if remaining <= 0:
+        if remaining() <= 0:
             return "time_limit"
         t0 = time.monotonic()
         try:
@@ -229,10 +246,10 @@ def _loop(
         if action.kind == "invalid":
             observation = invalid_observation(action.error)
             continue
-        remaining = limits.episode_seconds - (time.monotonic() - started)
-        if remaining <= 0:
+        left = remaining()
+        if left <= 0:
             return "time_limit"
-        result = shell.run(action.command, timeout=min(limits.command_timeout, remaining))
+        result = shell.run(action.command, timeout=min(limits.command_timeout, left))
         turn.output = result.output
         turn.exit_code = result.exit_code
         turn.timed_out = result.timed_out
@@ -241,6 +258,6 @@ def _loop(
         turn.note = result.note
         turn.seconds = result.seconds
         observation = observation_text(result, limits.output_cap)
-    if limits.episode_seconds - (time.monotonic() - started) <= 0:
+    if remaining() <= 0:
         return "time_limit"
     return "turn_limit"

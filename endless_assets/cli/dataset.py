@@ -152,26 +152,67 @@ import_app = typer.Typer(
 app.add_typer(import_app, name="import")
 
 
+SourceArgument = Annotated[Path, typer.Argument(help="a task directory or a directory of them")]
+BatchName = Annotated[str, typer.Option("--batch", "-b", help="name of the imported batch")]
+ImageMap = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--base-image-map",
+        help="IMAGE=REPLACEMENT for base images this machine cannot pull (repeatable); "
+        "REPLACEMENT 'endless-base' means our base image (setting base_recipe), "
+        "'endless-base-bookworm' or 'endless-base-trixie' one of its recipes",
+    ),
+]
+SolverOption = Annotated[str | None, typer.Option(help="oracle | noop | chat")]
+KOption = Annotated[int | None, typer.Option(help="solver attempts per task")]
+WorkersOption = Annotated[int | None, typer.Option(help="tasks in parallel per stage")]
+QuietOption = Annotated[bool, typer.Option(help="only warnings from Dagster")]
+
+
 @import_app.command("harbor")
 def import_harbor(
-    source: Annotated[Path, typer.Argument(help="a Harbor task directory or a directory of them")],
-    batch: Annotated[str, typer.Option("--batch", "-b", help="name of the imported batch")],
-    base_image_map: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--base-image-map",
-            help="IMAGE=REPLACEMENT for base images this machine cannot pull (repeatable); "
-            "REPLACEMENT 'endless-base' means our base image",
-        ),
-    ] = None,
-    solver: Annotated[str | None, typer.Option(help="oracle | noop | chat")] = None,
-    k: Annotated[int | None, typer.Option(help="solver attempts per task")] = None,
-    workers: Annotated[int | None, typer.Option(help="tasks in parallel per stage")] = None,
-    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+    source: SourceArgument,
+    batch: BatchName,
+    base_image_map: ImageMap = None,
+    solver: SolverOption = None,
+    k: KOption = None,
+    workers: WorkersOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Import Harbor tasks as a batch, then validate, roll out and filter them through Dagster."""
+    _import("harbor", source, batch, base_image_map, solver, k, workers, quiet)
+
+
+@import_app.command("terminal-bench")
+def import_terminal_bench(
+    source: SourceArgument,
+    batch: BatchName,
+    base_image_map: ImageMap = None,
+    solver: SolverOption = None,
+    k: KOption = None,
+    workers: WorkersOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Import Terminal-Bench 1.x tasks as a batch, then validate, roll out and filter them.
+
+    A task directory holds task.yaml, a Dockerfile (or docker-compose.yaml with one service),
+    run-tests.sh, tests/ and solution.sh; it is read the way Harbor's mapper converts it."""
+    _import("terminal-bench", source, batch, base_image_map, solver, k, workers, quiet)
+
+
+def _import(
+    fmt: str,
+    source: Path,
+    batch: str,
+    base_image_map: list[str] | None,
+    solver: str | None,
+    k: int | None,
+    workers: int | None,
+    quiet: bool,
+) -> None:
     from endless_assets.export.dockerfile import DockerfileError, parse_image_map
     from endless_assets.lake import LakeError, check_batch_key
+    from endless_assets.sandbox.base_image import symbolic_names
     from endless_assets.settings import Settings, SettingsError
 
     try:
@@ -179,6 +220,13 @@ def import_harbor(
         mapping = parse_image_map(base_image_map or [])
     except (LakeError, DockerfileError) as exc:
         _fail(str(exc))
+    for image, target in mapping.items():
+        ours = target.startswith("endless-base") and ":" not in target
+        if ours and target not in symbolic_names():
+            _fail(
+                f"--base-image-map {image}={target}: {target} is not one of "
+                f"{', '.join(symbolic_names())}"
+            )
     source = source.expanduser().resolve()
     if not source.is_dir():
         _fail(f"{source} is not a directory")
@@ -188,10 +236,10 @@ def import_harbor(
     except SettingsError as exc:
         _fail(str(exc))
     err.print(
-        f"[bold]endless import harbor[/] {source} as batch {batch}: solver {settings.solver} "
+        f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver} "
         f"(k={settings.attempts}), data in {settings.data_dir}"
     )
-    _warn_missing_images(source, batch, mapping, settings.docker_host)
+    _warn_missing_images(source, batch, mapping, settings, fmt)
     started = time.monotonic()
     result = launch_import(
         batch,
@@ -199,12 +247,13 @@ def import_harbor(
         mapping,
         overrides,
         log_level="WARNING" if quiet else "INFO",
+        fmt=fmt,
     )
     _print_import_summary(settings.data_dir, batch)
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in the UI (`dg dev`)",
+            "see the log above or the run in `dagster dev`",
             code=1,
         )
     out.print(
@@ -214,7 +263,7 @@ def import_harbor(
 
 
 def _warn_missing_images(
-    source: Path, batch: str, mapping: dict[str, str], docker_host: str
+    source: Path, batch: str, mapping: dict[str, str], settings: Any, fmt: str
 ) -> None:
     """Say up front which base images this engine lacks: their tasks fail to build in stage II
     unless the engine can pull them."""
@@ -227,11 +276,22 @@ def _warn_missing_images(
     from endless_assets.sandbox.client import SandboxError, docker_client
 
     try:
-        outcomes = import_tasks(source, batch, base_image_map=mapping, base_image=base_image_tag())
-        client = docker_client(docker_host or None)
-    except (ImportProblem, SandboxError):
+        outcomes = import_tasks(
+            source,
+            batch,
+            fmt=fmt,
+            base_image_map=mapping,
+            base_image=base_image_tag(settings.base_recipe),
+            recipes=base_image_tag,
+            max_binary_bytes=int(settings.max_binary_file_mb * 2**20),
+        )
+        client = docker_client(settings.docker_host or None)
+    except (ImportProblem, SandboxError, ValueError):
         return  # the run reports it
-    images = sorted({i for o in outcomes if o.draft for i in base_images(o.draft.dockerfile)})
+    ours = {base_image_tag(name) for name in ("bookworm", "trixie")}  # built by the run
+    images = sorted(
+        {i for o in outcomes if o.draft for i in base_images(o.draft.dockerfile)} - ours
+    )
     for image in images:
         try:
             client.images.get(image)
@@ -252,6 +312,7 @@ def launch_import(
     overrides: dict[str, Any],
     *,
     log_level: str = "INFO",
+    fmt: str = "harbor",
 ):
     """Add the partition on the instance and run the `imported_batch` job for it."""
     from endless_assets.defs.imports import IMPORT_OP
@@ -261,7 +322,7 @@ def launch_import(
 
     import_config = {
         "source_dir": str(source),
-        "format": "harbor",
+        "format": fmt,
         "base_image_map": base_image_map,
     }
     return launch_job(

@@ -117,10 +117,14 @@ def _batch_key(date: str | None) -> str:
 
 def _preflight(settings) -> None:
     """Fail fast, with the reason, on what would otherwise fail inside the run."""
-    if settings.generator == "llm" and not settings.generator_model:
-        _fail("the llm generator needs a model: set ENDLESS_GENERATOR_MODEL")
-    if settings.solver == "chat" and not settings.solver_model:
-        _fail("the chat solver needs a model: set ENDLESS_SOLVER_MODEL")
+    from endless_assets.llm.preflight import require_model, roles_in_use
+    from endless_assets.settings import SettingsError
+
+    for role in roles_in_use(settings):  # named, and served where the endpoint lists models
+        try:
+            require_model(settings, role)
+        except SettingsError as exc:
+            _fail(str(exc))
     import docker.errors
 
     from endless_assets.sandbox.base_image import base_image_tag

@@ -2,8 +2,9 @@
 their own named partitions and then validated, rolled out and filtered by the same stage code as
 generated batches (see stage_spec.py).
 
-`endless import harbor DIR --batch NAME` adds the partition and launches the `imported_batch`
-job with the source directory in the run config of `imported/task_descriptions`.
+`endless import harbor DIR --batch NAME` (or `terminal-bench`) adds the partition and launches
+the `imported_batch` job with the source directory in the run config of
+`imported/task_descriptions`.
 """
 
 import time
@@ -23,7 +24,7 @@ from endless_assets.export.harbor_import import ImportProblem
 from endless_assets.export.imports import import_tasks
 from endless_assets.generation import Usage
 from endless_assets.models import task_seed
-from endless_assets.sandbox.base_image import base_image_tag
+from endless_assets.sandbox.base_image import ensure_base_image
 from endless_assets.stages import REJECTED
 from endless_assets.stages.rows import description_row, failed_description_row, frame
 
@@ -33,7 +34,7 @@ IMPORT_OP = "imported__task_descriptions"
 
 class ImportConfig(dg.Config):
     source_dir: str
-    format: str = "harbor"
+    format: str = "harbor"  # harbor | terminal-bench | auto (each directory by its layout)
     base_image_map: dict[str, str] = {}  # noqa: RUF012 (pydantic copies defaults)
 
 
@@ -56,15 +57,19 @@ def imported_task_descriptions(
     source = Path(config.source_dir).expanduser()
     if not source.is_absolute():
         raise dg.Failure(f"source_dir must be an absolute path, got {config.source_dir!r}")
+    settings = pipeline.resolve()
     try:
+        base_images = BaseImages(pipeline, settings.base_recipe)
         outcomes = import_tasks(
             source,
             batch,
             fmt=config.format,
             base_image_map=dict(config.base_image_map),
-            base_image=base_image_tag(),
+            base_image=base_images(settings.base_recipe),
+            recipes=base_images,
+            max_binary_bytes=int(settings.max_binary_file_mb * 2**20),
         )
-    except ImportProblem as exc:
+    except (ImportProblem, ValueError) as exc:
         raise dg.Failure(f"cannot import from {source}: {exc}") from exc
     if not outcomes:
         raise dg.Failure(f"no task directories in {source}: nothing to import")
@@ -111,6 +116,17 @@ def imported_task_descriptions(
     if imported:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(imported[0]))
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
+
+
+class BaseImages:
+    """Our base image of a recipe, built if this engine lacks it (a map may name either)."""
+
+    def __init__(self, pipeline: PipelineSettings, default: str) -> None:
+        self.pipeline, self.default = pipeline, default
+
+    def __call__(self, recipe: str) -> str:
+        sandbox = self.pipeline.sandbox()
+        return ensure_base_image(sandbox.client, recipe=recipe or self.default).tag
 
 
 imported_task_environments = build_task_environments(IMPORTED)

@@ -19,6 +19,7 @@ from endless_assets.agent.breaker import EndpointBreaker
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
+from endless_assets.agent.run_report import solver_run_metadata
 from endless_assets.defs.common import (
     counts_table,
     run_parallel,
@@ -187,6 +188,7 @@ def _materialize(
         "environment_steps_now": steps,
         "other_solvers_rows_kept": len(plan.others),
         "failure_modes": counts_table(modes, "failure_mode", "rollouts"),
+        **solver_run_metadata(probe, current_rows, context.log.warning),  # endpoint, identical
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }
     if ran_seconds > 0 and steps:

@@ -15,26 +15,37 @@
                              for a task kept without one (imported, solved by a model)
 ```
 
+An imported task that carries its own verifier (bundle.py: Harbor's test.sh, Terminal-Bench's
+run-tests.sh) gets its own tests/ back instead of ours, byte for byte, binary files included; its
+task.toml is the one it came with (every section), with our provenance added to [metadata] and
+its agent's identity in [agent] user / [environment] workdir (absent: the image's USER and
+WORKDIR, as Harbor runs it). Its Dockerfile keeps its own base image unless that is our default
+base image, which --base-image replaces.
+
 Grading needs no network: pytest is already in the image (our base image installs Debian's
 python3-pytest), unlike tasks that download uv and pytest when they are graded. `test.sh` grades
 with our own grader (`tests/endless_grader.py`, the file the pipeline runs in every container):
 it kills everything the agent user left running, then runs the test as that user with one
 capability in its own process, so nothing the agent left behind runs with more privilege than
 it had or changes the verdict (see the threat model in docs/sandbox.md).
-The agent runs as `user` (uid 1000, home /home/user), as in our pipeline.
+Our own tasks say who the agent is explicitly: `[agent] user = "user"` (uid 1000) and
+`[environment] workdir = "/home/user"`, as in our pipeline.
 """
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
-from endless_assets.export.dockerfile import rebase
+from endless_assets.export import task_parts
 from endless_assets.export.output import staged_directory, write_text
-from endless_assets.export.tasks import ExportError, validate_all
+from endless_assets.export.tasks import ExportError
 from endless_assets.export.toml_text import dumps
-from endless_assets.models import AGENT_USER, Task
+from endless_assets.models import Task
+from endless_assets.sandbox.identity import is_default, strip_identity
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 COMPLETION_TEST = "test_final_state.py"
@@ -73,7 +84,33 @@ def solve_script(reference_solution: str) -> str:
     return "#!/bin/bash\n" + body
 
 
+# A Harbor test.sh for an imported task graded by its pytest file alone whose agent is not ours
+# (our grader grades our agent only): Harbor's own shape, with the image's pytest.
+PYTEST_SH = """\
+#!/bin/bash
+mkdir -p /logs/verifier
+if (cd / && python3 -m pytest -rA /tests/{test}); then reward=1; else reward=0; fi
+echo $reward > /logs/verifier/reward.txt
+"""
+
+
 def task_config(task: Task, base_image: str) -> dict[str, Any]:
+    ours = _ours(task, base_image)
+    original = task.source_metadata.get("config")
+    if task.source_metadata.get("format") != "harbor" or not isinstance(original, dict):
+        return ours
+    config = copy.deepcopy(original)  # the task's own task.toml, every section
+    metadata = config.setdefault("metadata", {})
+    for key, value in ours["metadata"].items():
+        metadata.setdefault(key, value)
+    if task.agent_user:
+        config.setdefault("agent", {})["user"] = task.agent_user
+    if task.workdir:
+        config.setdefault("environment", {})["workdir"] = task.workdir
+    return config
+
+
+def _ours(task: Task, base_image: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "author_name": "endless",
         **task.provenance(),
@@ -83,6 +120,20 @@ def task_config(task: Task, base_image: str) -> dict[str, Any]:
         "base_image": base_image,
         "truth": _json(task.truth),
     }
+    if task.source_name:
+        metadata["source_name"] = task.source_name
+    verifier: dict[str, Any] = {"timeout_sec": VERIFIER_TIMEOUT_SEC, "user": "root"}
+    spec = task_parts.verifier(task)
+    if spec is not None:  # its own: what it came with (absent: Harbor's defaults)
+        verifier = {"timeout_sec": spec.timeout, "user": spec.user, "env": spec.env}
+        verifier = {k: v for k, v in verifier.items() if v}
+    agent: dict[str, Any] = {"timeout_sec": AGENT_TIMEOUT_SEC}
+    environment: dict[str, Any] = {"build_timeout_sec": BUILD_TIMEOUT_SEC, "cpus": 1}
+    environment["memory_mb"] = 1024
+    if task.agent_user:  # "": the image's USER, Harbor's default
+        agent["user"] = task.agent_user
+    if task.workdir:
+        environment["workdir"] = task.workdir
     return {
         "schema_version": "1.4",
         "source": "endless",
@@ -92,9 +143,9 @@ def task_config(task: Task, base_image: str) -> dict[str, Any]:
             "keywords": [t for t in (task.category, task.family) if t],
         },
         "metadata": metadata,
-        "verifier": {"timeout_sec": VERIFIER_TIMEOUT_SEC, "user": "root"},
-        "agent": {"timeout_sec": AGENT_TIMEOUT_SEC, "user": AGENT_USER},
-        "environment": {"build_timeout_sec": BUILD_TIMEOUT_SEC, "cpus": 1, "memory_mb": 1024},
+        "verifier": verifier,
+        "agent": agent,
+        "environment": environment,
     }
 
 
@@ -107,36 +158,61 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def task_files(task: Task, base_image: str) -> dict[str, tuple[str, bool]]:
-    """Relative path -> (text, executable) for one task directory."""
-    files: dict[str, tuple[str, bool]] = {
+def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool]]:
+    """Relative path -> (text or bytes, executable) for one task directory."""
+    files: dict[str, tuple[str | bytes, bool]] = {
         "instruction.md": (task.instruction.rstrip("\n") + "\n", False),
         "task.toml": (dumps(task_config(task, base_image)), False),
-        "environment/Dockerfile": (rebase(task.dockerfile, base_image), False),
-        f"tests/{COMPLETION_TEST}": (task.completion_test, False),
-        "tests/test.sh": (grader_script(), True),
-        f"tests/{GRADER_FILE}": (GRADER_SOURCE, False),
+        "environment/Dockerfile": (task_parts.dockerfile(task, base_image), False),
     }
+    spec = task_parts.verifier(task)
+    if spec is not None:  # its own tests/, as it came
+        for rel, text in spec.all_files().items():
+            files[f"tests/{rel}"] = (text, rel == spec.script)
+        for rel, data in spec.binary.items():
+            files[f"tests/{rel}"] = (base64.b64decode(data), False)
+    elif is_default(task.agent_user, task.workdir):  # our agent: our grader
+        files[f"tests/{COMPLETION_TEST}"] = (task.completion_test or "", False)
+        files["tests/test.sh"] = (grader_script(), True)
+        files[f"tests/{GRADER_FILE}"] = (GRADER_SOURCE, False)
+    else:
+        files[f"tests/{COMPLETION_TEST}"] = (task.completion_test or "", False)
+        files["tests/test.sh"] = (PYTEST_SH.format(test=COMPLETION_TEST), True)
     if task.reference_solution.strip():
         # A task kept without one (imported, solved by a model) ships no solution/.
         files["solution/solve.sh"] = (solve_script(task.reference_solution), True)
-    if task.initial_test.strip():
-        files[f"tests/{INITIAL_TEST}"] = (task.initial_test, False)
-    for rel, text in task.context_files.items():
-        files[f"environment/{rel}"] = (text, False)
+    initial = task.initial_test or ""
+    if initial.strip() and f"tests/{INITIAL_TEST}" not in files and _initial_is_its_own(task):
+        files[f"tests/{INITIAL_TEST}"] = (initial, False)
+    for rel, (content, executable) in task_parts.context_files(task).items():
+        files[f"environment/{rel}"] = (content, executable)
     return files
 
 
+def _initial_is_its_own(task: Task) -> bool:
+    """Whether the initial-state test goes into tests/: ours always; an imported task's that
+    carries its own tests/ only if it came there (a generated one is generated again on
+    import, and one from environment/ is among its context files)."""
+    from endless_assets.export.harbor_import import trivial_initial_test
+
+    if task_parts.verifier(task) is None:
+        return True
+    return task.initial_test != trivial_initial_test(strip_identity(task.dockerfile or ""))
+
+
 def write_task(directory: Path, task: Task, base_image: str) -> None:
-    for rel, (text, executable) in task_files(task, base_image).items():
-        write_text(directory / rel, text, executable=executable)
+    for rel, (content, executable) in task_files(task, base_image).items():
+        if isinstance(content, bytes):
+            task_parts.write_bytes(directory / rel, content, executable=executable)
+        else:
+            write_text(directory / rel, content, executable=executable)
 
 
 def export_harbor(
     tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
 ) -> list[Path]:
     """Validate every task, then write one Harbor task directory per task under `out`."""
-    validate_all(tasks)
+    task_parts.validate(tasks)
     check_base_image(base_image)
     written = []
     with staged_directory(out, fmt="harbor", overwrite=overwrite) as stage:
@@ -162,22 +238,27 @@ def _check_written(directory: Path, task: Task, base_image: str) -> None:
         raise ExportError(
             f"task {task.task_id}: the written Harbor task does not read back: {exc}"
         ) from exc
+    initial = back.initial_test
+    if initial is None and not _initial_is_its_own(task):
+        initial = task.initial_test  # generated again on import, from the same Dockerfile
+    meant = task_parts.as_bytes(task_parts.context_files(task))
+    written = task_parts.read_back(back.context_files, back.binary_files, back.executable_files)
     mismatches = [
         name
         for name, ours, theirs in (
             ("instruction", task.instruction.strip(), back.instruction.strip()),
             ("completion test", task.completion_test, back.completion_test),
-            ("initial test", task.initial_test, back.initial_test or ""),
+            ("initial test", task.initial_test, initial or ""),
             (
                 "solution",
                 solution_body(task.reference_solution).strip(),
                 back.reference_solution.strip(),
             ),
-            ("context files", task.context_files, back.context_files),
+            ("build-context files", meant, written),
         )
         if ours != theirs
     ]
-    if back.base_images != [base_image]:
+    if back.base_images != task_parts.expected_base_images(task, base_image):
         mismatches.append(f"base image {back.base_images}")
     if mismatches:
         raise ExportError(

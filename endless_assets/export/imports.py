@@ -1,14 +1,18 @@
-"""Importing a directory of Harbor tasks as a batch: one `Task` per task directory, or the
-reason it could not be imported.
+"""Importing a directory of tasks as a batch: one `Task` per task directory, or the reason it
+could not be imported. Formats: `harbor` (harbor_import.py), `terminal-bench` (Terminal-Bench
+1.x, tb_import.py), `auto` (each directory by its own layout: task.yaml without instruction.md
+is Terminal-Bench).
 
 Base images the machine cannot pull are mapped with `base_image_map` (`ubuntu:22.04` ->
-`endless-base:<tag>`; the value `endless-base` without a tag means our current base image). An
-image that is neither mapped nor present is not checked here: stage II rejects the task with
+`endless-base:<tag>`; the value `endless-base` without a tag means our base image of the
+setting `base_recipe`, `endless-base-bookworm` and `endless-base-trixie` name a recipe). An image
+that is neither mapped nor present is not checked here: stage II rejects the task with
 `build_failed` and Docker's own message (e.g. pull access denied).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +27,11 @@ from endless_assets.export.harbor_import import (
     read_harbor_dir,
     trivial_initial_test,
 )
+from endless_assets.export.import_files import DEFAULT_MAX_BINARY_BYTES
+from endless_assets.export.tb_import import is_tb_dir, read_tb_dir
 from endless_assets.models import Task, task_seed
 
-FORMATS = ("harbor",)
+FORMATS = ("harbor", "terminal-bench", "auto")
 OUR_BASE = "endless-base"
 
 
@@ -38,8 +44,18 @@ class ImportOutcome:
     notes: tuple[str, ...] = ()  # what was filled in (e.g. a generated initial-state test)
 
 
-def resolve_image_map(mapping: dict[str, str], base_image: str) -> dict[str, str]:
-    return {src: (base_image if dst == OUR_BASE else dst) for src, dst in mapping.items()}
+def resolve_image_map(
+    mapping: dict[str, str], base_image: str, recipes: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """`endless-base` -> `base_image`; `endless-base-<recipe>` -> `recipes(recipe)`."""
+    resolved = {}
+    for src, dst in mapping.items():
+        if dst == OUR_BASE:
+            dst = base_image
+        elif dst.startswith(OUR_BASE + "-") and ":" not in dst and recipes is not None:
+            dst = recipes(dst.removeprefix(OUR_BASE + "-"))
+        resolved[src] = dst
+    return resolved
 
 
 def _text(metadata: dict[str, Any], *names: str, default: str = "") -> str:
@@ -51,7 +67,7 @@ def _text(metadata: dict[str, Any], *names: str, default: str = "") -> str:
 
 
 def draft_from_harbor(
-    task: HarborTask, batch: str, index: int, image_map: dict[str, str]
+    task: HarborTask, batch: str, index: int, image_map: dict[str, str], source_name: str = ""
 ) -> tuple[Task, tuple[str, ...]]:
     meta = task.metadata
     notes: list[str] = []
@@ -61,6 +77,8 @@ def draft_from_harbor(
         notes.append("initial-state test generated (the task has none)")
     if not task.reference_solution.strip():
         notes.append("no reference solution")
+    if task.binary_files:
+        notes.append("binary files kept as bytes")
     mapped = replace_base_images(task.dockerfile, image_map)
     if mapped != task.dockerfile:
         notes.append("base image mapped")
@@ -82,8 +100,20 @@ def draft_from_harbor(
         generator_model=_text(meta, "generator_model"),
         prompt_version=_text(meta, "prompt_version"),
         family=_text(meta, "family"),
+        agent_user=task.agent_user,
+        workdir=task.workdir,
+        binary_files=task.binary_files,
+        executable_files=task.executable_files,
+        source_name=source_name or task.directory.name,
+        source_metadata={"format": task.source_format, "config": task.config},
     )
     return draft, tuple(notes)
+
+
+def read_task_dir(directory: Path, fmt: str, max_binary_bytes: int) -> HarborTask:
+    if fmt == "terminal-bench" or (fmt == "auto" and is_tb_dir(directory)):
+        return read_tb_dir(directory, max_binary_bytes=max_binary_bytes)
+    return read_harbor_dir(directory, max_binary_bytes=max_binary_bytes)
 
 
 def import_tasks(
@@ -93,18 +123,23 @@ def import_tasks(
     fmt: str = "harbor",
     base_image_map: dict[str, str] | None = None,
     base_image: str,
+    recipes: Callable[[str], str] | None = None,
+    max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
 ) -> list[ImportOutcome]:
     """Read every task directory under `source`. Never raises for one bad directory."""
     if fmt not in FORMATS:
-        raise ImportProblem(f"import format {fmt!r} is not supported (supported: harbor)")
+        raise ImportProblem(
+            f"import format {fmt!r} is not supported (supported: {', '.join(FORMATS)})"
+        )
     source = Path(source).expanduser().resolve()
-    image_map = resolve_image_map(base_image_map or {}, base_image)
+    image_map = resolve_image_map(base_image_map or {}, base_image, recipes)
     outcomes = []
     for index, directory in enumerate(find_task_dirs(source)):
         name = directory.relative_to(source).as_posix()
+        source_name = directory.name if name == "." else f"{source.name}/{name}"
         try:
-            task = read_harbor_dir(directory)
-            draft, notes = draft_from_harbor(task, batch, index, image_map)
+            task = read_task_dir(directory, fmt, max_binary_bytes)
+            draft, notes = draft_from_harbor(task, batch, index, image_map, source_name)
         except ImportProblem as exc:
             outcomes.append(ImportOutcome(name, index, None, str(exc)))
         except ValidationError as exc:

@@ -33,16 +33,29 @@ def load_tasks(lake: Lake, batches: list[str] | None = None) -> list[Task]:
     """Kept tasks of the chosen batches (all when None), ordered by batch and task id."""
     frame = lake.read_all("filtered_dataset")
     if batches:
-        missing = sorted(set(batches) - set(frame["batch"].unique().to_list()))
+        materialized = set(lake.batches("filtered_dataset"))
+        missing = sorted(set(batches) - materialized)
         if missing:
-            known = ", ".join(lake.batches("filtered_dataset")) or "none"
+            known = ", ".join(sorted(materialized)) or "none"
             raise ExportError(
                 f"no filtered_dataset partition for batch(es) {', '.join(missing)} "
                 f"(materialized: {known})"
             )
         frame = frame.filter(pl.col("batch").is_in(batches))
-    frame = frame.filter(pl.col("kept")).sort(["batch", "task_id"])
-    return [task_from_row(row) for row in frame.to_dicts()]
+    kept = frame.filter(pl.col("kept")).sort(["batch", "task_id"])
+    if batches and not len(kept):
+        raise ExportError("nothing to export: " + "; ".join(_none_kept(frame, b) for b in batches))
+    return [task_from_row(row) for row in kept.to_dicts()]
+
+
+def _none_kept(frame: pl.DataFrame, batch: str) -> str:
+    """Why a batch has no kept task, in a few words (issue 11)."""
+    rows = frame.filter(pl.col("batch") == batch)
+    if not len(rows):
+        return f"batch {batch} has no kept task (no task reached the solver filter)"
+    reasons = rows["drop_reason"].str.split(": ").list.first().value_counts(sort=True)
+    top = ", ".join(f"{r['drop_reason']} {r['count']}" for r in reasons.head(3).to_dicts())
+    return f"batch {batch} has no kept task ({len(rows)} filtered, none kept: {top})"
 
 
 def task_from_row(row: dict[str, Any]) -> Task:

@@ -21,18 +21,21 @@ solution as `user` (uid 1000, home /home/user), the user it was written and veri
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from endless_assets.export.dockerfile import rebase
+from endless_assets.export import task_parts
 from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, GRADER_FILE, VERIFIER_TIMEOUT_SEC
 from endless_assets.export.harbor import check_base_image as _check_base_image
 from endless_assets.export.harbor_import import solution_body
 from endless_assets.export.output import staged_directory, write_text
-from endless_assets.export.tasks import ExportError, validate_all
+from endless_assets.export.tasks import ExportError
+from endless_assets.export.tb_import import REWARD_ENDING
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
+from endless_assets.sandbox.identity import is_default
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
 TEST_FILE = "test_outputs.py"
@@ -63,7 +66,18 @@ cd / && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \\
 """
 
 
+PYTEST_RUN_TESTS = """\
+#!/bin/bash
+python3 -m pytest "${TEST_DIR:-/tests}/test_outputs.py" -rA
+"""
+
+
 def task_yaml(task: Task, base_image: str) -> str:
+    original = task.source_metadata.get("config")
+    if task.source_metadata.get("format") == "terminal-bench" and isinstance(original, dict):
+        data = {"instruction": task.instruction.rstrip("\n"), **original}
+        data["endless"] = {**task.provenance(), "base_image": base_image}
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
     difficulty = task.difficulty if task.difficulty in ("easy", "medium", "hard") else "unknown"
     data: dict[str, Any] = {
         "instruction": task.instruction.rstrip("\n"),
@@ -82,7 +96,14 @@ def task_yaml(task: Task, base_image: str) -> str:
 
 
 def dockerfile(task: Task, base_image: str) -> str:
-    text = rebase(task.dockerfile, base_image).rstrip("\n")
+    text = task_parts.dockerfile(task, base_image).rstrip("\n")
+    if not is_default(task.agent_user, task.workdir):  # Terminal-Bench runs the image's USER
+        lines = [text]
+        if task.agent_user:
+            lines.append(f"USER {task.agent_user}")
+        if task.workdir:
+            lines.append(f"WORKDIR {task.workdir}")
+        return "\n".join(lines) + "\n"
     workdirs = [
         ln.split(None, 1)[1].strip()
         for ln in text.splitlines()
@@ -112,39 +133,59 @@ def solution_script(reference_solution: str) -> str:
     )
 
 
-def task_files(task: Task, base_image: str) -> dict[str, tuple[str, bool]]:
-    clashes = sorted(
-        p for p in task.context_files if p in RESERVED or p == "tests" or p.startswith("tests/")
-    )
+def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool]]:
+    context = task_parts.context_files(task)
+    clashes = sorted(p for p in context if p in RESERVED or p == "tests" or p.startswith("tests/"))
     if clashes:
         raise ExportError(
             f"task {task.task_id}: build-context files {clashes} clash with Terminal-Bench's own "
             "file names"
         )
-    files: dict[str, tuple[str, bool]] = {
+    ours = is_default(task.agent_user, task.workdir)
+    solution = (
+        solution_script(task.reference_solution)
+        if ours
+        else "#!/bin/bash\n" + solution_body(task.reference_solution)
+    )
+    files: dict[str, tuple[str | bytes, bool]] = {
         "task.yaml": (task_yaml(task, base_image), False),
         "Dockerfile": (dockerfile(task, base_image), False),
         "docker-compose.yaml": (DOCKER_COMPOSE, False),
-        "run-tests.sh": (RUN_TESTS, True),
-        "solution.sh": (solution_script(task.reference_solution), True),
-        f"tests/{TEST_FILE}": (task.completion_test, False),
-        f"tests/{GRADER_FILE}": (GRADER_SOURCE, False),
+        "solution.sh": (solution, True),
     }
-    for rel, text in task.context_files.items():
-        files[rel] = (text, False)
+    spec = task_parts.verifier(task)
+    if spec is not None:
+        tests = spec.all_files()
+        script = tests.pop(spec.script, "")
+        files["run-tests.sh"] = (script.removesuffix(REWARD_ENDING), True)
+        for rel, text in tests.items():
+            files[f"tests/{rel}"] = (text, False)
+        for rel, data in spec.binary.items():
+            files[f"tests/{rel}"] = (base64.b64decode(data), False)
+    else:
+        files["run-tests.sh"] = (RUN_TESTS if ours else PYTEST_RUN_TESTS, True)
+        files[f"tests/{TEST_FILE}"] = (task.completion_test or "", False)
+        if ours:
+            files[f"tests/{GRADER_FILE}"] = (GRADER_SOURCE, False)
+    files.update(context)
     return files
 
 
 def export_terminal_bench(
     tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
 ) -> list[Path]:
-    validate_all(tasks)
+    task_parts.validate(tasks)
     _check_base_image(base_image)
     written = []
     with staged_directory(out, fmt="terminal-bench", overwrite=overwrite) as stage:
         for task in tasks:
-            for rel, (text, executable) in task_files(task, base_image).items():
-                write_text(stage / task.task_id / rel, text, executable=executable)
+            for rel, (content, executable) in task_files(task, base_image).items():
+                if isinstance(content, bytes):
+                    task_parts.write_bytes(
+                        stage / task.task_id / rel, content, executable=executable
+                    )
+                else:
+                    write_text(stage / task.task_id / rel, content, executable=executable)
             _check_written(stage / task.task_id, task)
             written.append(Path(out) / task.task_id)
     return written

@@ -2,7 +2,13 @@
 
 No Docker Hub is needed: the root filesystem comes from `debootstrap` against Debian's mirror
 (the host's default, or ENDLESS_DEBIAN_MIRROR) and is imported with `docker import`. The image is
-tagged by a hash of this recipe and rebuilt only when the recipe changes.
+tagged by a hash of its recipe and rebuilt only when the recipe changes.
+
+Two recipes, the same packages on two Debian releases: `bookworm` (Python 3.11, the default) and
+`trixie` (Python 3.13, what Terminal-Bench's python-3-13 images run; floating-point sums differ
+between the two). The setting `base_recipe` (ENDLESS_BASE_RECIPE) picks the one `endless-base`
+means; an import's `--base-image-map` may name either as `endless-base-bookworm` or
+`endless-base-trixie`. `python -m endless_assets.sandbox.base_image trixie` builds one by name.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -61,6 +68,50 @@ WORKDIR /home/user
 """
 RECIPE_VERSION = "1"
 REPOSITORY = "endless-base"
+DEFAULT_RECIPE = "bookworm"
+RECIPE_ENV = "ENDLESS_BASE_RECIPE"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    suite: str
+    packages: tuple[str, ...]
+    python: str  # what the release's python3 is, for messages
+    # Installed with apt inside the new root filesystem after debootstrap (whose own resolver
+    # cannot: trixie's cron needs a sysusers provider, and it would pick systemd, which then
+    # fails to configure in the same batch).
+    later: tuple[str, ...] = ()
+
+
+RECIPES = {
+    "bookworm": Recipe("bookworm", SUITE, PACKAGES, "3.11"),
+    "trixie": Recipe(
+        "trixie",
+        "trixie",
+        tuple(p for p in PACKAGES if p != "cron"),
+        "3.13",
+        later=("cron", "systemd-standalone-sysusers"),
+    ),
+}
+
+
+def recipe_named(name: str | None = None) -> Recipe:
+    """The recipe called `name`; None or "": the setting's (ENDLESS_BASE_RECIPE), else bookworm.
+    ValueError naming the choices for any other name."""
+    chosen = name or os.environ.get(RECIPE_ENV, "").strip() or DEFAULT_RECIPE
+    if chosen not in RECIPES:
+        raise ValueError(
+            f"base recipe {chosen!r} is not one of {', '.join(RECIPES)} (setting base_recipe, "
+            f"{RECIPE_ENV})"
+        )
+    return RECIPES[chosen]
+
+
+def symbolic_names() -> dict[str, str]:
+    """Names an import's --base-image-map may use for our base images -> recipe ("" = the
+    setting's)."""
+    return {REPOSITORY: "", **{f"{REPOSITORY}-{name}": name for name in RECIPES}}
 
 
 @dataclass(frozen=True)
@@ -71,28 +122,34 @@ class BaseImage:
     seconds: float
 
 
-def recipe_hash() -> str:
-    return content_hash(RECIPE_VERSION, SUITE, " ".join(PACKAGES), USER_LAYER, length=12)
+def recipe_hash(recipe: str | None = None) -> str:
+    chosen = recipe_named(recipe)
+    packages = " ".join(chosen.packages)
+    later = (" ".join(chosen.later),) if chosen.later else ()
+    return content_hash(RECIPE_VERSION, chosen.suite, packages, *later, USER_LAYER, length=12)
 
 
-def base_image_tag() -> str:
-    return f"{REPOSITORY}:{recipe_hash()}"
+def base_image_tag(recipe: str | None = None) -> str:
+    return f"{REPOSITORY}:{recipe_hash(recipe)}"
 
 
-def ensure_base_image(client: DockerClient, *, progress=log.info) -> BaseImage:
+def ensure_base_image(
+    client: DockerClient, *, progress=log.info, recipe: str | None = None
+) -> BaseImage:
     """Return the base image, building it first if this recipe has not been built here."""
-    tag = base_image_tag()
+    chosen = recipe_named(recipe)
+    tag = base_image_tag(chosen.name)
     started = time.monotonic()
     try:
         image = client.images.get(tag)
         return BaseImage(tag, image.id, built=False, seconds=time.monotonic() - started)
     except docker.errors.ImageNotFound:
         pass
-    rootfs_tag = f"endless-rootfs:{recipe_hash()}"
+    rootfs_tag = f"endless-rootfs:{recipe_hash(chosen.name)}"
     try:
         client.images.get(rootfs_tag)
     except docker.errors.ImageNotFound:
-        _import_rootfs(client, rootfs_tag, progress)
+        _import_rootfs(client, rootfs_tag, progress, chosen)
     progress(f"base image: adding the agent user layer -> {tag}")
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
@@ -117,7 +174,26 @@ def ensure_base_image(client: DockerClient, *, progress=log.info) -> BaseImage:
     return BaseImage(tag, image.id, built=True, seconds=time.monotonic() - started)
 
 
-def _import_rootfs(client: DockerClient, rootfs_tag: str, progress) -> None:
+def _install_later(root: str, recipe: Recipe, progress) -> None:
+    """apt-get install `recipe.later` inside the new root filesystem (the host's network, as
+    debootstrap's own downloads), then drop the package lists."""
+    progress(f"base image: installing {', '.join(recipe.later)} in the {recipe.suite} root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *recipe.later]
+    for cmd in (["apt-get", "update"], install):
+        proc = subprocess.run(
+            ["chroot", root, *cmd], capture_output=True, text=True, check=False, env=env
+        )
+        if proc.returncode != 0:
+            raise SandboxError(
+                f"{' '.join(cmd[:2])} in the {recipe.suite} root failed (exit "
+                f"{proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+    shutil.rmtree(os.path.join(root, "var/lib/apt/lists"), ignore_errors=True)
+    os.makedirs(os.path.join(root, "var/lib/apt/lists/partial"), exist_ok=True)
+
+
+def _import_rootfs(client: DockerClient, rootfs_tag: str, progress, recipe: Recipe) -> None:
     if shutil.which("debootstrap") is None:
         raise SandboxError(
             "debootstrap is not installed; run scripts/ensure-docker.sh (it installs it)"
@@ -128,19 +204,21 @@ def _import_rootfs(client: DockerClient, rootfs_tag: str, progress) -> None:
         cmd = [
             "debootstrap",
             "--variant=minbase",
-            f"--include={','.join(PACKAGES)}",
-            SUITE,
+            f"--include={','.join(recipe.packages)}",
+            recipe.suite,
             root,
         ]
         if mirror:
             cmd.append(mirror)
-        progress(f"base image: debootstrap {SUITE} minbase (about a minute)")
+        progress(f"base image: debootstrap {recipe.suite} minbase (about a minute)")
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise SandboxError(
                 f"debootstrap failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}"
                 f"\n{proc.stderr[-3000:]}"
             )
+        if recipe.later:
+            _install_later(root, recipe, progress)
         for junk in ("var/cache/apt/archives", "usr/share/doc", "usr/share/man"):
             path = os.path.join(root, junk)
             for entry in os.listdir(path) if os.path.isdir(path) else []:
@@ -155,3 +233,17 @@ def _import_rootfs(client: DockerClient, rootfs_tag: str, progress) -> None:
             client.api.import_image_from_file(tar_path, repository=repository, tag=version)
         except docker.errors.APIError as exc:
             raise SandboxError(f"docker import of the root filesystem failed: {exc}") from exc
+
+
+if __name__ == "__main__":  # build one recipe by name: python -m endless_assets.sandbox.base_image
+    from endless_assets.sandbox.client import docker_client
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        names = sys.argv[1:] or [""]
+        for name in names:
+            built = ensure_base_image(docker_client(), recipe=name, progress=log.info)
+            print(f"{recipe_named(name).name}: {built.tag}")
+    except (ValueError, SandboxError) as exc:
+        print(f"base image: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

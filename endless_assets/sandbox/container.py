@@ -18,8 +18,9 @@ import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
-from endless_assets.sandbox import disk
+from endless_assets.sandbox import disk, identity
 from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
+from endless_assets.sandbox.identity import DEFAULT, AgentIdentity
 from endless_assets.sandbox.seccomp import SECURITY_OPT
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -41,6 +42,10 @@ class ContainerExited(SandboxError):
     """The container stopped by itself: its image's ENTRYPOINT (or CMD) exits instead of running
     the command it is given. The task's fault, not the engine's: stage II rejects the task
     (`container_failed`); later stages, which never see such an image, call it a harness error."""
+
+
+class AgentUnknown(ContainerExited):
+    """The task names an agent user (or group) its image does not have: the task's fault."""
 
 
 class Closeable(Protocol):
@@ -72,12 +77,28 @@ class ExecResult:
 class TaskContainer:
     """A running container of a task image. Use `task_container(...)` to get one."""
 
-    def __init__(self, container: Container, client: DockerClient, disk_layer: str = "") -> None:
+    def __init__(
+        self,
+        container: Container,
+        client: DockerClient,
+        disk_layer: str = "",
+        agent: AgentIdentity = DEFAULT,
+        image_env: dict[str, str] | None = None,
+    ) -> None:
         self.container = container
         self.client = client
         self.disk_layer = disk_layer  # where the disk budget's filesystem is mounted, if it is
         # The container's resident grader (verdict.py), once started; closed with the container.
         self.grader: Closeable | None = None
+        # Who the agent is here (identity.py), and the image's own environment (its ENV lines:
+        # the tests' environment at grading; nothing in the container can change it).
+        self.agent = agent
+        self.image_env = dict(image_env or {})
+        # What grading runs and loads, as the first grader described it before any agent
+        # command (verifier.py refuses to grade a root agent that changed any of it).
+        self.grading_programs: dict[str, str] = {}
+        self.protected: list[str] | None = None
+        self.limits = Limits()
 
     @property
     def id(self) -> str:
@@ -197,10 +218,18 @@ def task_container(
     *,
     limits: Limits = Limits(),
     labels: dict[str, str] | None = None,
+    verifier_of: TaskContainer | None = None,
+    command: list[str] | None = None,
 ) -> Iterator[TaskContainer]:
-    """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it."""
+    """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it.
+
+    `verifier_of`: a verifier for that (agent's) container, from a snapshot of it (verifier.py):
+    no ENTRYPOINT runs, that container's volumes are mounted, its agent and environment hold."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
+    extra: dict = {}
+    if verifier_of is not None:
+        extra["volumes_from"] = [verifier_of.id]
     try:
         host_config = api.create_host_config(
             init=True,
@@ -222,16 +251,18 @@ def task_container(
                     hard=limits.file_size_mb * 1024 * 1024,
                 )
             ],
+            **extra,
         )
         create = functools.partial(
             api.create_container,
             image,
-            command=COMMAND,
+            command=command or COMMAND,
             name=name,
             user="root",
             detach=True,
             labels=base_labels(kind=TASK_KIND, **(labels or {})),
             network_disabled=True,
+            **({"entrypoint": [""]} if verifier_of is not None else {}),
         )
         created = create(host_config=host_config)
         layer = _limit_disk(client, created["Id"], limits.disk_bytes)
@@ -241,7 +272,12 @@ def task_container(
             created = create(host_config=host_config)
         container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
         api.start(created["Id"])
-        _await_command(client, created["Id"])
+        attrs = _await_command(client, created["Id"])
+        if verifier_of is None:
+            agent = _identity(client, created["Id"], attrs)
+            image_env = identity.image_environment(attrs)
+        else:
+            agent, image_env = verifier_of.agent, verifier_of.image_env
     except SandboxError:  # it stopped at start (ContainerExited: by itself)
         _remove_by_name(client, name)
         raise
@@ -262,15 +298,17 @@ def task_container(
         # mount failed.
         _remove_by_name(client, name)
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
-    handle = TaskContainer(container, client, disk_layer=layer or "")
+    handle = TaskContainer(container, client, layer or "", agent, image_env)
+    handle.limits = limits
     try:
         yield handle
     finally:
         handle.remove()
 
 
-def _await_command(client: DockerClient, container_id: str) -> None:
-    """Return once the started container runs COMMAND; ContainerExited if it stopped by itself.
+def _await_command(client: DockerClient, container_id: str) -> dict:
+    """Return (its inspection) once the started container runs COMMAND; ContainerExited if it
+    stopped by itself.
 
     Without an ENTRYPOINT, docker-init runs COMMAND itself: one look suffices. With one, the
     entrypoint gets COMMAND as its arguments: wait until COMMAND runs (`exec "$@"`, the usual
@@ -280,7 +318,7 @@ def _await_command(client: DockerClient, container_id: str) -> None:
     attrs = api.inspect_container(container_id)
     _raise_if_stopped(attrs)
     if not (attrs.get("Config") or {}).get("Entrypoint"):
-        return
+        return attrs
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         try:
@@ -290,9 +328,10 @@ def _await_command(client: DockerClient, container_id: str) -> None:
         titles = top.get("Titles") or []
         column = titles.index("CMD") if "CMD" in titles else -1
         if any(row[column] == " ".join(COMMAND) for row in top.get("Processes") or []):
-            return
+            return attrs
         _raise_if_stopped(api.inspect_container(container_id))
         time.sleep(0.05)
+    return attrs
 
 
 def _raise_if_stopped(attrs: dict) -> None:
@@ -329,6 +368,13 @@ def _exited_by_itself(attrs: dict) -> str:
         f"the container exits at start (exit code {code}): its command ({' '.join(cmd)}) "
         "does not keep running (does the image have `sleep`?)"
     )
+
+
+def _identity(client: DockerClient, container_id: str, attrs: dict) -> AgentIdentity:
+    try:
+        return identity.resolve(client, container_id, attrs)
+    except ValueError as exc:
+        raise AgentUnknown(str(exc)) from exc
 
 
 def _limit_disk(client: DockerClient, container_id: str, size: int) -> str | None:

@@ -7,9 +7,12 @@ pytest once, and runs every verdict in a forked child. It uses only the standard
 pytest. See the README's threat model for what each measure below defends against.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Hello:   {"ready": true}
-Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent"}.
+Hello:   {"ready": true, "programs", "protected"} (grader_script.describe).
+Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent", "env", "verifier"}.
 Reply:   {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+Request: {"id", "op": "script", ...}: the script route (grader_script.py), in a verifier
+         container only. Reply: {"id", "exit_code", "timed_out", "reward", "reward_problem",
+         "needs_network", "output"}.
 Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
          (the shell's way out when the agent filled the pids limit and no exec can start).
 Reply:   {"id", "stopped": true}.
@@ -21,7 +24,9 @@ The grader itself:
   agent fills the memory limit: the harness then restarts the container (every process dies, the
   files stay) and grades with a new grader (verdict.py);
 - kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
-  a fork bomb cannot stop it) and again after it;
+  a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
+  container (`verifier`: a snapshot of the agent's where none of its processes runs), and then
+  kills whatever the test started;
 - writes the test (root-only) into a fresh, randomly named directory on /verifier, a tmpfs that
   nobody but root can list (and a full disk does not stop grading), and removes it afterwards.
 The pytest child:
@@ -29,8 +34,8 @@ The pytest child:
   to read whatever the agent left, whatever its modes) in its own process only: any program a
   test runs (git and its hooks, the agent's scripts, a shell reading rc files) starts with the
   agent's uid and no capabilities, i.e. with no more privilege than the agent had;
-- is not dumpable (so those programs cannot trace it or open its descriptors), has a clean
-  environment, Python's isolated mode, no conftest
+- is not dumpable (so those programs cannot trace it or open its descriptors), has the image's
+  environment (its ENV lines, without pytest's own variables), Python's isolated mode, no conftest
   files, no plugin autoload, no cache, our own ini file, and / as its working directory;
 - reports outcome totals over a pipe that only it and the grader hold (close-on-exec, behind a
   per-verdict nonce), never through a file. A verdict counts only if that report arrived and the
@@ -47,7 +52,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 import traceback
 
 VERIFIER = "/verifier"
@@ -56,6 +60,9 @@ CLEAN_ENV = {
     "LANG": "C.UTF-8",
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
 }
+# Variables of the image's environment the test does not get: they would change how pytest runs
+# (our rules), or are the test's own (HOME, TMPDIR).
+DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "HOME", "TMPDIR")
 PR_SET_KEEPCAPS, PR_SET_DUMPABLE = 8, 4
 CAP_DAC_OVERRIDE = 1
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -85,35 +92,6 @@ def keep_only(caps):
     data = (CapData * 2)(CapData(mask, mask, 0), CapData(0, 0, 0))
     if LIBC.capset(ctypes.byref(header), data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
-
-
-def user_pids(uid):
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as fh:
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        if uid in (int(x) for x in line.split()[1:]):
-                            pids.append(int(entry))
-                        break
-        except OSError:
-            continue
-    return pids
-
-
-def stop_user(uid):
-    """Kill every process that has `uid` as a real, effective or saved uid, until none is left.
-    Scanning /proc as root needs no fork, so a fork bomb cannot prevent it."""
-    for _ in range(200):
-        pids = user_pids(uid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
 
 
 class Reporter:
@@ -168,7 +146,17 @@ def become_agent(uid):
     prctl(PR_SET_DUMPABLE, 0)
 
 
-def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd):
+def test_environment(image_env, home):
+    """The image's environment, without what would change how pytest runs, with ours."""
+    env = {k: v for k, v in (image_env or {}).items() if k not in DROPPED_ENV}
+    env = {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+    env.setdefault("PATH", CLEAN_ENV["PATH"])
+    env.setdefault("LANG", CLEAN_ENV["LANG"])
+    env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", HOME=home, TMPDIR=home)
+    return env
+
+
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env):
     import pytest
 
     os.setsid()
@@ -180,7 +168,7 @@ def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd):
     become_agent(agent_uid)
     os.chdir("/")
     os.environ.clear()
-    os.environ.update(CLEAN_ENV, HOME=home, TMPDIR=home)
+    os.environ.update(test_environment(image_env, home))
     source = os.path.join(run_dir, filename)
     args = ["-q", "-rA", "-p", "no:cacheprovider", "--noconftest", f"--rootdir={run_dir}"]
     args += ["-c", os.path.join(run_dir, "pytest.ini"), source]
@@ -190,8 +178,9 @@ def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd):
     os._exit(int(code))
 
 
-def run_pytest(run_dir, home, filename, timeout, agent_uid):
+def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     """Fork the child, wait for it (at most `timeout`), return (exit code, timed out, counts)."""
+    before = _op("process_ids")()
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
     out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
@@ -199,14 +188,15 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid):
     if pid == 0:
         try:
             os.close(read_fd)
-            child(run_dir, home, os.path.basename(filename), agent_uid, write_fd, nonce, out_fd)
+            name = os.path.basename(filename)
+            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env)
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(3)
     os.close(write_fd)
     os.close(out_fd)
-    timed_out = not wait_exit(pid, timeout)
+    timed_out = not _op("wait_for")(pid, timeout)
     if timed_out:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
@@ -215,29 +205,15 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid):
     _, status = os.waitpid(pid, 0)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    stop_user(agent_uid)  # whatever the test started
+    if agent_uid == 0:  # a verifier container: whatever the test started, but the grader
+        _op("stop_new")(before)
+    else:
+        _op("stop_user")(agent_uid)  # whatever the test started
     counts = read_counts(read_fd, nonce)
     os.close(read_fd)
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status), timed_out, counts
     return os.waitstatus_to_exitcode(status), timed_out, counts
-
-
-def wait_exit(pid, timeout):
-    """Whether `pid` exited within `timeout` (it is not reaped)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # a kernel before 5.3: poll
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return True
-            time.sleep(0.005)
-        return False
-    try:
-        return bool(select.select([pidfd], [], [], timeout)[0])
-    finally:
-        os.close(pidfd)
 
 
 def read_counts(fd, nonce):
@@ -257,30 +233,20 @@ def read_counts(fd, nonce):
     return {key: int(counts.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
 
 
-def read_tail(path, limit=20_000):
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def stop_agent(request):
     agent_uid = int(request["agent_uid"])
     if agent_uid == 0:
         raise ValueError("the grader does not stop root")
-    stop_user(agent_uid)
+    _op("stop_user")(agent_uid)
     return True
 
 
 def handle(request, serial):
     agent_uid = int(request["agent_uid"])
-    if agent_uid == 0:
+    if agent_uid == 0 and not request.get("verifier"):
         raise ValueError("the grader does not grade root agents in their own container")
-    if request.get("stop_agent", True):
-        stop_user(agent_uid)
+    if request.get("stop_agent", True) and agent_uid != 0:
+        _op("stop_user")(agent_uid)
     # The test file and its output: root-only. The test's HOME and TMPDIR: the agent's uid's,
     # apart, so that programs the test runs can use them without learning where the test is.
     run_dir = os.path.join(VERIFIER, f"run-{serial}-{os.urandom(8).hex()}")
@@ -294,10 +260,11 @@ def handle(request, serial):
         with open(os.path.join(run_dir, "pytest.ini"), "w", encoding="utf-8") as fh:
             fh.write("[pytest]\n")
         timeout = float(request["timeout"])
-        code, timed_out, counts = run_pytest(run_dir, home, filename, timeout, agent_uid)
+        image_env = request.get("env")
+        code, timed_out, counts = run_pytest(run_dir, home, filename, timeout, agent_uid, image_env)
         # The run directory's name is random: keep it out of the output, which feeds repair
         # prompts (and their cache keys).
-        output = read_tail(os.path.join(run_dir, "output.txt"))
+        output = _op("tail")(os.path.join(run_dir, "output.txt"))
         output = output.replace(os.path.basename(run_dir), "run")
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -358,6 +325,25 @@ def once(argv):
             fh.write(f"{reward}\n")
 
 
+def _op(name):
+    """A function of grader_script.py, whose source comes first in the grader's (see
+    verdict.GRADER_SOURCE)."""
+    return globals()[name]
+
+
+def script(request):
+    """The script route (grader_script.run_script), in a fresh root-only workspace (not on
+    /verifier, which is noexec: the offline stand-ins are programs)."""
+    if not request.get("verifier"):
+        raise ValueError("the grader runs a task's own script only in a verifier container")
+    workspace = "/.endless-verifier-" + os.urandom(8).hex()
+    os.mkdir(workspace, 0o700)
+    try:
+        return {"id": request["id"], **_op("run_script")(request, workspace)}
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
 def main():
     prctl(PR_SET_DUMPABLE, 0)
     os.umask(0o077)
@@ -369,7 +355,7 @@ def main():
     os.makedirs(VERIFIER, exist_ok=True)
     os.chmod(VERIFIER, 0o711)
 
-    print(json.dumps({"ready": True}), flush=True)
+    print(json.dumps({"ready": True, **_op("describe")()}), flush=True)
     for serial, line in enumerate(sys.stdin):
         if not line.strip():
             continue
@@ -377,6 +363,8 @@ def main():
         try:
             if request.get("op") == "stop":
                 reply = {"id": request["id"], "stopped": stop_agent(request)}
+            elif request.get("op") == "script":
+                reply = script(request)
             else:
                 reply = handle(request, serial)
         except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 import tarfile
@@ -55,6 +56,37 @@ def failing_step_log(text: str) -> str:
     return _HOUSEKEEPING.sub("", section).strip()[-BUILD_LOG_LIMIT:]
 
 
+# A build-context value that stands for bytes (a task's binary file, or any of its executable
+# files): a prefix, then their base64; the second prefix gives the file mode 755 in the image.
+# No text value starts with a NUL (importers store any file with a NUL as binary).
+BINARY_PREFIX = "\x00endless-base64:"
+EXECUTABLE_PREFIX = "\x00endless-base64+x:"
+
+
+def encode_context(
+    text_files: dict[str, str], binary_files: dict[str, str], executable: list[str] | tuple = ()
+) -> dict[str, str]:
+    """A task's build context as build_task_image takes it: text files as they are, binary
+    files (path -> base64) and executable files encoded (see the prefixes)."""
+    marked = set(executable)
+    context: dict[str, str] = {}
+    for path, text in text_files.items():
+        if path in marked and not text.startswith(BINARY_PREFIX[:1]):
+            text = EXECUTABLE_PREFIX + base64.b64encode(text.encode()).decode()
+        context[path] = text
+    for path, data in binary_files.items():
+        context[path] = (EXECUTABLE_PREFIX if path in marked else BINARY_PREFIX) + data
+    return context
+
+
+def decode_context(value: str) -> tuple[bytes, bool]:
+    """The bytes a build-context value stands for, and whether the file is executable."""
+    for prefix, executable in ((EXECUTABLE_PREFIX, True), (BINARY_PREFIX, False)):
+        if value.startswith(prefix):
+            return base64.b64decode(value[len(prefix) :]), executable
+    return value.encode(), False
+
+
 def image_tag_for(dockerfile: str, context_files: dict[str, str], base_image_id: str) -> str:
     parts: list[str] = [base_image_id, dockerfile]
     for path in sorted(context_files):
@@ -66,10 +98,10 @@ def build_context(dockerfile: str, context_files: dict[str, str]) -> io.BytesIO:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, text in [("Dockerfile", dockerfile), *sorted(context_files.items())]:
-            data = text.encode()
+            data, executable = decode_context(text)
             info = tarfile.TarInfo(name)
             info.size = len(data)
-            info.mode = 0o644
+            info.mode = 0o755 if executable else 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
     buffer.seek(0)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import docker.errors
 
-from endless_assets.models import AGENT_HOME, AGENT_USER
+from endless_assets.models import AGENT_HOME
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.shell_stream import FrameDecoder, OutputCollector, ShellGone
@@ -85,32 +85,35 @@ class CommandResult:
 
 
 class ShellSession:
-    """A persistent bash as the agent user. Not thread-safe; one per episode."""
+    """A persistent bash as the agent user (the container's agent, identity.py, unless `user`
+    says otherwise), in its working directory. Not thread-safe; one per episode."""
 
     def __init__(
         self,
         container: TaskContainer,
         *,
-        user: str = AGENT_USER,
-        cwd: str = AGENT_HOME,
+        user: str | None = None,
+        cwd: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         env: dict[str, str] | None = None,
         stop_agent: Callable[[], None] | None = None,
     ) -> None:
+        agent = container.agent
         self.container = container
-        self.user = user
+        self.user = user or agent.user
         # Kills every process of the agent without a fork (the container's grader does it): a
         # new shell cannot start while the agent's processes fill the pids limit.
         self.stop_agent = stop_agent
-        self.cwd = cwd
+        self.home_dir = agent.workdir or "/"
+        self.cwd = cwd or self.home_dir
         self.output_cap = output_cap
+        # Our own agent gets our environment; an imported task's gets its image's (PATH
+        # included: docker exec passes the image's ENV lines), as Harbor's and TB's agents do.
+        names = {"USER": agent.name or self.user, "LOGNAME": agent.name or self.user}
+        ours = {"HOME": AGENT_HOME, "PATH": AGENT_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
         self.env = {
-            "HOME": AGENT_HOME,
-            "USER": user,
-            "LOGNAME": user,
-            "PATH": AGENT_PATH,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
+            **(ours if agent.ours else {"HOME": agent.home}),
+            **names,
             "TERM": "dumb",
             "PAGER": "cat",
             "GIT_PAGER": "cat",
@@ -306,7 +309,7 @@ class ShellSession:
             return ""
         except SandboxError:
             if self.stop_agent is None:
-                self.cwd = AGENT_HOME
+                self.cwd = self.home_dir
                 self._start()
                 return ""
         # Most likely the agent's processes fill the pids limit (a fork bomb): none may go on.
@@ -314,7 +317,7 @@ class ShellSession:
         try:
             self._start()
         except SandboxError:
-            self.cwd = AGENT_HOME
+            self.cwd = self.home_dir
             self._start()
         return "; a new shell could not start, so every process of yours was killed"
 

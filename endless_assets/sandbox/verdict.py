@@ -8,6 +8,11 @@ no more), with a clean environment, Python's isolated mode, no conftest files, n
 autoload, no cache and an ini file of ours; the test file is deleted once collected; the
 outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0
 by itself *and* reports at least one test, none failed, errored or was skipped.
+
+A root agent's verdict, and that of a task graded by its own script (Harbor's tests/test.sh,
+bundle.py), is given in a verifier container instead: a new container of a snapshot of the
+agent's, where none of its processes runs (verifier.py). A script's verdict is its reward file:
+1 passes, anything else fails, none is an error.
 """
 
 from __future__ import annotations
@@ -23,11 +28,15 @@ from pathlib import Path
 
 import docker.errors
 
+from endless_assets.sandbox import bundle
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.shell_stream import FrameDecoder
 
-GRADER_SOURCE = (Path(__file__).with_name("grader.py")).read_text()
+_HERE = Path(__file__).parent
+# One program: the script route and self-description first, then the grader proper (see
+# grader.py's `_op`).
+GRADER_SOURCE = (_HERE / "grader_script.py").read_text() + "\n" + (_HERE / "grader.py").read_text()
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -35,19 +44,29 @@ CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
-    status: str  # passed | failed | error | timeout | no_tests | skipped
+    status: str  # passed | failed | error | timeout | no_tests | skipped | tampered
     exit_code: int
     tests: int
     failures: int
     errors: int
     output: str  # tail of pytest's report, for repair feedback and debugging
     seconds: float
+    script: str = ""  # the task's own script that graded ("": pytest, by our grader)
+    reward: float | None = None  # what the script wrote
+    needs_network: str = ""  # a grading step that needs the network (offline.py), if one failed
+    detail: str = ""  # why there is no verdict of the test's own (no reward file, tampering)
 
     def summary(self) -> str:
-        return (
-            f"{self.status}: exit {self.exit_code}, {self.tests} tests, "
-            f"{self.failures} failures, {self.errors} errors"
-        )
+        if self.script:
+            reward = "no reward" if self.reward is None else f"reward {self.reward:g}"
+            tests = f", {self.tests} tests, {self.failures} failures" if self.tests else ""
+            text = f"{self.status}: {self.script} exit {self.exit_code}, {reward}{tests}"
+        else:
+            text = (
+                f"{self.status}: exit {self.exit_code}, {self.tests} tests, "
+                f"{self.failures} failures, {self.errors} errors"
+            )
+        return f"{text} ({self.detail})" if self.detail else text
 
 
 def run_pytest(
@@ -57,18 +76,28 @@ def run_pytest(
     filename: str = "test_outputs.py",
     timeout: float = 180,
     stop_agent: bool = True,
-    agent_uid: int = 1000,
+    agent_uid: int | None = None,
 ) -> Verdict:
     """Run `test_source` in isolation as the agent's uid (see grader.py) and return the verdict.
-    `stop_agent`: kill the agent's processes first (False where no agent has run yet)."""
+    `stop_agent`: kill the agent's processes first (False where no agent has run yet).
+    `agent_uid`: the container's agent's (identity.py) unless given."""
     started = time.monotonic()
+    uid = container.agent.uid if agent_uid is None else agent_uid
+    spec = bundle.unpack(test_source)
+    if (spec is not None and spec.script) or (uid == 0 and stop_agent):
+        spec = spec or bundle.Verifier(test=test_source, test_name=filename)
+        from endless_assets.sandbox.verifier import grade_in_verifier  # (it imports this module)
+
+        return grade_in_verifier(container, spec, uid, timeout, stop_agent, started)
     request: dict = {
         "id": secrets.token_hex(6),
-        "filename": filename,
-        "test": test_source,
+        "filename": spec.test_name if spec else filename,
+        "test": spec.test if spec else test_source,
         "timeout": timeout,
-        "agent_uid": agent_uid,
+        "agent_uid": uid,
         "stop_agent": stop_agent,
+        "env": container.image_env,
+        "verifier": uid == 0,  # root is graded here only before any agent command ran
     }
     try:
         # A grader that cannot start (the agent's processes fill the pids limit) or dies: the
@@ -150,12 +179,17 @@ def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
 class _Grader:
     """The client end of one container's grader process."""
 
-    def __init__(self, container: TaskContainer) -> None:
+    def __init__(self, container: TaskContainer, pycache_prefix: str = "") -> None:
         self.container = container
         api = container.client.api
         # The source goes on the command line: nothing of the grader is on disk for the agent to
-        # change, and /verifier is a tmpfs (which `put_archive` cannot write into).
-        command = ["env", "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", "python3", "-I", "-B"]
+        # change, and /verifier is a tmpfs (which `put_archive` cannot write into). In a
+        # verifier container, the programs are those the first grader named.
+        programs = container.grading_programs
+        env, python = programs.get("env", "env"), programs.get("python", "python3")
+        command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", python, "-I", "-B"]
+        if pycache_prefix:
+            command += ["-X", f"pycache_prefix={pycache_prefix}"]
         try:
             exec_id = api.exec_create(
                 container.id,
@@ -176,9 +210,16 @@ class _Grader:
         self._frames = FrameDecoder(streams=(1,))  # stdout: the grader's replies
         self._lines = b""
         first = self._read_line(time.monotonic() + 60)
-        if first.strip() != '{"ready": true}':
+        try:
+            hello = json.loads(first)
+        except ValueError:
+            hello = {}
+        if not isinstance(hello, dict) or hello.get("ready") is not True:
             self.close()
             raise GraderGone(f"the grader did not start: {first[:500]!r}")
+        if container.protected is None:  # the first grader, before any agent command
+            container.protected = [str(p) for p in hello.get("protected") or []]
+            container.grading_programs = dict(hello.get("programs") or {})
 
     def ask(self, request: dict, *, deadline: float) -> dict:
         try:
@@ -215,11 +256,20 @@ class _Grader:
             self._sock.close()
 
 
-def stop_agent(container: TaskContainer, agent_uid: int = 1000) -> None:
+def stop_agent(container: TaskContainer, agent_uid: int | None = None) -> None:
     """Kill every process of the agent's uid through the container's grader, which needs no
     fork for it: the way out when the agent's processes fill the pids limit and no `docker exec`
-    can start. Starts the grader if it is not running (which may fail for the same reason)."""
-    request = {"id": secrets.token_hex(6), "op": "stop", "agent_uid": agent_uid}
+    can start. Starts the grader if it is not running (which may fail for the same reason). A
+    root agent's container is restarted instead (every process dies, the files stay)."""
+    uid = container.agent.uid if agent_uid is None else agent_uid
+    if uid == 0:
+        container.restart()
+        return
+    stop_agent_processes(container, uid)
+
+
+def stop_agent_processes(container: TaskContainer, uid: int) -> None:
+    request = {"id": secrets.token_hex(6), "op": "stop", "agent_uid": uid}
     _grader_for(container).ask(request, deadline=time.monotonic() + 60)
 
 
@@ -228,8 +278,8 @@ def start_grader(container: TaskContainer) -> None:
     _grader_for(container)
 
 
-def _grader_for(container: TaskContainer) -> _Grader:
+def _grader_for(container: TaskContainer, pycache_prefix: str = "") -> _Grader:
     if container.grader is None:
-        container.grader = _Grader(container)
+        container.grader = _Grader(container, pycache_prefix)
     assert isinstance(container.grader, _Grader)
     return container.grader

@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.agent.episode import EpisodeLimits, run_episode_in
+from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import GenerationError, TaskGenerator, Usage
 from endless_assets.models import Task
@@ -17,7 +17,7 @@ from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import Verdict, run_pytest
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
-from endless_assets.stages.environment import numbered_feedback
+from endless_assets.stages.environment import cause, numbered_feedback
 
 FEEDBACK_LIMIT = 4000
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
@@ -104,6 +104,8 @@ def check_completion_test(
             outcome.fails_on_initial = initial.status == "failed"
             if initial.status != "failed":
                 feedback = _initial_feedback(outcome, round_no, initial)
+                if initial.needs_network:  # nothing a repair of the test could change
+                    outcome.reject_reason = f"needs_network: {initial.needs_network}"
                 continue
             outcome.attempt_log.append({"round": round_no, "stage": "initial_state", "error": ""})
             assert noop is not None
@@ -126,11 +128,21 @@ def check_completion_test(
             if not outcome.passes_with_reference:
                 detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
                 tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
+                solution = _solution_note(oracle)
                 outcome.attempt_log.append(
-                    {"round": round_no, "stage": "reference_solution", "error": f"{detail}\n{tail}"}
+                    {
+                        "round": round_no,
+                        "stage": "reference_solution",
+                        "error": f"{detail}{solution}\n{tail}",
+                    }
                 )
                 if reference_required:
-                    outcome.reject_reason = f"reference_fails: {detail}"
+                    needs = oracle.verdict.needs_network if oracle.verdict else ""
+                    outcome.reject_reason = (
+                        f"needs_network: {needs}"
+                        if needs
+                        else f"reference_fails: {detail}{solution}{cause(tail, 'test output')}"
+                    )
                     break
             outcome.status, outcome.reject_reason = OK, ""
             break
@@ -139,6 +151,19 @@ def check_completion_test(
         outcome.reject_reason = f"harness: {exc}"
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def _solution_note(oracle: Rollout) -> str:
+    """What the reference solution itself said when it failed (e.g. its "Permission denied"),
+    for the reject reason: its exit code and the end of its output; "" if it exited 0."""
+    turns = [t for t in oracle.turns if t.kind == "command"]
+    if not turns:
+        return ""
+    last = turns[-1]
+    if last.exit_code == 0 and not last.timed_out:
+        return ""
+    how = "timed out" if last.timed_out else f"exited {last.exit_code}"
+    return f"; the reference solution {how}{cause(last.output, 'its output')}"
 
 
 def _initial_feedback(outcome: CompletionOutcome, round_no: int, verdict: Verdict) -> str:
@@ -156,7 +181,7 @@ def _initial_feedback(outcome: CompletionOutcome, round_no: int, verdict: Verdic
             "cannot tell a solved task from an untouched one. Make it check the end state the "
             f"task asks for. pytest output (tail):\n{tail}"
         )
-    outcome.reject_reason = f"completion_test_broken: {verdict.summary()}"
+    outcome.reject_reason = f"completion_test_broken: {verdict.summary()}{cause(tail)}"
     outcome.attempt_log.append(
         {"round": round_no, "stage": "initial_state", "error": f"{verdict.summary()}\n{tail}"}
     )

@@ -14,6 +14,8 @@ from endless_assets.generation import Environment, GenerationError, TaskGenerato
 from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import ContainerExited, TaskContainer
+from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.images import encode_context
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import run_pytest
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
@@ -86,15 +88,15 @@ def build_environment(
                 continue
             outcome.usage.add(usage)
             previous = env
-            outcome.dockerfile, outcome.initial_test = env.dockerfile, env.initial_test
-            outcome.context_files = dict(env.context_files)
+            # What is built (and stored, for the later stages to rebuild the same image): the
+            # environment, with the agent's identity as image labels when it is not ours, and
+            # the task's binary and executable files in the context.
+            dockerfile = identity_dockerfile(env.dockerfile, draft.agent_user, draft.workdir)
+            context = encode_context(env.context_files, draft.binary_files, draft.executable_files)
+            outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
+            outcome.context_files = context
             with slot:
-                build = sandbox.build(
-                    env.dockerfile,
-                    env.context_files,
-                    labels=labels,
-                    network=network,
-                )
+                build = sandbox.build(dockerfile, context, labels=labels, network=network)
             outcome.build_seconds += build.seconds
             if not build.ok:
                 log = build.log[-FEEDBACK_LIMIT:]
@@ -126,7 +128,7 @@ def build_environment(
             outcome.attempt_log.append(
                 {"round": round_no, "stage": "initial_test", "error": f"{verdict.summary()}\n{out}"}
             )
-            outcome.reject_reason = f"initial_test_failed: {verdict.summary()}"
+            outcome.reject_reason = f"initial_test_failed: {verdict.summary()}{cause(out)}"
             feedback = (
                 "The image built, but the initial-state test did not pass in it "
                 f"({verdict.summary()}). pytest output (tail):\n{out}"
@@ -159,6 +161,20 @@ def numbered_feedback(feedback: str | None, failed_round: int, rounds: int) -> s
     if feedback is None:
         return None
     return f"Attempt {failed_round} of {rounds} did not work. {feedback}"
+
+
+def cause(output: str, label: str = "output", limit: int = 400) -> str:
+    """The end of a failing step's output, on one line, for a reject reason ("" if none): its
+    last lines that say something (not pytest's rules and banners)."""
+    lines = [
+        line.strip()
+        for line in output.strip().splitlines()
+        if line.strip() and not set(line.strip()) <= set("=_-") and not line.startswith("====")
+    ]
+    text = " | ".join(lines[-4:])
+    if not text:
+        return ""
+    return f"; {label}: " + (text if len(text) <= limit else "..." + text[-limit:])
 
 
 def _last_line(text: str) -> str:

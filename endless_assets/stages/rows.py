@@ -249,6 +249,7 @@ def rollout_row(batch: str, rollout_idx: int, rollout: Rollout) -> dict[str, Any
         "tokens_in": rollout.tokens_in,
         "tokens_out": rollout.tokens_out,
         "seconds": rollout.seconds,
+        "queue_seconds": rollout.queue_seconds,
         **analysis_columns(trajectory, rollout.termination, rollout.reward),
         "created_at": now(),
     }

@@ -6,14 +6,19 @@ malformed or not), an HTTP status for failures, a delay for latency, or a raw bo
 
     with ScriptedServer(lambda request: Reply("<command>ls</command>")) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="test")
+
+`serial=True` computes one reply at a time, as transformers serve, Ollama and llama.cpp do with
+their default slots: a reply's delay starts when the previous one is done. `/v1/models` answers
+with `listed` (names or whole entries); without it, 404, as servers that do not list models.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,9 +48,18 @@ def approx_tokens(text: str) -> int:
 
 
 class ScriptedServer:
-    def __init__(self, responder: Responder, *, model: str = "scripted-model") -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        model: str = "scripted-model",
+        serial: bool = False,
+        listed: Sequence[str | dict[str, Any]] | None = None,
+    ) -> None:
         self.responder = responder
         self.model = model
+        self.listed = listed
+        self._compute = threading.Lock() if serial else None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
@@ -119,17 +133,23 @@ class ScriptedServer:
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
                 data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                # A client that gave up on the request (its timeout) has closed the connection.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, {"object": "list", "data": [{"id": server.model}]}, {})
+                if self.path.rstrip("/").endswith("/models") and server.listed is not None:
+                    data = [
+                        {"id": m, "object": "model"} if isinstance(m, str) else m
+                        for m in server.listed
+                    ]
+                    self._send(200, {"object": "list", "data": data}, {})
                 else:
                     self._send(404, {"error": {"message": "not found"}}, {})
 
@@ -149,9 +169,10 @@ class ScriptedServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    status, body, headers, delay = server._answer(request)
-                    if delay:
-                        time.sleep(delay)  # simulated model latency, not synchronisation
+                    with server._compute or contextlib.nullcontext():
+                        status, body, headers, delay = server._answer(request)
+                        if delay:
+                            time.sleep(delay)  # simulated model latency, not synchronisation
                     self._send(status, body, headers)
                 finally:
                     with server._lock:

@@ -34,10 +34,11 @@ from endless_assets.generation.parsing import (
 )
 from endless_assets.lake import resolve_data_dir
 from endless_assets.llm.cache import ReplyCache
-from endless_assets.llm.client import ChatClient, ChatReply, Endpoint, LLMRequestError
+from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError
+from endless_assets.llm.preflight import require_model
 from endless_assets.models import Task
 from endless_assets.sandbox.base_image import PACKAGES
-from endless_assets.settings import Settings, SettingsError
+from endless_assets.settings import Settings
 from endless_assets.taxonomy import Taxonomy
 
 Messages = list[dict[str, str]]
@@ -87,19 +88,7 @@ class LLMGenerator:
 
     @classmethod
     def from_settings(cls, settings: Settings, base_image: str) -> LLMGenerator:
-        if not settings.generator_model:
-            raise SettingsError(
-                "generator_model (ENDLESS_GENERATOR_MODEL) must name the model when "
-                "generator is llm, e.g. ENDLESS_GENERATOR_MODEL=qwen3-32b"
-            )
-        endpoint = Endpoint(
-            model=settings.generator_model,
-            base_url=settings.generator_base_url,
-            timeout=settings.llm_timeout,
-            retries=settings.llm_retries,
-            concurrency=settings.llm_concurrency,
-            backoff=settings.llm_backoff,
-        )
+        endpoint, _ = require_model(settings, "generator")  # named, and served there
         cache = (
             ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
             if settings.llm_cache
@@ -131,7 +120,7 @@ class LLMGenerator:
             "llm_model": self.model,
             "llm_replies_used": self.replies,
             "llm_cache_hits": self.cache_hits,
-            "llm_requests_sent": self.client.requests,  # retries included
+            **self.client.report(),  # requests, timeouts, retries, the concurrency it settled on
             "prompt_version": self.version,
         }
 

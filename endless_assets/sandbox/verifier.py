@@ -1,0 +1,243 @@
+"""Grading in a verifier container: a fresh container started from a snapshot of the agent's.
+
+Two kinds of verdict are not given in the agent's own container (verdict.py decides):
+
+- a root agent's. Root could read the test as the grader writes it, or signal the grader, or
+  leave a process that changes files while the test runs. So the agent's container is paused
+  and committed (`docker commit`), its processes are all killed (a restart), and the test runs
+  in a new container of that snapshot: the agent's files, none of its processes. No ENTRYPOINT
+  runs there and PID 1's program, the grader's `env` and its interpreter are named by the paths
+  the first grader saw before the agent's first command.
+- a task graded by its own script (Harbor's tests/test.sh; bundle.py): the script runs as the
+  verifier's user (root unless the task says otherwise), and anything it runs could write the
+  reward file; in a verifier container nothing the agent left running can.
+
+What a root agent can still do is change the files the grader itself runs: the image's own
+interpreter, pytest, the dynamic loader. Before grading, `tampering` compares the agent's
+changes (`docker diff`) with what the first grader described (grader_script.describe): any
+change there (but bytecode caches, which the verifier's interpreter never reads:
+`-X pycache_prefix`) is a verdict of 0 without grading. What remains (see the README's threat
+model): a program the test itself runs as root can still change files the test process loads
+later, and a test that imports the agent's code gives that code the test's powers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import time
+from collections.abc import Iterator
+
+import docker.errors
+
+from endless_assets.sandbox import bundle, offline
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.container import TaskContainer, task_container
+from endless_assets.sandbox.identity import lookup_user
+from endless_assets.sandbox.verdict import (
+    OUTPUT_TAIL,
+    Verdict,
+    _grader_for,
+    parse_verdict,
+    stop_agent_processes,
+)
+
+VERIFIER_REPOSITORY = "endless-verifier"
+PYCACHE = "/verifier/pycache"  # on the verifier's tmpfs: no cache the agent wrote is ever read
+_SUMMARY = re.compile(r"=+ (?P<body>[^=\n]*\b(?:passed|failed|error|errors)\b[^=\n]*) =+\s*$")
+
+
+def grade_in_verifier(
+    container: TaskContainer,
+    spec: bundle.Verifier,
+    uid: int,
+    timeout: float,
+    stop_agent: bool,
+    started: float,
+) -> Verdict:
+    """The verdict in a verifier container (verifier.py)."""
+    if stop_agent and uid == 0:
+        changed = tampering(container)
+        if changed:
+            return _no_verdict(spec, f"the agent changed {changed}, which grading runs", started)
+    if spec.script:
+        timeout = spec.timeout or timeout
+
+    def stop() -> None:
+        if not stop_agent:
+            return
+        if uid == 0:
+            container.restart()  # every process dies, the files stay
+        else:
+            stop_agent_processes(container, uid)
+
+    with verifier_container(container, stop) as box:
+        grader = _grader_for(box, pycache_prefix=PYCACHE)
+        deadline = time.monotonic() + timeout + 60
+        if not spec.script:
+            request = {
+                "id": secrets.token_hex(6),
+                "filename": spec.test_name,
+                "test": spec.test,
+                "timeout": timeout,
+                "agent_uid": uid,
+                "stop_agent": False,
+                "env": box.image_env,
+                "verifier": True,
+            }
+            reply = grader.ask(request, deadline=deadline)
+            return parse_verdict(
+                int(reply.get("exit_code", -1)),
+                reply.get("counts"),
+                reply.get("output", ""),
+                time.monotonic() - started,
+                timed_out=bool(reply.get("timed_out")),
+            )
+        reply = grader.ask(_script_request(box, spec, timeout), deadline=deadline)
+    return script_verdict(spec.script, reply, time.monotonic() - started)
+
+
+def _script_request(box: TaskContainer, spec: bundle.Verifier, timeout: float) -> dict:
+    user = spec.user or box.agent.image_user or "root"
+    try:
+        uid, gid, home = lookup_user(box.client, box.id, user)
+    except ValueError as exc:
+        raise SandboxError(f"the verifier's user: {exc}") from exc
+    env = {**box.image_env, "HOME": home, **spec.env}
+    return {
+        "id": secrets.token_hex(6),
+        "op": "script",
+        "verifier": True,
+        "files": spec.all_files(),
+        "binary": spec.binary,
+        "script": spec.script,
+        "tests_dir": bundle.TESTS_DIR,
+        "logs_dir": bundle.LOGS_DIR,
+        "uid": uid,
+        "gid": gid,
+        "env": env,
+        "workdir": box.agent.workdir,
+        "timeout": timeout,
+        "shims": offline.shims(),
+    }
+
+
+def script_verdict(script: str, reply: dict, seconds: float) -> Verdict:
+    """A script's reply -> a verdict: reward 1 passes, another reward fails, none fails if the
+    script failed and is an error if it exited 0."""
+    reward = reply.get("reward")
+    output = reply.get("output", "")
+    tests = failures = 0
+    found = [m for m in map(_SUMMARY.search, output.splitlines()) if m]
+    if found:
+        counts = dict(
+            (word, int(n))
+            for n, word in re.findall(r"(\d+) (passed|failed|errors?|skipped)", found[-1]["body"])
+        )
+        failures = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+        tests = failures + counts.get("passed", 0) + counts.get("skipped", 0)
+    if reply.get("timed_out"):
+        status = "timeout"
+    elif reward is None:
+        # A script that failed before writing a reward (`set -e` and a failing step: DevEval's
+        # shape) failed; one that exited 0 without a reward is broken.
+        status = "failed" if int(reply.get("exit_code", 0)) != 0 else "error"
+    else:
+        status = "passed" if reward >= 1.0 else "failed"
+    return Verdict(
+        passed=status == "passed",
+        status=status,
+        exit_code=int(reply.get("exit_code", -1)),
+        tests=tests,
+        failures=failures,
+        errors=0,
+        output=output[-OUTPUT_TAIL:],
+        seconds=seconds,
+        script=script,
+        reward=reward,
+        needs_network="" if status == "passed" else reply.get("needs_network", ""),
+        detail=reply.get("reward_problem", "") if reward is None else "",
+    )
+
+
+def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
+    return Verdict(
+        passed=False,
+        status="tampered",
+        exit_code=-1,
+        tests=0,
+        failures=0,
+        errors=0,
+        output="",
+        seconds=time.monotonic() - started,
+        script=spec.script,
+        detail=detail,
+    )
+
+
+def tampering(container: TaskContainer) -> str:
+    """The first path the agent changed among what grading runs or loads; "" if none."""
+    protected = container.protected
+    if protected is None:
+        return "(what grading runs was not described before the agent's first command)"
+    changes = diff(container)
+    paths = [str(change.get("Path", "")) for change in changes]
+    parents = {path.rsplit("/", 1)[0] or "/" for path in paths}
+    for path in sorted(paths):
+        if "/__pycache__" in path or (path in parents and _modified(changes, path)):
+            continue  # a bytecode cache (never read), or a directory whose entries are listed
+        for guarded in protected:
+            if path == guarded or path.startswith(guarded.rstrip("/") + "/"):
+                return path
+            if guarded.startswith(path.rstrip("/") + "/"):
+                return path  # it replaced or removed a directory on the way to `guarded`
+    return ""
+
+
+def diff(container: TaskContainer) -> list[dict]:
+    """What differs in the container's files from its image (`docker diff`)."""
+    try:
+        return container.client.api.diff(container.id) or []
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"docker diff of {container.container.short_id}: {exc}") from exc
+
+
+def _modified(changes: list[dict], path: str) -> bool:
+    return any(c.get("Path") == path and c.get("Kind") == 0 for c in changes)
+
+
+@contextlib.contextmanager
+def verifier_container(container: TaskContainer, stop_agent) -> Iterator[TaskContainer]:
+    """A new container of a snapshot of `container` (see the module docstring); the agent's own
+    container has none of its processes left afterwards (`stop_agent()`)."""
+    image = commit(container)
+    try:
+        stop_agent()
+        programs = container.grading_programs
+        sleep = programs.get("sleep", "sleep")
+        with task_container(
+            container.client,
+            image,
+            limits=container.limits,
+            labels={"role": "verifier"},
+            verifier_of=container,
+            command=[sleep, "infinity"],
+        ) as box:
+            box.grading_programs = dict(programs)
+            box.protected = container.protected
+            yield box
+    finally:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.client.images.remove(image, force=True, noprune=False)
+
+
+def commit(container: TaskContainer) -> str:
+    """Snapshot the container's files (its processes paused meanwhile) as an image; its id."""
+    try:
+        image = container.container.commit(
+            repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=True
+        )
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"committing container {container.container.short_id}: {exc}") from exc
+    return image.id

@@ -1,0 +1,331 @@
+"""One import of a directory that mixes the conventions real task sets use, written here for the
+purpose (real Docker, a real Dagster run): a root agent in the image's WORKDIR, a task.toml
+`[agent] user`, an image's USER, the image's ENV at grading, a tests/test.sh that builds a log
+its pytest file reads, binary files, Terminal-Bench 1.x with a compose service, a base image
+mapped to the trixie recipe. Every sound one validates and is kept; a test that needs the
+network, a reference solution that is refused by the file system and a multi-container task are
+rejected with the cause. The kept tasks export back with their files, bytes and metadata."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
+from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.partitions import imported_batches
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.soundness import imported_task_soundness
+from endless_assets.export import export_dataset
+from endless_assets.lake import Lake
+from endless_assets.sandbox import bundle
+
+BATCH = "conventions-1"
+BINARY = bytes(range(256)) * 8  # NUL bytes and every other value
+REWARD = "if [ $? -eq 0 ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+BOILERPLATE = (
+    "#!/bin/bash\napt-get update\napt-get install -y curl\n"
+    "curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\nsource $HOME/.local/bin/env\n"
+    'if [ "$PWD" = "/" ]; then echo "no WORKDIR"; exit 1; fi\n'
+    "uv venv .tbench-testing\nsource .tbench-testing/bin/activate\n"
+    "uv pip install pytest==8.4.1\nuv run pytest /tests/test_outputs.py -rA\n" + REWARD
+)
+PLAIN = "#!/bin/bash\ncd / && python3 -m pytest -rA /tests/test_outputs.py\n" + REWARD
+
+
+def write(root: Path, rel: str, content: str | bytes) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+
+def harbor(root: Path, *, dockerfile: str, test: str, solve: str, script=PLAIN, toml="") -> None:
+    write(root, "instruction.md", f"Task {root.name}: do what the tests check.\n")
+    write(root, "environment/Dockerfile", dockerfile)
+    write(root, "tests/test.sh", script)
+    write(root, "tests/test_outputs.py", test)
+    write(root, "solution/solve.sh", "#!/bin/bash\n" + solve)
+    if toml:
+        write(root, "task.toml", toml)
+
+
+def owner_test(path: str, uid: int, text: str) -> str:
+    return (
+        "import os\n\n\ndef test_written_by_the_agent():\n"
+        f"    assert open({path!r}).read() == {text!r}\n"
+        f"    assert os.stat({path!r}).st_uid == {uid}\n"
+    )
+
+
+TB_COMPOSE = """services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    command: [ "sh", "-c", "sleep infinity" ]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+      - GREETING=hello
+    working_dir: /work
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+"""
+TB_RUN_TESTS = (
+    "#!/bin/bash\napt-get update\napt-get install -y curl\n"
+    "curl -LsSf https://astral.sh/uv/install.sh | sh\nsource $HOME/.local/bin/env\n"
+    "uv init\nuv add pytest==8.4.1\nuv run pytest $TEST_DIR/test_outputs.py -rA\n"
+)
+TOML = """version = "1.0"
+
+[metadata]
+author_name = "Conventions Test"
+author_email = "tests@example.invalid"
+difficulty = "easy"
+category = "python_programming"
+tags = ["python", "identity"]
+
+[verifier]
+timeout_sec = 120.0
+
+[agent]
+timeout_sec = 600.0
+
+[environment]
+build_timeout_sec = 300.0
+"""
+
+
+def source_tasks(src: Path) -> None:
+    harbor(  # EvoEval's shape: root in /app, a relative path, the uv boilerplate at grading
+        src / "root_app",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\n",
+        test=owner_test("/app/solution.py", 0, "x = 41 + 1\n"),
+        solve="echo 'x = 41 + 1' > solution.py\n",
+        script=BOILERPLATE,
+        toml=TOML,
+    )
+    harbor(
+        src / "agent_user",
+        dockerfile="FROM ubuntu:22.04\nRUN useradd -m -u 1600 worker\nWORKDIR /home/worker\n",
+        test=owner_test("/home/worker/notes.txt", 1600, "noted\n"),
+        solve="echo noted > notes.txt\n",
+        toml='[agent]\nuser = "worker"\n',
+    )
+    harbor(
+        src / "image_user",
+        dockerfile="FROM ubuntu:22.04\nRUN useradd -m -u 1500 builder\nUSER builder\n"
+        "WORKDIR /home/builder\n",
+        test=owner_test("/home/builder/result.txt", 1500, "done\n"),
+        solve="echo done > result.txt\n",
+    )
+    harbor(  # the image's ENV at grading; a support file the test finds through TEST_DIR
+        src / "image_env",
+        dockerfile="FROM ubuntu:22.04\nRUN mkdir -p /opt/tool/bin && printf '#!/bin/sh\\n"
+        "echo tool-ok\\n' > /opt/tool/bin/mytool && chmod 755 /opt/tool/bin/mytool\n"
+        "ENV PATH=/opt/tool/bin:$PATH TEST_DIR=/tests\nWORKDIR /app\n",
+        test="import json, os, subprocess\n\n\ndef test_tool():\n"
+        "    expected = json.load(open(os.environ['TEST_DIR'] + '/expected.json'))\n"
+        "    assert open('/app/tool.out').read() == expected['out']\n"
+        "    assert subprocess.run(['mytool'], capture_output=True, text=True).stdout == "
+        "expected['out']\n",
+        solve="mytool > tool.out\n",
+    )
+    write(src / "image_env", "tests/expected.json", '{"out": "tool-ok\\n"}')
+    harbor(  # DevEval's shape: test.sh runs the checks (an executable of the image, like its
+        # gradlew) and writes a log its pytest file reads
+        src / "script_log",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\nCOPY run-checks /app/run-checks\n",
+        test="def test_log():\n    assert 'ALL_PASSED' in open('/app/check.log').read()\n",
+        solve="printf 'double() { echo $(( $1 * 2 )); }\\n' > lib.sh\n",
+        script="#!/bin/bash\nset -e\ncd /app\nif ./run-checks > /app/check.log 2>&1; then "
+        "echo ALL_PASSED >> /app/check.log; fi\n" + PLAIN,
+    )
+    write(src / "script_log", "environment/run-checks", "#!/bin/sh\nbash /tests/checks.sh\n")
+    (src / "script_log/environment/run-checks").chmod(0o755)
+    write(src / "script_log", "tests/checks.sh", '. /app/lib.sh\n[ "$(double 21)" = 42 ]\n')
+    harbor(  # binary files in the build context and in tests/
+        src / "binary_files",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\nCOPY data.bin /app/data.bin\n",
+        test="import hashlib\n\n\ndef test_digest():\n"
+        "    expected = hashlib.sha256(open('/tests/data.bin', 'rb').read()).hexdigest()\n"
+        "    assert open('/app/digest.txt').read().split()[0] == expected\n",
+        solve="sha256sum data.bin > digest.txt\n",
+    )
+    write(src / "binary_files", "environment/data.bin", BINARY)
+    write(src / "binary_files", "tests/data.bin", BINARY)
+    harbor(  # TB's python-3-13 images: floating-point sums as Python 3.13 does them
+        src / "python_313",
+        dockerfile="FROM python:3.13-slim\nWORKDIR /app\n",
+        test="def test_sum():\n    assert open('/app/sum.txt').read().strip() == '1.0'\n",
+        solve="python3 -c 'print(sum([1e16, 1.0, -1e16]))' > sum.txt\n",
+    )
+    tb = src / "tb_compose"
+    write(
+        tb,
+        "task.yaml",
+        "instruction: |-\n  Write $GREETING to greeting.txt.\n"
+        "author_name: TB Test\ndifficulty: medium\ncategory: games\ntags: [tb]\n"
+        "max_agent_timeout_sec: 300\nmax_test_timeout_sec: 90\n",
+    )
+    write(tb, "Dockerfile", "FROM ubuntu:22.04\n")
+    write(tb, "docker-compose.yaml", TB_COMPOSE)
+    write(tb, "run-tests.sh", TB_RUN_TESTS)
+    write(tb, "solution.sh", '#!/bin/bash\necho "$GREETING" > greeting.txt\n')
+    write(
+        tb,
+        "tests/test_outputs.py",
+        "def test_greeting():\n    assert open('/work/greeting.txt').read() == 'hello\\n'\n",
+    )
+    # Rejected, with the cause.
+    harbor(
+        src / "zz_needs_network",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\n",
+        test="def test_x():\n    assert False\n",
+        solve="true\n",
+        script="#!/bin/bash\npip install endless-absent-package || exit 1\n" + PLAIN,
+    )
+    harbor(
+        src / "zz_permission_denied",
+        dockerfile="FROM ubuntu:22.04\nRUN useradd -m -u 1700 guest && mkdir /srv/locked\n"
+        "USER guest\nWORKDIR /home/guest\n",
+        test=owner_test("/srv/locked/out.txt", 1700, "x\n"),
+        solve="echo x > /srv/locked/out.txt\n",
+    )
+    two = src / "zz_two_services"
+    write(two, "task.yaml", "instruction: Use the database.\n")
+    write(two, "Dockerfile", "FROM ubuntu:22.04\n")
+    write(two, "docker-compose.yaml", TB_COMPOSE + "  db:\n    image: postgres:16\n")
+    write(two, "run-tests.sh", TB_RUN_TESTS)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory, sandbox):
+    work = tmp_path_factory.mktemp("conventions")
+    source_tasks(work / "tasks")
+    data_dir = work / "lake"
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(imported_batches.name, [BATCH])
+    image_map = {"ubuntu:22.04": "endless-base", "python:3.13-slim": "endless-base-trixie"}
+    result = dg.materialize(
+        [*IMPORTED_ASSETS, imported_task_soundness],
+        partition_key=BATCH,
+        instance=instance,
+        resources={
+            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2),
+            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
+        },
+        run_config={
+            "ops": {
+                IMPORT_OP: {
+                    "config": {
+                        "source_dir": str(work / "tasks"),
+                        "format": "auto",
+                        "base_image_map": image_map,
+                    }
+                }
+            }
+        },
+    )
+    assert result.success
+    return work, Lake(data_dir)
+
+
+def rows(lake: Lake, table: str) -> dict[str, dict]:
+    drafts = {r["task_id"]: r["draft"] for r in lake.read("task_descriptions", BATCH).to_dicts()}
+    found = {}
+    for row in lake.read(table, BATCH).to_dicts():
+        draft = drafts.get(row["task_id"]) or ""
+        name = json.loads(draft)["source_name"] if draft else row["reject_reason"]
+        found[name] = row
+    return found
+
+
+SOUND = {
+    "root_app",
+    "agent_user",
+    "image_user",
+    "image_env",
+    "script_log",
+    "binary_files",
+    "python_313",
+    "tb_compose",
+}
+
+
+def test_every_sound_task_of_every_convention_validates_and_is_kept(imported):
+    _, lake = imported
+    kept = rows(lake, "filtered_dataset")
+    assert {name.removeprefix("tasks/") for name, r in kept.items() if r["kept"]} == SOUND
+
+
+def test_the_rejected_ones_say_why_with_the_failing_steps_own_words(imported):
+    _, lake = imported
+    descriptions = [r["reject_reason"] for r in lake.read("task_descriptions", BATCH).to_dicts()]
+    assert any(
+        "zz_two_services: docker-compose.yaml has 2 services (client, db)" in reason
+        for reason in descriptions
+    )
+    tests = rows(lake, "completion_tests")
+    assert tests["tasks/zz_needs_network"]["reject_reason"].startswith(
+        "needs_network: pip install endless-absent-package: not installed in the image"
+    )
+    denied = tests["tasks/zz_permission_denied"]["reject_reason"]
+    assert denied.startswith("reference_fails: ")
+    assert "the reference solution exited 1" in denied and "Permission denied" in denied
+
+
+def test_kept_tasks_export_back_with_their_tests_bytes_and_metadata(imported):
+    work, lake = imported
+    out = work / "harbor"
+    export_dataset(lake, "harbor", out, batches=[BATCH])
+    by_source = {}
+    for task_dir in out.iterdir():
+        if task_dir.is_dir():
+            config = tomllib.loads((task_dir / "task.toml").read_text())
+            by_source[config["metadata"]["source_name"]] = (task_dir, config)
+    assert set(by_source) == {f"tasks/{name}" for name in SOUND}
+    binary_dir, _ = by_source["tasks/binary_files"]
+    assert (binary_dir / "environment/data.bin").read_bytes() == BINARY
+    assert (binary_dir / "tests/data.bin").read_bytes() == BINARY
+    root_dir, root_config = by_source["tasks/root_app"]
+    assert (root_dir / "tests/test.sh").read_text() == BOILERPLATE
+    assert root_config["metadata"]["author_name"] == "Conventions Test"
+    assert root_config["metadata"]["tags"] == ["python", "identity"]
+    assert root_config["agent"] == {"timeout_sec": 600.0}  # no user: the image's, as it came
+    assert root_config["verifier"]["timeout_sec"] == 120.0
+    assert root_config["environment"]["build_timeout_sec"] == 300.0
+    assert "endless.agent" not in (root_dir / "environment/Dockerfile").read_text()
+    _, worker_config = by_source["tasks/agent_user"]
+    assert worker_config["agent"]["user"] == "worker"
+    checks_dir, _ = by_source["tasks/script_log"]
+    assert os.access(checks_dir / "environment/run-checks", os.X_OK)
+    env_dir, _ = by_source["tasks/image_env"]
+    assert (env_dir / "tests/expected.json").read_text() == '{"out": "tool-ok\\n"}'
+    py_dir, _ = by_source["tasks/python_313"]
+    assert "FROM endless-base:" in (py_dir / "environment/Dockerfile").read_text()
+
+    tb_out = work / "terminal-bench"
+    export_dataset(lake, "terminal-bench", tb_out, batches=[BATCH])
+    (tb_dir,) = [
+        d
+        for d in tb_out.iterdir()
+        if d.is_dir() and (d / "task.yaml").read_text().find("TB Test") >= 0
+    ]
+    assert (tb_dir / "run-tests.sh").read_text() == TB_RUN_TESTS
+    config = yaml.safe_load((tb_dir / "task.yaml").read_text())
+    assert (config["author_name"], config["max_test_timeout_sec"]) == ("TB Test", 90)
+
+
+def test_a_kept_task_carries_its_source_name_and_a_verifier_of_its_own(imported):
+    _, lake = imported
+    kept = rows(lake, "filtered_dataset")
+    spec = bundle.unpack(kept["tasks/binary_files"]["completion_test"])
+    assert spec is not None and spec.script == "test.sh"
+    assert base64.b64decode(spec.binary["data.bin"]) == BINARY
