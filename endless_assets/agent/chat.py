@@ -32,7 +32,7 @@ from endless_assets.agent.context import (
 )
 from endless_assets.agent.episode import ContextExhausted, PolicyUnavailable
 from endless_assets.agent.policies import Action, EpisodeTask
-from endless_assets.agent.replies import clean_text, parse_reply
+from endless_assets.agent.replies import reply_action
 from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError, LLMUnavailable
 from endless_assets.llm.preflight import require_model
 from endless_assets.settings import Settings, SettingsError
@@ -173,21 +173,9 @@ class ChatPolicy:
         if observation is not None:
             self._transcript.append({"role": "user", "content": observation})
         reply, folded = self._complete()
-        text = clean_text(reply.text)  # a lone surrogate could not be run or stored
-        self._transcript.append({"role": "assistant", "content": text})
-        parsed = parse_reply(text, reasoning=reply.reasoning, finish_reason=reply.finish_reason)
-        return Action(
-            parsed.kind,
-            command=parsed.command,
-            thought=parsed.thought,
-            raw=text,
-            error=parsed.error,
-            tokens_in=reply.tokens_in,
-            tokens_out=reply.tokens_out,
-            seconds=reply.seconds,
-            folded_turns=folded,
-            finish_reason=reply.finish_reason,
-        )
+        action = reply_action(reply, folded)
+        self._transcript.append({"role": "assistant", "content": action.raw})
+        return action
 
     def messages(self) -> list[dict[str, Any]]:
         """The transcript: every message exactly as sent and received (context.py)."""

@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from endless_assets.agent.policies import Action
 from endless_assets.generation.parsing import REASONING_TAGS
+
+if TYPE_CHECKING:
+    from endless_assets.llm.client import ChatReply
 
 ReplyKind = Literal["command", "done", "invalid"]
 
@@ -53,6 +57,25 @@ def clean_text(text: str) -> str:
     if not _SURROGATE.search(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def reply_action(reply: ChatReply, folded_turns: int = 0) -> Action:
+    """A chat reply as the agent's next action (`raw` is the reply's text, cleaned so that it
+    can be run and stored)."""
+    text = clean_text(reply.text)
+    parsed = parse_reply(text, reasoning=reply.reasoning, finish_reason=reply.finish_reason)
+    return Action(
+        parsed.kind,
+        command=parsed.command,
+        thought=parsed.thought,
+        raw=text,
+        error=parsed.error,
+        tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out,
+        seconds=reply.seconds,
+        folded_turns=folded_turns,
+        finish_reason=reply.finish_reason,
+    )
 
 
 def parse_reply(text: str, *, reasoning: str = "", finish_reason: str = "") -> ParsedReply:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from endless_assets.agent.episode import ContextExhausted, PolicyUnavailable
 from endless_assets.agent.policies import Action, EpisodeTask
-from endless_assets.agent.replies import clean_text, parse_reply
+from endless_assets.agent.replies import reply_action
 from endless_assets.llm.client import ChatReply, LLMRequestError, LLMUnavailable
 from endless_assets.stages.audit_replies import AuditPrompts
 
@@ -99,20 +99,9 @@ class CheatPolicy:
                 raise PolicyUnavailable(f"the endpoint refused the first request: {text}") from exc
             raise ContextExhausted(f"the endpoint refused the conversation: {text}") from exc
         self.cached += int(reply.cached)
-        text = clean_text(reply.text)
-        self._transcript.append({"role": "assistant", "content": text})
-        parsed = parse_reply(text, reasoning=reply.reasoning, finish_reason=reply.finish_reason)
-        return Action(
-            parsed.kind,
-            command=parsed.command,
-            thought=parsed.thought,
-            raw=text,
-            error=parsed.error,
-            tokens_in=reply.tokens_in,
-            tokens_out=reply.tokens_out,
-            seconds=reply.seconds,
-            finish_reason=reply.finish_reason,
-        )
+        action = reply_action(reply)
+        self._transcript.append({"role": "assistant", "content": action.raw})
+        return action
 
     def messages(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self._transcript]
