@@ -14,6 +14,9 @@ from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import (
+    batch_finish,
+    batch_shard,
+    batch_stage_one,
     daily_batch,
     daily_batch_schedule,
     drift_revalidation_job,
@@ -41,7 +44,14 @@ defs = dg.Definitions(
         dataset_exports,
         drift_revalidation,
     ],
-    jobs=[daily_batch, imported_batch, drift_revalidation_job],
+    jobs=[
+        daily_batch,
+        batch_stage_one,
+        batch_shard,
+        batch_finish,
+        imported_batch,
+        drift_revalidation_job,
+    ],
     schedules=[daily_batch_schedule, drift_revalidation_schedule],
     resources={
         "pipeline": PipelineSettings(),

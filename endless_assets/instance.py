@@ -95,11 +95,10 @@ class Sizing:
 
 
 def engine_slots(settings: Any) -> list[int]:
-    """Slots of each sandbox engine. Today there is one engine (`docker_host`, else the local
-    socket), and one Docker step keeps it as busy as it should be with `workers` builds or
-    containers: one engine of `workers` slots. An engine pool (`docker_hosts`, each engine with
-    its own slot count) returns one entry per engine here, and the pool grows with it."""
-    return [settings.workers]
+    """Slots of each sandbox engine: the pool of `docker_hosts` (each with its own slot count),
+    else the one engine (`docker_host`, else the local socket) with `workers` slots: one Docker
+    step keeps it as busy as it should be."""
+    return [spec.slots for spec in settings.engine_specs]
 
 
 def sizing(settings: Any) -> Sizing:

@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from endless_assets.schemas import TABLES, empty_frame
+from endless_assets.stages.shards import Shard
 
 DEFAULT_DATA_DIR = "data"
 _BATCH_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -155,16 +156,29 @@ class Lake:
         return sorted(self.quarantine_root.glob("*/batch=*/part-*.parquet"))
 
     def write(self, table: str, batch: str, frame: pl.DataFrame) -> Path:
-        path = self.partition_path(table, batch)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".part-{uuid.uuid4().hex}.parquet.tmp")
-        try:
-            frame.write_parquet(tmp, compression="zstd", statistics=True)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        """The partition, whole (any staged shard rows of it are now in it: removed)."""
+        path = _write_atomic(self.partition_path(table, batch), frame)
+        self.clear_shards(table, batch)
         return path
+
+    # -- staged shard rows (stages/shards.py): beside the lake, never in its views ---------------
+    def shard_path(self, table: str, batch: str, shard: Shard) -> Path:
+        batch_dir = f"batch={check_batch_key(batch)}"
+        return self.data_dir / "shards" / table / batch_dir / shard.file_name
+
+    def write_shard(self, table: str, batch: str, shard: Shard, frame: pl.DataFrame) -> Path:
+        return _write_atomic(self.shard_path(table, batch, shard), frame)
+
+    def read_shard(self, table: str, batch: str, shard: Shard) -> pl.DataFrame | None:
+        path = self.shard_path(table, batch, shard)
+        return self._read_partition(table, path) if path.exists() else None
+
+    def clear_shards(self, table: str, batch: str) -> None:
+        directory = self.data_dir / "shards" / table / f"batch={check_batch_key(batch)}"
+        for path in directory.glob("*.parquet") if directory.is_dir() else []:
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
     def read(self, table: str, batch: str) -> pl.DataFrame:
         path = self.partition_path(table, batch)
@@ -200,3 +214,16 @@ class Lake:
         except Exception as exc:
             bad = self.quarantine(table, path, first_line(exc))
             raise LakeError(bad.describe()) from None
+
+
+def _write_atomic(path: Path, frame: pl.DataFrame) -> Path:
+    """Written to a temporary name in the same directory, then renamed over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".part-{uuid.uuid4().hex}.parquet.tmp")
+    try:
+        frame.write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import sys
@@ -90,13 +91,36 @@ def batch_run_config(
     return run_config
 
 
-def launch_batch(batch: str, overrides: dict[str, Any], *, log_level: str = "INFO") -> LaunchResult:
-    """Materialize one partition of the daily batch job, as the UI would, on this instance."""
-    from endless_assets.defs.jobs import daily_batch_job
+def launch_batch(
+    batch: str,
+    overrides: dict[str, Any],
+    *,
+    log_level: str = "INFO",
+    shards: int = 1,
+    progress: Callable[[str], None] = lambda _: None,
+) -> LaunchResult:
+    """Materialize one partition of the daily batch job, as the UI would, on this instance. With
+    `shards` > 1: stage I, then one run per shard, then the whole job (stages/shards.py); the
+    first failing run's result is returned."""
+    from endless_assets.defs import jobs
+    from endless_assets.stages.shards import TAG
 
-    return launch_job(
-        daily_batch_job, batch, overrides, launched_by="endless run", log_level=log_level
+    run = functools.partial(
+        launch_job, batch=batch, overrides=overrides, launched_by="endless run", log_level=log_level
     )
+    if shards <= 1:
+        return run(jobs.daily_batch_job)
+    result = run(jobs.batch_stage_one_job)
+    progress(f"stage I: run {result.run_id} {'done' if result.success else 'failed'}")
+    if not result.success:
+        return result
+    for index in range(shards):
+        result = run(jobs.batch_shard_job, extra_tags={TAG: f"{index}/{shards}"})
+        state = "done" if result.success else "failed"
+        progress(f"shard {index + 1}/{shards}: run {result.run_id} {state}")
+        if not result.success:
+            return result
+    return run(jobs.batch_finish_job)
 
 
 def launch_job(
@@ -108,6 +132,7 @@ def launch_job(
     log_level: str = "INFO",
     extra_run_config: dict[str, Any] | None = None,
     dynamic_partitions: str | None = None,
+    extra_tags: dict[str, str] | None = None,
 ) -> LaunchResult:
     """Run `job` (a module-level function returning the job, so Dagster can reconstruct it) for
     one partition on the DAGSTER_HOME instance. `overrides` are pipeline settings (None: unset);
@@ -126,7 +151,11 @@ def launch_job(
             dg.reconstructable(job),
             instance=instance,
             run_config=run_config,
-            tags={"dagster/partition": batch, "endless/launched_by": launched_by},
+            tags={
+                "dagster/partition": batch,
+                "endless/launched_by": launched_by,
+                **(extra_tags or {}),
+            },
             raise_on_error=False,
         )
         failed = [

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from endless_assets.sandbox.disk import check_budget, parse_size
+from endless_assets.sandbox.engines import EngineSpec, parse_hosts
+from endless_assets.settings_rules import RULES
 
 
 class SettingsError(ValueError):
@@ -73,6 +70,13 @@ class Settings:
     episode_seconds: float = setting(900.0, "ENDLESS_EPISODE_SECONDS", "wall clock per episode")
     output_cap: int = setting(50000, "ENDLESS_OUTPUT_CAP", "characters of output per observation")
     docker_host: str = setting("", "DOCKER_HOST", "Docker engine URL (empty: the local socket)")
+    docker_hosts: str = setting(
+        "",
+        "ENDLESS_DOCKER_HOSTS",
+        "sandbox engine pool: comma-separated Docker/Podman engine URLs (unix://, tcp://, "
+        "ssh://), each with an optional =slots (default: workers); builds and containers go to "
+        "the least-loaded engine. Empty: docker_host alone",
+    )
     memory: str = setting("1g", "ENDLESS_MEMORY", "memory limit per task container")
     cpus: float = setting(1.0, "ENDLESS_CPUS", "CPU limit per task container")
     pids: int = setting(512, "ENDLESS_PIDS", "process limit per task container")
@@ -88,6 +92,12 @@ class Settings:
         "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
         "network; procedural builds never get one; containers never do); imported Dockerfiles "
         "only when set explicitly",
+    )
+    shard_tasks: int = setting(
+        1000,
+        "ENDLESS_SHARD_TASKS",
+        "`endless run` splits a larger batch into shard runs of at most this many tasks "
+        "(stages II-IV per shard; one partition in the end)",
     )
     # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
     # made; it is never a setting and never stored.
@@ -194,8 +204,9 @@ class Settings:
         return settings
 
     def check(self, sources: dict[str, tuple[str, Any]] | None = None) -> None:
-        """Every rule of `_RULES` and the rules between settings; `sources` (setting -> where
-        its value came from, and the value as given) only makes the messages more precise."""
+        """Every rule of `settings_rules.RULES` and the rules between settings; `sources`
+        (setting -> where its value came from, and the value as given) only makes the messages
+        more precise."""
         sources = sources or {}
 
         def bad(name: str, expected: str) -> SettingsError:
@@ -204,7 +215,7 @@ class Settings:
                 f"{name} must be {expected}, got {raw!r} ({_origin(_BY_NAME[name], source)})"
             )
 
-        for name, (ok, expected) in _RULES.items():
+        for name, (ok, expected) in RULES.items():
             if not ok(getattr(self, name)):
                 raise bad(name, expected)
         if self.min_pass_rate > self.max_pass_rate:
@@ -216,7 +227,8 @@ class Settings:
                 "chat solver's reply has to fit in its context",
             )
         cores = os.cpu_count() or 1  # an engine on this machine has no more
-        local = not self.docker_host or self.docker_host.startswith("unix://")
+        hosts = [s.url for s in self.engine_specs]
+        local = all(not url or url.startswith("unix://") for url in hosts)
         if local and self.cpus > cores:
             raise bad("cpus", f"at most {cores} (the cores of this machine, which runs Docker)")
 
@@ -233,6 +245,14 @@ class Settings:
         if self.rollout_workers:
             return self.rollout_workers
         return 16 if self.solver == "chat" else self.workers
+
+    @property
+    def engine_specs(self) -> tuple[EngineSpec, ...]:
+        """The sandbox engines: `docker_hosts` (slots default to `workers`), else `docker_host`
+        alone with `workers` slots."""
+        if self.docker_hosts.strip():
+            return parse_hosts(self.docker_hosts, self.workers)
+        return (EngineSpec(self.docker_host, self.workers),)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -303,90 +323,6 @@ def _origin(f: Field, source: str) -> str:
 _STRIPPED = ("memory", "disk")
 # An empty data_dir means the default, as in Lake (an empty path would be the working directory).
 _EMPTY_IS_DEFAULT = ("data_dir",)
-# Memory goes to Docker as given, so it takes the forms both parse_size and docker-py read:
-# digits, an optional fraction, k/m/g, an optional b (no t, no "gib").
-_MEMORY = re.compile(r"^\d+(?:\.\d+)?[kmg]?b?$", re.IGNORECASE)
-MIN_MEMORY = 6 * 2**20  # the smallest limit Docker accepts
-
-
-def _memory_ok(value: str) -> bool:
-    return bool(_MEMORY.match(value)) and parse_size(value) >= MIN_MEMORY
-
-
-def _disk_ok(value: str) -> bool:
-    try:
-        return check_budget(value) >= 0
-    except ValueError:
-        return False
-
-
-def _directory_ok(value: str) -> bool:
-    """A directory, or a path whose nearest existing ancestor is one (so it can be made)."""
-    path = Path(value).expanduser().absolute()
-    try:
-        return next(p for p in (path, *path.parents) if p.exists()).is_dir()
-    except OSError:
-        return False
-
-
-def _docker_host_ok(value: str) -> bool:
-    if not value:
-        return True
-    from docker.utils import parse_host  # the engine URLs docker-py itself reads
-
-    try:
-        parse_host(value)
-    except Exception:  # DockerException, or ValueError for a bad port
-        return False
-    return True
-
-
-def _http_url_ok(value: str) -> bool:
-    if not value:
-        return True
-    try:
-        parts = urlsplit(value)
-        _ = parts.port  # ValueError for a port that is not a number in range
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _at_least(n: int) -> tuple[Callable[[Any], bool], str]:
-    return (lambda v: v >= n), f"at least {n}"
-
-
-_POSITIVE = ((lambda v: v > 0), "positive")
-_NOT_NEGATIVE = ((lambda v: v >= 0), "0 or more")
-_SHARE = ((lambda v: 0 <= v <= 1), "between 0 and 1")
-_URL = (_http_url_ok, "empty or an http(s):// URL like http://localhost:8000/v1")
-_COUNTS = ("tasks", "workers", "max_turns", "output_cap", "pids", "max_tokens", "repair_rounds")
-_COUNTS += ("llm_concurrency", "turn_tokens", "context_tokens")
-_NOT_NEGATIVES = ("task_temperature", "test_temperature", "solver_temperature", "llm_retries")
-_NOT_NEGATIVES += ("llm_backoff", "rollout_workers")
-
-# setting -> (is the value acceptable, what is expected), checked in this order.
-_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "data_dir": (_directory_ok, "a directory, or a path where one can be made (not a file)"),
-    **{name: _at_least(1) for name in _COUNTS},
-    "k": ((lambda v: v >= 0), "0 (automatic) or more"),
-    **{name: _POSITIVE for name in ("command_timeout", "episode_seconds", "llm_timeout")},
-    "cpus": ((lambda v: v >= 0.01), "at least 0.01 (Docker's smallest CPU limit)"),
-    "memory": (_memory_ok, "a size like 1g, 1.5g or 512m (units k, m, g), at least 6m"),
-    "disk": (_disk_ok, "0 (no budget) or a size like 2g or 512m, at least 16m"),
-    "docker_host": (
-        _docker_host_ok,
-        "empty or a Docker engine URL like unix:///var/run/docker.sock or tcp://host:2375",
-    ),
-    "generator_base_url": _URL,
-    **{name: _URL for name in ("solver_base_url", "auditor_base_url")},
-    **{name: _NOT_NEGATIVE for name in _NOT_NEGATIVES},
-    "dedupe_threshold": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
-    "min_pass_rate": _SHARE,
-    "max_pass_rate": _SHARE,
-    "soundness_repeats": _at_least(1),
-    "min_mutation_score": _SHARE,
-}
 
 
 def settings_table() -> str:

@@ -78,6 +78,9 @@ class Rollout:
     messages: list[dict[str, Any]] = field(default_factory=list)
     prompt_version: str = ""
     queue_seconds: float = 0.0  # waiting for a request slot in our own LLM client: not counted
+    # A harness error the sandbox engine caused (not the policy's endpoint): worth a retry,
+    # on another engine of a pool.
+    engine_failed: bool = False
 
     @property
     def n_turns(self) -> int:
@@ -185,6 +188,7 @@ def run_episode_in(
         rollout.termination = "harness_error"
         rollout.reward = None
         rollout.error = f"{type(exc).__name__}: {exc}"
+        rollout.engine_failed = isinstance(exc, SandboxError)
     rollout.messages = policy.messages()
     rollout.seconds = time.monotonic() - started
     rollout.queue_seconds = queued.seconds
@@ -201,6 +205,7 @@ def _harness_error(task: EpisodeTask, policy: Policy, exc: Exception, started: f
         error=f"{type(exc).__name__}: {exc}",
         seconds=time.monotonic() - started,
         prompt_version=policy.prompt_version,
+        engine_failed=isinstance(exc, SandboxError),
     )
 
 

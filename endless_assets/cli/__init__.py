@@ -3,7 +3,13 @@
 Each module below registers its commands on the one Typer app.
 """
 
-from endless_assets.cli import check, dataset, pipeline, show  # noqa: F401  (registers commands)
+from endless_assets.cli import (  # noqa: F401  (registers commands)
+    check,
+    dataset,
+    engines,
+    pipeline,
+    show,
+)
 from endless_assets.cli.app import app
 from endless_assets.cli.check import show_lake_warnings
 

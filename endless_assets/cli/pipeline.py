@@ -19,6 +19,7 @@ from endless_assets.cli.app import (
     print_frame,
     resolved_settings,
 )
+from endless_assets.cli.engines import check_engines
 
 _DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 
@@ -64,20 +65,33 @@ def run(
         settings = Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
-    from endless_assets.cli.submit import open_instance, submit_batch
+    from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
 
     open_instance()  # the instance (a DAGSTER_PG_URL that does not answer: one line, exit 2)
+    from endless_assets.stages.shards import count_for
+
+    shards = count_for(settings.tasks, settings.shard_tasks)
+    sharded = f", in {shards} shard runs of at most {settings.shard_tasks}" if shards > 1 else ""
     err.print(
-        f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks, generator "
+        f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks{sharded}, generator "
         f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
     if submit:
-        submit_batch(batch, overrides)
+        if shards > 1:
+            submit_sharded(batch, overrides, shards)
+        else:
+            submit_batch(batch, overrides)
         return
     _preflight(settings)
     started = time.monotonic()
-    result = launch_batch(batch, overrides, log_level="WARNING" if quiet else "INFO")
+    result = launch_batch(
+        batch,
+        overrides,
+        log_level="WARNING" if quiet else "INFO",
+        shards=shards,
+        progress=err.print,
+    )
     wall = time.monotonic() - started
     _print_funnel(settings.data_dir, batch)
     if not result.success:
@@ -125,35 +139,7 @@ def _preflight(settings) -> None:
             require_model(settings, role)
         except SettingsError as exc:
             _fail(str(exc))
-    import docker.errors
-
-    from endless_assets.sandbox.base_image import base_image_tag
-    from endless_assets.sandbox.client import SandboxError, docker_client
-
-    try:
-        client = docker_client(settings.docker_host or None)
-    except SandboxError as exc:
-        _fail(str(exc), code=1)
-    try:
-        client.images.get(base_image_tag())
-    except docker.errors.ImageNotFound:
-        err.print(
-            f"the base image {base_image_tag()} is not built yet: the run builds it first "
-            "(about a minute; `endless setup` does it alone)"
-        )
-        return
-    # Limits this engine refuses (a disk budget it cannot enforce, more CPUs than a remote engine
-    # has) would make every container fail: one container with the run's limits says so now.
-    from endless_assets.sandbox.container import Limits, task_container
-
-    limits = Limits(
-        memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
-    )
-    try:
-        with task_container(client, base_image_tag(), limits=limits, labels={"role": "check"}):
-            pass
-    except SandboxError as exc:
-        _fail(str(exc), code=2 if "disk" in str(exc) else 1)
+    check_engines(settings)
 
 
 def _print_funnel(data_dir: str, batch: str) -> None:
@@ -202,56 +188,6 @@ def sql(
     except CatalogError as exc:
         _fail(str(exc))
     print_frame(frame, format)
-
-
-@app.command()
-def setup() -> None:
-    """Build the base image if this recipe has not been built on this Docker engine."""
-    from endless_assets.sandbox.base_image import ensure_base_image
-    from endless_assets.sandbox.client import SandboxError, docker_client
-
-    try:
-        client = docker_client(resolved_settings().docker_host or None)
-        image = ensure_base_image(client, progress=lambda m: err.print(m))
-    except SandboxError as exc:
-        _fail(str(exc), code=1)
-    out.print(f"base image {image.tag} {'built' if image.built else 'present'}")
-
-
-@app.command()
-def sweep(
-    all_containers: Annotated[
-        bool, typer.Option("--all", help="also containers of live processes")
-    ] = False,
-) -> None:
-    """Remove leftover task containers (those whose creating process is gone)."""
-    from endless_assets.sandbox.client import docker_client, sweep_containers
-
-    client = docker_client(resolved_settings().docker_host or None)
-    out.print(f"removed {sweep_containers(client, everything=all_containers)} container(s)")
-
-
-@app.command()
-def prune(
-    everything: Annotated[
-        bool, typer.Option("--all", help="also the images of kept tasks")
-    ] = False,
-) -> None:
-    """Remove cached task images (rebuilt from their Dockerfiles when needed again)."""
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
-    from endless_assets.sandbox.client import docker_client
-    from endless_assets.sandbox.images import prune_task_images
-
-    settings = resolved_settings()
-    keep: set[str] = set()
-    if not everything:
-        kept = query(
-            Lake(settings.data_dir), "select distinct image_tag from filtered_dataset where kept"
-        )
-        keep = set(kept["image_tag"].to_list()) if len(kept) else set()
-    removed = prune_task_images(docker_client(settings.docker_host or None), keep)
-    out.print(f"removed {removed} cached task image(s); kept {len(keep)} of kept tasks")
 
 
 @app.command()

@@ -14,11 +14,13 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from endless_assets.cli.app import _fail, err, out
+from endless_assets.stages.shards import TAG as SHARD_TAG
 
 # The code location every process of the instance knows the job by (workspace.yaml's, and the
 # Helm chart's in deploy/helm/values.yaml): a queued run names it, and the daemon loads it by name.
@@ -46,8 +48,14 @@ def open_instance() -> Path:
         raise  # unreachable: _fail exits
 
 
-def submit_batch(batch: str, overrides: dict[str, Any]) -> str:
-    """Queue the daily batch job for `batch`; print and return the run id."""
+def submit_batch(
+    batch: str,
+    overrides: dict[str, Any],
+    *,
+    job: str = "daily_batch",
+    extra_tags: dict[str, str] | None = None,
+) -> str:
+    """Queue `job` (the daily batch job) for `batch`; print and return the run id."""
     import dagster as dg
 
     from endless_assets.instance import hidden, pg_url, shown
@@ -55,7 +63,7 @@ def submit_batch(batch: str, overrides: dict[str, Any]) -> str:
 
     open_instance()
     run_id = str(uuid.uuid4())
-    tags = {"dagster/partition": batch, "endless/launched_by": LAUNCHED_BY}
+    tags = {"dagster/partition": batch, "endless/launched_by": LAUNCHED_BY, **(extra_tags or {})}
     with tempfile.TemporaryDirectory(prefix="endless-submit-") as tmp:
         workspace = PROJECT_WORKSPACE
         if not workspace.exists():  # an installed package, no checkout: the same location
@@ -64,7 +72,7 @@ def submit_batch(batch: str, overrides: dict[str, Any]) -> str:
         proc = subprocess.run(
             [
                 *(sys.executable, "-m", "dagster", "job", "launch"),
-                *("-w", str(workspace), "-j", "daily_batch", "--run-id", run_id),
+                *("-w", str(workspace), "-j", job, "--run-id", run_id),
                 *("--config-json", json.dumps(batch_run_config(overrides, "INFO"))),
                 *("--tags", json.dumps(tags)),
             ],
@@ -86,8 +94,9 @@ def submit_batch(batch: str, overrides: dict[str, Any]) -> str:
         daemon = instance.get_daemon_statuses(["QUEUED_RUN_COORDINATOR"])
         healthy = daemon["QUEUED_RUN_COORDINATOR"].healthy
     where = f"PostgreSQL {shown(url)}" if url else "this machine's SQLite instance"
+    what = f"{job} {extra_tags.get(SHARD_TAG, '')}".strip() if extra_tags else job
     out.print(
-        f"batch {batch} submitted as run {run_id} ({status}) on {where}",
+        f"batch {batch} ({what}) submitted as run {run_id} ({status}) on {where}",
         soft_wrap=True,
         highlight=False,
     )
@@ -97,3 +106,44 @@ def submit_batch(batch: str, overrides: dict[str, Any]) -> str:
             "the queue until one runs (`dg dev`, or `dagster-daemon run` beside the code)"
         )
     return run_id
+
+
+def submit_sharded(batch: str, overrides: dict[str, Any], shards: int) -> None:
+    """A sharded batch on the instance: stage I, then every shard run at once (the queue and
+    the instance's pools decide how many run together, on which machines), then the whole job.
+    Each wave waits for the one before it; a failed run stops here, naming it."""
+    first = submit_batch(batch, overrides, job="batch_stage_one")
+    _wait([first])
+    runs = [
+        submit_batch(batch, overrides, job="batch_shard", extra_tags={SHARD_TAG: f"{i}/{shards}"})
+        for i in range(shards)
+    ]
+    _wait(runs)
+    submit_batch(batch, overrides, job="batch_finish")
+
+
+WAIT_POLL_SECONDS = 5.0
+
+
+def _wait(run_ids: list[str]) -> None:
+    import dagster as dg
+
+    pending = set(run_ids)
+    with dg.DagsterInstance.get() as instance:
+        while pending:
+            for run_id in sorted(pending):
+                run = instance.get_run_by_id(run_id)
+                if run is None or run.status in (
+                    dg.DagsterRunStatus.FAILURE,
+                    dg.DagsterRunStatus.CANCELED,
+                ):
+                    state = run.status.value if run else "missing"
+                    _fail(
+                        f"run {run_id} ended {state}: later runs of the batch were not queued",
+                        code=1,
+                    )
+                if run.status == dg.DagsterRunStatus.SUCCESS:
+                    pending.discard(run_id)
+                    err.print(f"run {run_id} done; {len(pending)} of {len(run_ids)} to go")
+            if pending:
+                time.sleep(WAIT_POLL_SECONDS)

@@ -16,6 +16,9 @@ import polars as pl
 
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.container import ContainerExited
+from endless_assets.sandbox.engines import recover_all
 from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
 from endless_assets.stages import HARNESS_ERROR
@@ -23,6 +26,7 @@ from endless_assets.stages.journal import Journal, Resumable, fingerprint
 
 T = TypeVar("T")
 R = TypeVar("R")
+ENGINE_RETRIES = 2  # tries again of one item's work that a sandbox engine broke
 
 
 def run_parallel(
@@ -33,12 +37,30 @@ def run_parallel(
     *,
     workers: int,
     label: str,
+    engine_retries: int = ENGINE_RETRIES,
 ) -> list[R]:
     """Run `work` over items on a bounded thread pool, logging progress; keeps input order.
 
-    An unexpected exception in one item becomes that item's error row (via `on_error`): one bad
-    task never loses the rest of the batch.
+    An item whose work a sandbox engine broke (SandboxError) is tried again, at most
+    `engine_retries` times, after the engines that stopped answering are drained (so a pool
+    retries it on the others). An unexpected exception in one item becomes that item's error
+    row (via `on_error`): one bad task never loses the rest of the batch.
     """
+
+    def attempt(item: T) -> R:
+        for n in range(engine_retries + 1):
+            try:
+                return work(item)
+            except ContainerExited:
+                raise  # the task's image, not the engine: no retry helps
+            except SandboxError as exc:
+                if n == engine_retries:
+                    raise
+                drained = recover_all()  # SandboxError when no engine answers any more
+                where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
+                context.log.warning(f"{label}: retrying after an engine failure{where}: {exc}")
+        raise AssertionError("unreachable")
+
     results: list[R | None] = [None] * len(items)
     if not items:
         return []
@@ -46,7 +68,7 @@ def run_parallel(
     step = max(1, len(items) // 10)
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label) as pool:
-        futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+        futures = {pool.submit(attempt, item): i for i, item in enumerate(items)}
         for future in as_completed(futures):
             i = futures[future]
             try:
@@ -182,6 +204,16 @@ def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMet
         schema=dg.TableSchema(
             columns=[dg.TableColumn(key, "string"), dg.TableColumn(count, "int")]
         ),
+    )
+
+
+def engines_table(report: list[dict[str, Any]]) -> dg.TableMetadataValue:
+    """The sandbox engines (engines.EnginePool.report): slots, work placed, up or drained."""
+    kinds = {"engine": "string", "slots": "int", "placed": "int", "up": "bool"}
+    kinds["down_reason"] = "string"
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({k: r[k] for k in kinds}) for r in report],
+        schema=dg.TableSchema(columns=[dg.TableColumn(k, t) for k, t in kinds.items()]),
     )
 
 

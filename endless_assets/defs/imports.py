@@ -24,7 +24,6 @@ from endless_assets.export.harbor_import import ImportProblem
 from endless_assets.export.imports import import_tasks
 from endless_assets.generation import Usage
 from endless_assets.models import task_seed
-from endless_assets.sandbox.base_image import ensure_base_image
 from endless_assets.stages import REJECTED
 from endless_assets.stages.rows import description_row, failed_description_row, frame
 
@@ -126,7 +125,7 @@ class BaseImages:
 
     def __call__(self, recipe: str) -> str:
         sandbox = self.pipeline.sandbox()
-        return ensure_base_image(sandbox.client, recipe=recipe or self.default).tag
+        return sandbox.base_for(recipe or self.default).tag
 
 
 imported_task_environments = build_task_environments(IMPORTED)

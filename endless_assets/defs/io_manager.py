@@ -8,7 +8,9 @@ import polars as pl
 from endless_assets.catalog import rebuild_catalog
 from endless_assets.lake import Lake, LakeError
 from endless_assets.schemas import TABLES, polars_schema
+from endless_assets.stages import shards
 from endless_assets.stages.journal import Journal
+from endless_assets.stages.shards import Shard
 
 
 def column_schema(table: str) -> dg.TableSchema:
@@ -38,6 +40,20 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         table = context.asset_key.path[-1]
         batch = context.partition_key if context.has_partition_key else "all"
         lake = self._lake()
+        shard = run_shard(context)
+        if shard is not None and "task_id" in obj.columns:
+            # A shard run: its rows are staged for the run's next stage; the journal keeps them
+            # for the run that writes the partition (stages/shards.py).
+            mine = obj.filter(pl.col("task_id").map_elements(shard.owns, return_dtype=pl.Boolean))
+            path = lake.write_shard(table, batch, shard, mine)
+            context.add_output_metadata(
+                {
+                    "shard": shard.tag,
+                    "path": dg.MetadataValue.path(str(path)),
+                    "shard_rows": mine.height,
+                }
+            )
+            return
         path = lake.write(table, batch, obj)
         Journal(lake.data_dir, table, batch).clear()  # the partition now holds that work
         rebuild_catalog(lake)
@@ -51,4 +67,21 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         if table is None:
             raise LakeError("cannot tell which table to load")
         batch = context.asset_partition_key if context.has_asset_partitions else "all"
-        return self._lake().read(table, batch)
+        lake = self._lake()
+        shard = run_shard(context)
+        if shard is None:
+            return lake.read(table, batch)
+        staged = lake.read_shard(table, batch, shard)  # written by this shard's earlier stage
+        frame = staged if staged is not None else lake.read(table, batch)
+        if "task_id" not in frame.columns:
+            return frame
+        return frame.filter(pl.col("task_id").map_elements(shard.owns, return_dtype=pl.Boolean))
+
+
+def run_shard(context: dg.OutputContext | dg.InputContext) -> Shard | None:
+    """The shard of the run this step belongs to (its `endless/shard` tag), or None."""
+    try:
+        tags = context.step_context.dagster_run.tags
+    except Exception:  # no step context: a direct call of the IO manager, outside a run
+        return None
+    return shards.parse(tags.get(shards.TAG))

@@ -27,6 +27,34 @@ daily_batch = dg.define_asset_job(
     "filter.",
 )
 
+# A batch larger than `shard_tasks` runs as: stage I once, then the per-task stages once per
+# shard (a run tagged endless/shard=i/n), then stages II-V once more, untagged: they find every
+# row in the journals and write the partitions (stages/shards.py). Stage I is not run again: its
+# tasks are the ones the shards worked on.
+STAGE_ONE_ASSETS = PIPELINE_ASSETS[:2]
+SHARD_ASSETS = PIPELINE_ASSETS[2:-1]
+FINISH_ASSETS = PIPELINE_ASSETS[2:]
+
+batch_stage_one = dg.define_asset_job(
+    name="batch_stage_one",
+    selection=dg.AssetSelection.assets(*STAGE_ONE_ASSETS),
+    description="Stage I of a sharded batch: the base image and every task description.",
+)
+
+batch_shard = dg.define_asset_job(
+    name="batch_shard",
+    selection=dg.AssetSelection.assets(*SHARD_ASSETS),
+    description="Stages II-IV for the tasks of one shard (the run's endless/shard tag, e.g. "
+    "3/20); its rows are journaled and staged, the partition is written by daily_batch.",
+)
+
+batch_finish = dg.define_asset_job(
+    name="batch_finish",
+    selection=dg.AssetSelection.assets(*FINISH_ASSETS),
+    description="The end of a sharded batch: stages II-V over the shards' journaled rows "
+    "(nothing runs again but harness errors), written as the batch's partitions.",
+)
+
 daily_batch_schedule = dg.build_schedule_from_partitioned_job(
     daily_batch,
     hour_of_day=2,
@@ -69,6 +97,24 @@ def daily_batch_job() -> dg.JobDefinition:
     from endless_assets.definitions import defs
 
     return defs.resolve_job_def("daily_batch")
+
+
+def batch_stage_one_job() -> dg.JobDefinition:
+    from endless_assets.definitions import defs
+
+    return defs.resolve_job_def("batch_stage_one")
+
+
+def batch_shard_job() -> dg.JobDefinition:
+    from endless_assets.definitions import defs
+
+    return defs.resolve_job_def("batch_shard")
+
+
+def batch_finish_job() -> dg.JobDefinition:
+    from endless_assets.definitions import defs
+
+    return defs.resolve_job_def("batch_finish")
 
 
 def imported_batch_job() -> dg.JobDefinition:

@@ -29,6 +29,7 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
         return Sandbox(
             SandboxConfig(
                 docker_host=s.docker_host or None,
+                engines=s.engine_specs if s.docker_hosts.strip() else (),
                 limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
             )

@@ -22,6 +22,7 @@ from endless_assets.agent.policies import EpisodeTask
 from endless_assets.agent.run_report import solver_run_metadata
 from endless_assets.defs.common import (
     counts_table,
+    engines_table,
     run_parallel,
     schema_check_spec,
     timing_metadata,
@@ -30,6 +31,8 @@ from endless_assets.defs.common import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import Task
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.stages import shards
 from endless_assets.stages.attempts import ImageCache, attempt_key, plan_attempts, with_recovered
 from endless_assets.stages.journal import Journal
 from endless_assets.stages.rows import frame, rollout_row, tasks_with_tests
@@ -102,6 +105,10 @@ def _materialize(
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()
     stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
+    shard = shards.parse(context.run.tags.get(shards.TAG))
+    if shard is not None:  # a shard run: the rows of the shard's tasks only
+        recovered = [r for r in recovered if shard.owns(r["task_id"])]
+        stored = [r for r in stored if shard.owns(r["task_id"])]
     plan = plan_attempts(tasks, stored, policy_name, model, k)
     todo, reusable = plan.todo, plan.reusable
     workers = settings.episode_workers
@@ -138,6 +145,8 @@ def _materialize(
             labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
             docker_slots=docker_slots,
         )
+        if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)
+            raise SandboxError(rollout.error)
         breaker.record(rollout)
         row = rollout_row(batch, idx, rollout)
         if row["reward"] is not None:  # scored: persisted now, reused if this run dies
@@ -188,6 +197,7 @@ def _materialize(
         "environment_steps_now": steps,
         "other_solvers_rows_kept": len(plan.others),
         "failure_modes": counts_table(modes, "failure_mode", "rollouts"),
+        "sandbox_engines": engines_table(sandbox.pool.report()),
         **solver_run_metadata(probe, current_rows, context.log.warning),  # endpoint, identical
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }

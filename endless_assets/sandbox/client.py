@@ -7,9 +7,11 @@ import functools
 import os
 import socket
 import time
+from typing import Any
 
 import docker
 import docker.errors
+import docker.utils
 from docker import DockerClient
 
 from endless_assets.sandbox import disk
@@ -25,14 +27,27 @@ class SandboxError(RuntimeError):
     """Infrastructure failure (daemon unreachable, API error): a harness error, not a verdict."""
 
 
+def tls_for(base_url: str) -> Any:
+    """Client TLS for a `tcp://` engine, as docker-py reads it for DOCKER_HOST
+    (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH); None where those are unset or the URL is not tcp."""
+    if not base_url.startswith(("tcp://", "https://")):
+        return None
+    return docker.utils.kwargs_from_env().get("tls")
+
+
+def client_for(base_url: str, timeout: float) -> DockerClient:
+    """A client for one engine URL ("" = DOCKER_HOST or the local socket)."""
+    if not base_url:
+        return docker.from_env(timeout=timeout)
+    tls = tls_for(base_url)
+    return DockerClient(base_url=base_url, timeout=timeout, tls=tls if tls else False)
+
+
 @functools.cache
 def docker_client(base_url: str | None = None) -> DockerClient:
     """A client for `base_url`, else DOCKER_HOST, else the local socket. Cached per process."""
     try:
-        if base_url:
-            client = DockerClient(base_url=base_url, timeout=300)
-        else:
-            client = docker.from_env(timeout=300)
+        client = client_for(base_url or "", 300)
         client.ping()
     except docker.errors.DockerException as exc:
         where = base_url or os.environ.get("DOCKER_HOST") or "the local socket"

@@ -1,15 +1,25 @@
-"""One object holding what every stage needs from Docker: the client, the base image, limits."""
+"""One object holding what every stage needs from Docker: the engines, the base image, limits.
+
+The engines are a pool (engines.py): with one engine (the default) everything happens there, as
+it always did; with `docker_hosts`, each build and each container goes to the engine with the
+most free slots, and a task image is built on the engine that runs it, from the recipe its first
+build left here (the same tag everywhere: the base image is copied between engines, id intact).
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from endless_assets.sandbox.base_image import BaseImage, ensure_base_image
-from endless_assets.sandbox.client import docker_client, sweep_containers
+from docker import DockerClient
+
+from endless_assets.sandbox.base_image import BaseImage, base_image_tag, ensure_base_image
+from endless_assets.sandbox.client import SandboxError, sweep_containers
 from endless_assets.sandbox.container import Limits, TaskContainer, task_container
-from endless_assets.sandbox.images import BuildResult, build_task_image
+from endless_assets.sandbox.engines import Engine, EngineSpec, copy_image, pool_for
+from endless_assets.sandbox.images import BuildResult, build_task_image, image_tag_for
 
 
 @dataclass(frozen=True)
@@ -19,26 +29,80 @@ class SandboxConfig:
     build_network: bool = True  # RUN steps may reach package registries; run time never may
     build_timeout: float = 600
     test_timeout: float = 180
+    # An engine pool (engines.parse_hosts); empty: the one engine of `docker_host`.
+    engines: tuple[EngineSpec, ...] = ()
+
+    @property
+    def engine_specs(self) -> tuple[EngineSpec, ...]:
+        return self.engines or (EngineSpec(self.docker_host or "", 1),)
 
 
-_swept: set[str | None] = set()
+@dataclass(frozen=True)
+class _Recipe:
+    dockerfile: str
+    context_files: dict[str, str]
+    labels: dict[str, str] | None
+    network: bool
+
+
+_swept: set[str] = set()
+_recipes: dict[str, _Recipe] = {}  # task image tag -> how it was built (for other engines)
+_recipes_lock = threading.Lock()
 
 
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
-        self.client = docker_client(self.config.docker_host)
-        self._base: BaseImage | None = None
-        if self.config.docker_host not in _swept:
-            # Containers of processes that died (a killed run) are removed once per process.
-            _swept.add(self.config.docker_host)
-            sweep_containers(self.client)
+        self.pool = pool_for(self.config.engine_specs)
+        self._bases: dict[str, BaseImage] = {}
+        self._base_lock = threading.Lock()
+        for engine in self.pool.up:
+            if engine.name not in _swept:
+                # Containers of processes that died (a killed run) are removed once per process.
+                _swept.add(engine.name)
+                sweep_containers(engine.client)
+
+    @property
+    def client(self) -> DockerClient:
+        """The first engine that is up (what single-engine tools and tests talk to)."""
+        return self.pool.up[0].client if self.pool.up else self.pool.engines[0].client
 
     @property
     def base(self) -> BaseImage:
-        if self._base is None:
-            self._base = ensure_base_image(self.client)
-        return self._base
+        return self.base_for(None)
+
+    def base_for(self, recipe: str | None) -> BaseImage:
+        """The base image of `recipe` (None: the setting's): an engine's that holds it, else
+        built on the first engine that is up; other engines receive a copy when they first
+        need it."""
+        key = base_image_tag(recipe)
+        with self._base_lock:
+            if key not in self._bases:
+                holders = [e for e in self.pool.up if e.has_image(key)]
+                engine = (holders or self.pool.up or self.pool.engines)[0]
+                base = ensure_base_image(engine.client, recipe=recipe)
+                engine.images.add(base.tag)
+                self._bases[key] = base
+            return self._bases[key]
+
+    def ensure_base(self, recipe: str | None = None) -> list[str]:
+        """The base image on every engine that is up (`endless setup`); their names."""
+        base = self.base_for(recipe)
+        for engine in self.pool.up:
+            self._bring(engine, base.tag, base.image_id)
+        return [e.name for e in self.pool.up]
+
+    def _bring(self, engine: Engine, tag: str, image_id: str = "") -> None:
+        """Make `tag` present on `engine`: copied from an engine that holds it."""
+        if engine.has_image(tag):
+            if not image_id or engine.client.images.get(tag).id == image_id:
+                return
+            engine.images.discard(tag)  # a base built there on its own: replaced by ours
+            engine.client.images.remove(tag, force=True, noprune=False)
+        sources = [e for e in self.pool.up if e is not engine and tag in e.images]
+        if not sources:
+            raise SandboxError(f"image {tag} not found on engine {engine.name} nor on any other")
+        copy_image(sources[0], engine, tag)
 
     def build(
         self,
@@ -50,19 +114,77 @@ class Sandbox:
     ) -> BuildResult:
         """Build (or reuse) a task image. RUN steps get the host network only when the caller
         asks (`network`) and the configuration allows it (`build_network`)."""
-        return build_task_image(
-            self.client,
+        network = network and self.config.build_network
+        base = self.base
+        tag = image_tag_for(dockerfile, context_files, base.image_id)
+        with self.pool.lease(tag) as engine:
+            result = self._build_on(engine, dockerfile, context_files, labels, network)
+        if result.ok:
+            with _recipes_lock:
+                _recipes[result.tag] = _Recipe(dockerfile, dict(context_files), labels, network)
+        return result
+
+    def _build_on(
+        self,
+        engine: Engine,
+        dockerfile: str,
+        context_files: dict[str, str],
+        labels: dict[str, str] | None,
+        network: bool,
+    ) -> BuildResult:
+        base = self.base
+        self._bring(engine, base.tag, base.image_id)
+        result = build_task_image(
+            engine.client,
             dockerfile,
             context_files,
-            base_image_id=self.base.image_id,
+            base_image_id=base.image_id,
             labels=labels,
-            network=network and self.config.build_network,
+            network=network,
             timeout=self.config.build_timeout,
         )
+        if result.ok:
+            engine.images.add(result.tag)
+        return result
+
+    def _ensure_image(self, engine: Engine, image: str) -> None:
+        """`image` on `engine`: already there, built there from its recipe, or copied."""
+        if engine.has_image(image):
+            return
+        with _recipes_lock:
+            recipe = _recipes.get(image)
+        if recipe is None:
+            self._bring(engine, image)
+            return
+        result = self._build_on(
+            engine, recipe.dockerfile, recipe.context_files, recipe.labels, recipe.network
+        )
+        if not result.ok:
+            raise SandboxError(
+                f"{image} did not build on engine {engine.name}: {result.log[-500:]}"
+            )
+
+    def remove_image(self, tag: str) -> None:
+        """Remove `tag` from every engine that is up (a no-op where it is absent)."""
+        for engine in self.pool.up:
+            engine.images.discard(tag)
+            try:
+                engine.client.images.remove(tag, force=True, noprune=False)
+            except Exception:  # absent there, or the engine refused: nothing to undo
+                continue
+
+    def recover(self) -> list[str]:
+        """Before retrying work an engine failed: drain the engines that stopped answering (or
+        wait for one, when none answers). The names of the engines drained now."""
+        return self.pool.recover()
 
     @contextmanager
     def container(
         self, image: str, labels: dict[str, str] | None = None
     ) -> Iterator[TaskContainer]:
-        with task_container(self.client, image, limits=self.config.limits, labels=labels) as c:
-            yield c
+        with self.pool.lease(image) as engine:
+            self._ensure_image(engine, image)
+            with task_container(
+                engine.client, image, limits=self.config.limits, labels=labels
+            ) as c:
+                yield c

@@ -14,15 +14,12 @@ The throwaway image is removed afterwards. No Dagster here (defs/drift.py is the
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 import uuid
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
-
-import docker.errors
 
 from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
@@ -140,5 +137,4 @@ def _done(outcome: DriftOutcome, started: float) -> DriftOutcome:
 
 def _remove_image(sandbox: Sandbox, tag: str) -> None:
     """The rebuilt image is of no further use: its tag is unique to this check."""
-    with contextlib.suppress(docker.errors.DockerException, OSError):
-        sandbox.client.images.remove(tag, force=True, noprune=False)
+    sandbox.remove_image(tag)

@@ -27,7 +27,7 @@ from typing import Any
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy, Policy
 from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError, wait_for_engine
+from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import ExecResult, TaskContainer
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.snapshot import (
@@ -249,7 +249,7 @@ class Lane:
                     raise
                 with self.run_.lock:
                     self.run_.retries += 1
-                wait_for_engine(self.run_.sandbox.client)
+                self.run_.sandbox.recover()
         raise AssertionError("unreachable")
 
     def _open(self) -> None:

@@ -1,0 +1,88 @@
+"""Episodes per minute on a pool of 1, 2 and 3 sandbox engines of this machine.
+
+Starts extra `dockerd` processes (endless_assets/testing/engines.py), copies the base image to
+them once (timed: what `endless setup` does for a new engine), then for each pool size runs the
+same oracle episodes the way stage IV does (build the task image, start a container, run the
+reference, grade, remove), `--parallel` at once, and prints episodes/min, the median episode and
+where the work was placed. On one machine the engines share its cores, so the figure shows what
+the pool costs, not what more machines would add: each extra engine brings its own cores there.
+
+    .venv/bin/python bench/scale_out.py [--episodes 24] [--parallel 6] [--engines 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+from endless_assets.agent.episode import EpisodeLimits, run_episode
+from endless_assets.agent.policies import EpisodeTask, OraclePolicy
+from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.engines import EngineSpec
+from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+from endless_assets.testing.engines import ExtraEngine
+
+TEST = """\
+def test_upper():
+    assert open("/home/user/out.txt").read() == "HELLO\\n"
+"""
+SOLUTION = "tr a-z A-Z < /home/user/in.txt > /home/user/out.txt"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--episodes", type=int, default=24)
+    parser.add_argument("--parallel", type=int, default=6)
+    parser.add_argument("--engines", type=int, default=3)
+    args = parser.parse_args()
+    local = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp, ExitStack() as stack:
+        extra = [
+            stack.enter_context(ExtraEngine(Path(tmp) / f"e{i}"))
+            for i in range(2, args.engines + 1)
+        ]
+        urls = [local, *(e.url for e in extra)]
+        started = time.monotonic()
+        Sandbox(SandboxConfig(engines=tuple(EngineSpec(u, 1) for u in urls))).ensure_base()
+        print(f"base image on {len(urls)} engines in {time.monotonic() - started:.1f} s")
+        for size in range(1, len(urls) + 1):
+            slots = max(1, args.parallel // size)
+            specs = tuple(EngineSpec(u, slots) for u in urls[:size])
+            measure(Sandbox(SandboxConfig(engines=specs, limits=Limits(disk="0"))), args)
+
+
+def measure(sandbox: Sandbox, args: argparse.Namespace) -> None:
+    dockerfile = (
+        f"FROM {sandbox.base.tag}\n"
+        f"RUN echo hello > /home/user/in.txt && echo {time.time_ns()} > /home/user/.nonce\n"
+    )
+    build = sandbox.build(dockerfile, {})
+    assert build.ok, build.log
+    task = EpisodeTask("bench", "Upper-case in.txt into out.txt", SOLUTION)
+
+    def episode(_: int) -> float:
+        rollout = run_episode(sandbox, build.tag, task, OraclePolicy(), TEST, EpisodeLimits())
+        assert rollout.reward == 1, rollout.error
+        return rollout.seconds
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(args.parallel) as pool:
+        seconds = list(pool.map(episode, range(args.episodes)))
+    wall = time.monotonic() - started
+    placed = ", ".join(
+        f"{r['engine'].rsplit('/', 2)[-2]}: {r['placed']}" for r in sandbox.pool.report()
+    )
+    print(
+        f"{len(sandbox.pool.engines)} engine(s): {args.episodes / wall * 60:.1f} episodes/min, "
+        f"median episode {statistics.median(seconds):.2f} s, placed {placed}"
+    )
+
+
+if __name__ == "__main__":
+    main()

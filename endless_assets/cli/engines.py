@@ -1,0 +1,118 @@
+"""Sandbox engine commands: make the base image available, sweep containers, prune images; and
+the run's check that every engine of the pool answers and accepts the run's limits."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from endless_assets.cli.app import _fail, app, err, out, resolved_settings
+
+
+def _sandbox(settings: Any):
+    from endless_assets.sandbox.client import SandboxError
+    from endless_assets.sandbox.container import Limits
+    from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+
+    config = SandboxConfig(
+        docker_host=settings.docker_host or None,
+        limits=Limits(
+            memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
+        ),
+        engines=settings.engine_specs if settings.docker_hosts.strip() else (),
+    )
+    try:
+        return Sandbox(config)
+    except SandboxError as exc:
+        _fail(str(exc), code=1)
+
+
+def check_engines(settings: Any) -> None:
+    """Every engine answers (a pool goes on without one that does not, with a warning), and
+    accepts a container with the run's limits (a disk budget it cannot enforce, more CPUs than
+    a remote engine has would make every container fail)."""
+    from endless_assets.sandbox.base_image import base_image_tag
+    from endless_assets.sandbox.client import SandboxError
+    from endless_assets.sandbox.container import task_container
+
+    sandbox = _sandbox(settings)
+    for engine in sandbox.pool.engines:
+        if engine not in sandbox.pool.up:
+            err.print(f"[yellow]warning:[/] sandbox engine {engine.name} is down: not used")
+    for spec in settings.engine_specs:
+        if all(e.spec != spec for e in sandbox.pool.engines):
+            err.print(f"[yellow]warning:[/] sandbox engine {spec.name} does not answer: not used")
+    tag = base_image_tag()
+    holding = [e for e in sandbox.pool.up if e.has_image(tag)]
+    if not holding:
+        err.print(
+            f"the base image {tag} is not built yet: the run builds it first "
+            "(about a minute; `endless setup` does it alone)"
+        )
+        return
+    for engine in holding:
+        try:
+            with task_container(
+                engine.client, tag, limits=sandbox.config.limits, labels={"role": "check"}
+            ):
+                pass
+        except SandboxError as exc:
+            where = f" (engine {engine.name})" if len(sandbox.pool.engines) > 1 else ""
+            _fail(f"{exc}{where}", code=2 if "disk" in str(exc) else 1)
+
+
+@app.command()
+def setup() -> None:
+    """Build the base image if this recipe has not been built, and copy it to every engine of
+    the pool (`docker_hosts`) that lacks it."""
+    from endless_assets.sandbox.base_image import ensure_base_image
+    from endless_assets.sandbox.client import SandboxError
+
+    sandbox = _sandbox(resolved_settings())
+    try:
+        first = sandbox.pool.up[0]
+        image = ensure_base_image(first.client, progress=lambda m: err.print(m))
+        names = sandbox.ensure_base()
+    except SandboxError as exc:
+        _fail(str(exc), code=1)
+    state = "built" if image.built else "present"
+    out.print(f"base image {image.tag} {state}; on engine(s): {', '.join(names)}")
+
+
+@app.command()
+def sweep(
+    all_containers: Annotated[
+        bool, typer.Option("--all", help="also containers of live processes")
+    ] = False,
+) -> None:
+    """Remove leftover task containers (those whose creating process is gone), on every engine."""
+    from endless_assets.sandbox.client import sweep_containers
+
+    sandbox = _sandbox(resolved_settings())
+    removed = sum(sweep_containers(e.client, everything=all_containers) for e in sandbox.pool.up)
+    out.print(f"removed {removed} container(s)")
+
+
+@app.command()
+def prune(
+    everything: Annotated[
+        bool, typer.Option("--all", help="also the images of kept tasks")
+    ] = False,
+) -> None:
+    """Remove cached task images (rebuilt from their Dockerfiles when needed again), on every
+    engine."""
+    from endless_assets.catalog import query
+    from endless_assets.lake import Lake
+    from endless_assets.sandbox.images import prune_task_images
+
+    settings = resolved_settings()
+    keep: set[str] = set()
+    if not everything:
+        kept = query(
+            Lake(settings.data_dir), "select distinct image_tag from filtered_dataset where kept"
+        )
+        keep = set(kept["image_tag"].to_list()) if len(kept) else set()
+    sandbox = _sandbox(settings)
+    removed = sum(prune_task_images(e.client, keep) for e in sandbox.pool.up)
+    out.print(f"removed {removed} cached task image(s); kept {len(keep)} of kept tasks")
