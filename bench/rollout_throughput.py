@@ -12,7 +12,11 @@ overhead per step: the CPU this process spends per step (the scripted model runs
 process), and the wall time per step not spent waiting for the model, broken down.
 
     .venv/bin/python bench/rollout_throughput.py [--episodes 48] [--turns 8] [--latency 0.25]
-        [--parallel 16] [--docker-slots 6]
+        [--parallel 16] [--docker-slots 6] [--warm 4]
+
+`--warm N` starts containers ahead as stage IV does (`warm_containers`): each episode asks for
+the container of the episode that will take its place, so its start and grader start overlap
+other episodes' model waits.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from endless_assets.agent.chat import ChatConfig, ChatPolicy
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 TEST = "def test_nothing_was_asked():\n    assert True\n"
@@ -74,13 +78,19 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.25, help="seconds per model reply")
     parser.add_argument("--parallel", type=int, default=16, help="episodes in flight")
     parser.add_argument("--docker-slots", type=int, default=6, help="container starts/verdicts")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="containers started ahead, as stage IV does (warm_containers; 0: none)",
+    )
     args = parser.parse_args()
 
     fork = multiprocessing.get_context("fork")  # before any thread of ours exists
     urls, stop = fork.Queue(), fork.Event()
     server = fork.Process(target=serve, args=(args.turns, args.latency, urls, stop), daemon=True)
     server.start()
-    sandbox = Sandbox()
+    sandbox = Sandbox(SandboxConfig(warm=args.warm))
     image = sandbox.base.tag
     slots = TimedSlots(args.docker_slots)
     limits = EpisodeLimits(max_turns=args.turns + 1, command_timeout=30)
@@ -90,6 +100,8 @@ def main() -> None:
         config = ChatConfig(model="bench", max_turns=args.turns + 1)
 
         def episode(i: int) -> Rollout:
+            if args.warm and 0 <= i + args.parallel < args.episodes:
+                sandbox.expect(image)  # for the episode that takes this one's place
             return run_episode(
                 sandbox,
                 image,
@@ -99,6 +111,7 @@ def main() -> None:
                 limits,
                 labels={"role": "bench"},
                 docker_slots=slots,  # type: ignore[arg-type]
+                warm=bool(args.warm),
             )
 
         episode(-1)  # warm up: imports, the first container
@@ -109,6 +122,7 @@ def main() -> None:
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
     finally:
         stop.set()
+        sandbox.close()
     in_flight = urls.get(timeout=30)
     server.join(timeout=30)
 
@@ -128,7 +142,8 @@ def main() -> None:
     print(
         f"{args.episodes} episodes x {args.turns} commands (+ done), model latency "
         f"{args.latency * 1000:.0f} ms, {args.parallel} episodes in flight, "
-        f"{args.docker_slots} docker slots; {in_flight} requests in flight at most"
+        f"{args.docker_slots} docker slots, {args.warm} warm containers; {in_flight} requests "
+        "in flight at most"
     )
     print(f"wall {wall:.1f} s, {steps} environment steps, {requests} model replies")
     print(
@@ -149,6 +164,11 @@ def main() -> None:
         f"  persistent shell per command (median / p90):  {statistics.median(shell) * 1000:.2f}"
         f" / {sorted(shell)[int(0.9 * len(shell))] * 1000:.2f} ms"
     )
+    if args.warm:
+        warm = sandbox.warm
+        print(
+            f"warm containers: {warm.taken} taken, {warm.started} started, {warm.wasted} unused"
+        )
     queued = slots.waited / len(rollouts)
     print(
         f"  container start + verdict + removal per episode (median): "

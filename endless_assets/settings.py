@@ -93,6 +93,12 @@ class Settings:
         "network; procedural builds never get one; containers never do); imported Dockerfiles "
         "only when set explicitly",
     )
+    warm_containers: int = setting(
+        4,
+        "ENDLESS_WARM_CONTAINERS",
+        "stage IV starts up to this many task containers ahead of the attempts that will take "
+        "them (grader resident, nothing run in them); 0: each attempt starts its own",
+    )
     shard_tasks: int = setting(
         1000,
         "ENDLESS_SHARD_TASKS",

@@ -81,7 +81,7 @@ _URL = (_http_url_ok, "empty or an http(s):// URL like http://localhost:8000/v1"
 _COUNTS = ("tasks", "workers", "max_turns", "output_cap", "pids", "max_tokens", "repair_rounds")
 _COUNTS += ("llm_concurrency", "turn_tokens", "context_tokens", "shard_tasks")
 _NOT_NEGATIVES = ("task_temperature", "test_temperature", "solver_temperature", "llm_retries")
-_NOT_NEGATIVES += ("llm_backoff", "rollout_workers")
+_NOT_NEGATIVES += ("llm_backoff", "rollout_workers", "warm_containers")
 
 # setting -> (is the value acceptable, what is expected), checked in this order.
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {

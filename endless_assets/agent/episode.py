@@ -135,8 +135,10 @@ def run_episode(
     limits: EpisodeLimits = EpisodeLimits(),
     labels: dict[str, str] | None = None,
     docker_slots: threading.Semaphore | None = None,
+    warm: bool = False,
 ) -> Rollout:
-    """One episode in a fresh container of `image`, graded, and the container removed.
+    """One episode in a fresh container of `image`, graded, and the container removed; `warm`:
+    a container the sandbox started ahead (`Sandbox.expect`), when it has one.
 
     `docker_slots` bounds the CPU-heavy moments (starting the container, running pytest) across
     concurrent episodes, so many episodes can wait on a model while a small machine stays
@@ -146,7 +148,7 @@ def run_episode(
     try:
         with contextlib.ExitStack() as stack:
             with docker_slots or contextlib.nullcontext():
-                container = stack.enter_context(sandbox.container(image, labels=labels))
+                container = stack.enter_context(sandbox.container(image, labels=labels, warm=warm))
             return run_episode_in(
                 container, task, policy, completion_test, limits, started, docker_slots
             )

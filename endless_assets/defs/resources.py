@@ -32,6 +32,7 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
                 engines=s.engine_specs if s.docker_hosts.strip() else (),
                 limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
+                warm=s.warm_containers,
             )
         )
 

@@ -8,6 +8,7 @@ while at most `workers` of them start a container or run pytest at once, so a 2-
 stays responsive.
 """
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -122,8 +123,18 @@ def _materialize(
     breaker = EndpointBreaker()
     images = ImageCache(sandbox)
 
+    position = {(task.task_id, idx): i for i, (task, idx) in enumerate(todo)}
+
+    def prefetch(item: tuple[Task, int]) -> None:
+        """Start the container of the attempt that takes this one's place in `workers` ahead."""
+        ahead = position[(item[0].task_id, item[1])] + workers
+        if settings.warm_containers and ahead < len(todo):
+            with contextlib.suppress(SandboxError):  # that attempt will say so itself
+                sandbox.expect(images.tag(todo[ahead][0]))
+
     def work(item: tuple[Task, int]) -> dict:
         task, idx = item
+        prefetch(item)
         if breaker.is_open:
             skipped = Rollout(
                 task.task_id,
@@ -144,6 +155,7 @@ def _materialize(
             limits,
             labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
             docker_slots=docker_slots,
+            warm=bool(settings.warm_containers),
         )
         if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)
             raise SandboxError(rollout.error)
@@ -166,7 +178,10 @@ def _materialize(
         )
         return rollout_row(batch, idx, rollout)
 
-    new_rows = run_parallel(context, todo, work, failed, workers=workers, label="rollout")
+    try:
+        new_rows = run_parallel(context, todo, work, failed, workers=workers, label="rollout")
+    finally:
+        sandbox.close()  # warm containers nobody took
     current_rows = [*reusable, *new_rows]
     table = frame(TABLE, [*current_rows, *plan.beyond_k, *plan.others]).sort(
         ["task_id", "policy", "model", "rollout_idx"]

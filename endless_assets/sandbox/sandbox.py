@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from docker import DockerClient
@@ -20,6 +20,8 @@ from endless_assets.sandbox.client import SandboxError, sweep_containers
 from endless_assets.sandbox.container import Limits, TaskContainer, task_container
 from endless_assets.sandbox.engines import Engine, EngineSpec, copy_image, pool_for
 from endless_assets.sandbox.images import BuildResult, build_task_image, image_tag_for
+from endless_assets.sandbox.verdict import start_grader
+from endless_assets.sandbox.warm import Opened, WarmPool
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class SandboxConfig:
     test_timeout: float = 180
     # An engine pool (engines.parse_hosts); empty: the one engine of `docker_host`.
     engines: tuple[EngineSpec, ...] = ()
+    # Containers started ahead of demand (warm.py), at most this many at once; 0: none.
+    warm: int = 0
 
     @property
     def engine_specs(self) -> tuple[EngineSpec, ...]:
@@ -56,6 +60,7 @@ class Sandbox:
         self.pool = pool_for(self.config.engine_specs)
         self._bases: dict[str, BaseImage] = {}
         self._base_lock = threading.Lock()
+        self.warm = WarmPool(self._open_warm, self.config.warm)
         for engine in self.pool.up:
             if engine.name not in _swept:
                 # Containers of processes that died (a killed run) are removed once per process.
@@ -180,11 +185,41 @@ class Sandbox:
 
     @contextmanager
     def container(
-        self, image: str, labels: dict[str, str] | None = None
+        self, image: str, labels: dict[str, str] | None = None, *, warm: bool = False
     ) -> Iterator[TaskContainer]:
-        with self.pool.lease(image) as engine:
+        """A fresh container of `image`, removed when the block ends. `warm`: one started ahead
+        (`expect`), grader resident, when there is one (its labels are the warm pool's)."""
+        opened = self.warm.take(image) if warm else None
+        stack, box = opened or self._open(image, labels)
+        with stack:
+            yield box
+
+    def expect(self, image: str, count: int = 1) -> None:
+        """`count` containers of `image` will be asked for with warm=True: start them now."""
+        self.warm.expect(image, count)
+
+    def close(self) -> None:
+        """Remove the warm containers nobody took (at the end of a stage)."""
+        self.warm.close()
+
+    def _open(self, image: str, labels: dict[str, str] | None) -> Opened:
+        stack = ExitStack()
+        try:
+            engine = stack.enter_context(self.pool.lease(image))
             self._ensure_image(engine, image)
-            with task_container(
-                engine.client, image, limits=self.config.limits, labels=labels
-            ) as c:
-                yield c
+            box = stack.enter_context(
+                task_container(engine.client, image, limits=self.config.limits, labels=labels)
+            )
+        except BaseException:
+            stack.close()
+            raise
+        return stack, box
+
+    def _open_warm(self, image: str) -> Opened:
+        stack, box = self._open(image, {"role": "warm"})
+        try:
+            start_grader(box)  # as an episode does before the agent's first command
+        except BaseException:
+            stack.close()
+            raise
+        return stack, box
