@@ -166,9 +166,7 @@ def main() -> None:
     )
     if args.warm:
         warm = sandbox.warm
-        print(
-            f"warm containers: {warm.taken} taken, {warm.started} started, {warm.wasted} unused"
-        )
+        print(f"warm containers: {warm.taken} taken, {warm.started} started, {warm.wasted} unused")
     queued = slots.waited / len(rollouts)
     print(
         f"  container start + verdict + removal per episode (median): "
