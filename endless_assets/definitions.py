@@ -8,7 +8,7 @@ from endless_assets.defs.base_image import base_image
 from endless_assets.defs.completion_tests import completion_tests
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.descriptions import task_descriptions
-from endless_assets.defs.drift import drift_revalidation
+from endless_assets.defs.drift import drift_revalidation, imported_drift_revalidation
 from endless_assets.defs.environments import task_environments
 from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS
@@ -22,6 +22,8 @@ from endless_assets.defs.jobs import (
     drift_revalidation_job,
     drift_revalidation_schedule,
     imported_batch,
+    imported_drift_revalidation_job,
+    imported_drift_revalidation_schedule,
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
@@ -43,6 +45,7 @@ defs = dg.Definitions(
         *IMPORTED_ASSETS,
         dataset_exports,
         drift_revalidation,
+        imported_drift_revalidation,
     ],
     jobs=[
         daily_batch,
@@ -51,8 +54,13 @@ defs = dg.Definitions(
         batch_finish,
         imported_batch,
         drift_revalidation_job,
+        imported_drift_revalidation_job,
     ],
-    schedules=[daily_batch_schedule, drift_revalidation_schedule],
+    schedules=[
+        daily_batch_schedule,
+        drift_revalidation_schedule,
+        imported_drift_revalidation_schedule,
+    ],
     resources={
         "pipeline": PipelineSettings(),
         "lake_io_manager": ParquetLakeIOManager(),

@@ -21,9 +21,16 @@ import pytest
 
 import endless_assets.definitions as definitions
 from endless_assets.catalog import query
+from endless_assets.defs.drift import imported_drift_revalidation
+from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.jobs import drift_revalidation_schedule
+from endless_assets.defs.jobs import (
+    drift_revalidation_schedule,
+    imported_drift_revalidation_schedule,
+)
+from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.soundness import imported_task_soundness
 from endless_assets.lake import Lake
 from endless_assets.models import task_seed
 from endless_assets.testing.scripted_model import ScriptedTask, ScriptedTaskModel
@@ -160,3 +167,72 @@ def test_drift_revalidation_has_its_own_job_and_a_schedule_that_starts_stopped(d
     requests = drift_revalidation_schedule(context)
     assert [r.partition_key for r in requests] == [BATCH]
     assert requests[0].run_key == f"drift-{BATCH}-2026-06-07"
+
+
+IMPORTED_BATCH = "drift-imported"
+
+
+def test_an_imported_batchs_kept_tasks_are_revalidated_by_their_own_job(tmp_path, sandbox):
+    task = tmp_path / "tasks" / "write-ok"
+    files = {
+        "instruction.md": "Write ok to /home/user/out.txt\n",
+        "environment/Dockerfile": "FROM ubuntu:22.04\nRUN echo seed > /home/user/seed.txt\n",
+        "tests/test_outputs.py": "def test_ok():\n"
+        "    assert open('/home/user/out.txt').read() == 'ok\\n'\n",
+        "solution/solve.sh": "echo ok > /home/user/out.txt\n",
+    }
+    for rel, text in files.items():
+        (task / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task / rel).write_text(text)
+    with dg.instance_for_test() as instance:  # the schedule reads its dynamic partitions
+        instance.add_dynamic_partitions(imported_batches.name, [IMPORTED_BATCH])
+        revalidate_imported(tmp_path, instance)
+
+
+def revalidate_imported(tmp_path, instance: dg.DagsterInstance) -> None:
+    data_dir = tmp_path / "lake"
+    keys = [*IMPORTED_ASSETS, imported_task_soundness, imported_drift_revalidation]
+    resources = {
+        "pipeline": PipelineSettings(
+            data_dir=str(data_dir), workers=2, soundness="off", soundness_repeats=1
+        ),
+        "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
+    }
+    config = {
+        "source_dir": str(tmp_path / "tasks"),
+        "format": "auto",
+        "base_image_map": {"ubuntu:22.04": "endless-base"},
+    }
+    imported = dg.materialize(
+        keys,
+        selection=[*(a.key for a in IMPORTED_ASSETS), imported_task_soundness.key],
+        partition_key=IMPORTED_BATCH,
+        instance=instance,
+        resources=resources,
+        run_config={"ops": {IMPORT_OP: {"config": config}}},
+    )
+    assert imported.success
+    checked = dg.materialize(
+        keys,
+        selection=[imported_drift_revalidation.key],
+        partition_key=IMPORTED_BATCH,
+        instance=instance,
+        resources=resources,
+    )
+    assert checked.success
+    view = query(
+        Lake(data_dir),
+        f"select kept, checked, still_valid from drift where batch = '{IMPORTED_BATCH}'",
+    )
+    assert view.rows() == [(1, 1, 1)]
+
+    job = definitions.defs.resolve_job_def("revalidate_imported_tasks")
+    assert job.asset_layer.executable_asset_keys == {imported_drift_revalidation.key}
+    schedule = imported_drift_revalidation_schedule
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    context = dg.build_schedule_context(
+        instance=instance,
+        resources={"pipeline": PipelineSettings(data_dir=str(data_dir))},
+        scheduled_execution_time=dt.datetime(2026, 6, 7, 4, 30, tzinfo=dt.UTC),
+    )
+    assert [r.partition_key for r in schedule(context)] == [IMPORTED_BATCH]

@@ -6,7 +6,7 @@ reconstruct in step processes (launch.py runs them)."""
 
 import dagster as dg
 
-from endless_assets.defs.partitions import batches
+from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import IMPORTED
 
@@ -75,6 +75,14 @@ drift_revalidation_job = dg.define_asset_job(
 )
 
 
+imported_drift_revalidation_job = dg.define_asset_job(
+    name="revalidate_imported_tasks",
+    selection=dg.AssetSelection.assets(["imported", "drift_revalidation"]),
+    description="Re-validate one imported batch's kept tasks on images rebuilt from their "
+    "Dockerfiles.",
+)
+
+
 @dg.schedule(
     job=drift_revalidation_job,
     cron_schedule="0 4 * * 0",
@@ -89,6 +97,24 @@ def drift_revalidation_schedule(
     found = [b for b in pipeline.lake().batches("filtered_dataset") if b in known]
     if not found:
         return dg.SkipReason("no batch has a filtered dataset yet")
+    week = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
+
+
+@dg.schedule(
+    job=imported_drift_revalidation_job,
+    cron_schedule="30 4 * * 0",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+    description="Weekly (Sunday 04:30 UTC): re-validates every imported batch that has a "
+    "filtered dataset, one run per batch (starts stopped; turn it on in the UI).",
+)
+def imported_drift_revalidation_schedule(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineSettings
+) -> list[dg.RunRequest] | dg.SkipReason:
+    known = set(context.instance.get_dynamic_partitions(imported_batches.name or ""))
+    found = [b for b in pipeline.lake().batches("filtered_dataset") if b in known]
+    if not found:
+        return dg.SkipReason("no imported batch has a filtered dataset yet")
     week = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
 
