@@ -4,6 +4,7 @@ report run the same templates over chosen batches. Also the difficulty labels in
 
 from __future__ import annotations
 
+from endless_assets.agent.analysis import failure_mode_sql
 from endless_assets.stages.filtering import DIFFICULTY_THRESHOLDS
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -25,18 +26,9 @@ GENERATOR_SQL = (
     "case when coalesce(generator_model, '') = '' then generator "
     "else generator || '/' || generator_model end"
 )
-# What became of one rollout (agent/analysis.py `failure_mode`, stored per rollout); rows written
-# before that column existed get the same classification from the columns they have.
-FAILURE_MODE_SQL = """
-    coalesce(failure_mode,
-        case when reward is null or termination = 'harness_error' then 'harness_error'
-             when reward = 1 then 'solved'
-             when n_turns > 0 and coalesce(invalid_turns, 0) * 2 >= n_turns then 'unparsable'
-             when loop_detected then 'loop'
-             when termination = 'turn_limit' then 'turn_exhaustion'
-             when termination in ('time_limit', 'context_limit') then termination
-             else 'wrong_done' end)
-"""
+# What became of one rollout (stored per rollout); rows written before that column existed get
+# the same classification from the columns they have: the one rule of agent/analysis.py.
+FAILURE_MODE_SQL = f"coalesce(failure_mode, {failure_mode_sql()})"
 
 # Stats views, written once as templates: `{key}` is what rows are grouped by (the batch in the
 # catalog's views; a constant when `endless stats` sums several batches) and `{where}` filters the

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 from math import comb
 
+import duckdb
 import pytest
 
-from endless_assets.agent.analysis import Step, command_diversity, loop_detected
+from endless_assets.agent.analysis import (
+    FAILURE_MODES,
+    Step,
+    command_diversity,
+    failure_mode,
+    failure_mode_sql,
+    loop_detected,
+)
 from endless_assets.stages.filtering import KeepRule, pass_at_k
 
 
@@ -37,6 +46,34 @@ def test_command_diversity_counts_from_the_first_failure():
     trajectory = steps(("ls", "", 0), ("make", "e", 2), ("make", "e", 2), ("vi x", "", 0))
     assert command_diversity(trajectory) == pytest.approx(2 / 3)
     assert command_diversity(steps(("ls", "", 0))) is None
+
+
+def test_the_failure_mode_rule_gives_the_same_mode_in_python_and_in_sql():
+    """The stats views classify rollout rows stored before the failure_mode column existed with
+    the SQL compiled from the one rule table: on every combination of the columns it reads, it
+    names the mode the Python rule names (an old row's missing invalid_turns counts 0)."""
+    grid = list(
+        itertools.product(
+            [None, 0, 1],
+            ["harness_error", "done", "turn_limit", "time_limit", "context_limit", "error"],
+            [False, True],
+            [0, 1, 4],
+            [0, 1, 2, None],
+        )
+    )
+    con = duckdb.connect()
+    con.execute(
+        "create table solver_rollouts (reward integer, termination varchar, "
+        "loop_detected boolean, n_turns integer, invalid_turns integer, i integer)"
+    )
+    con.executemany(
+        "insert into solver_rollouts values (?, ?, ?, ?, ?, ?)",
+        [(*row, i) for i, row in enumerate(grid)],
+    )
+    in_sql = con.execute(f"select {failure_mode_sql()} from solver_rollouts order by i").fetchall()
+    in_python = [failure_mode(r, t, loop, n, invalid or 0) for r, t, loop, n, invalid in grid]
+    assert [mode for (mode,) in in_sql] == in_python
+    assert set(in_python) == set(FAILURE_MODES)
 
 
 @pytest.mark.parametrize(("n", "c"), [(16, 0), (16, 1), (16, 5), (16, 16), (3, 2)])

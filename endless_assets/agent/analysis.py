@@ -13,7 +13,8 @@ Definitions (also in docs/solver.md):
 - **failure_mode**, one per rollout, the first that applies: `harness_error` (no reward),
   `solved` (reward 1), `unparsable` (at least half of the turns were replies that could not be
   used), `loop` (loop_detected), `turn_exhaustion` (the turn limit ended it), `time_limit`,
-  `context_limit`, `wrong_done` (the agent declared done and the tests failed).
+  `context_limit`, `wrong_done` (the agent declared done and the tests failed). The rule is
+  declared once (`FAILURE_RULES`); the stats views run it compiled to SQL (`failure_mode_sql`).
 """
 
 from __future__ import annotations
@@ -76,34 +77,80 @@ def command_diversity(steps: Sequence[Step]) -> float | None:
     return len(set(tail)) / len(tail)
 
 
-FAILURE_MODES = (
-    "solved",
-    "harness_error",
-    "unparsable",
-    "loop",
-    "turn_exhaustion",
-    "time_limit",
-    "context_limit",
-    "wrong_done",
+@dataclass(frozen=True)
+class Is:
+    """A column of a `solver_rollouts` row holds a value (None: the column is null)."""
+
+    column: str
+    value: str | int | bool | None
+
+    def holds(self, row: Mapping[str, Any]) -> bool:
+        got = row[self.column]
+        return got is None if self.value is None else got == self.value
+
+    def sql(self) -> str:
+        if self.value is None:
+            return f"{self.column} is null"
+        if isinstance(self.value, bool):
+            return f"{self.column} = {str(self.value).lower()}"
+        if isinstance(self.value, int):
+            return f"{self.column} = {self.value}"
+        return f"{self.column} = '{self.value}'"
+
+
+@dataclass(frozen=True)
+class HalfOrMore:
+    """A count column is at least half of a non-zero total (a null count is 0)."""
+
+    count: str
+    total: str
+
+    def holds(self, row: Mapping[str, Any]) -> bool:
+        return bool(row[self.total]) and (row[self.count] or 0) * 2 >= row[self.total]
+
+    def sql(self) -> str:
+        return f"{self.total} > 0 and coalesce({self.count}, 0) * 2 >= {self.total}"
+
+
+# The failure-mode rule, declared once: the first mode any of whose conditions holds, else
+# FALLBACK_MODE. `failure_mode` applies it to a rollout as it is scored; `failure_mode_sql`
+# compiles it for the stats views, which classify rows stored before the column existed.
+FAILURE_RULES: tuple[tuple[str, tuple[Is | HalfOrMore, ...]], ...] = (
+    ("harness_error", (Is("reward", None), Is("termination", "harness_error"))),
+    ("solved", (Is("reward", 1),)),
+    ("unparsable", (HalfOrMore("invalid_turns", "n_turns"),)),
+    ("loop", (Is("loop_detected", True),)),
+    ("turn_exhaustion", (Is("termination", "turn_limit"),)),
+    ("time_limit", (Is("termination", "time_limit"),)),
+    ("context_limit", (Is("termination", "context_limit"),)),
 )
+FALLBACK_MODE = "wrong_done"
+FAILURE_MODES = (*(mode for mode, _ in FAILURE_RULES), FALLBACK_MODE)
 
 
 def failure_mode(
     reward: int | None, termination: str, loop: bool, turns: int, invalid_turns: int
 ) -> str:
-    if reward is None or termination == "harness_error":
-        return "harness_error"
-    if reward == 1:
-        return "solved"
-    if turns and invalid_turns * 2 >= turns:
-        return "unparsable"
-    if loop:
-        return "loop"
-    return {
-        "turn_limit": "turn_exhaustion",
-        "time_limit": "time_limit",
-        "context_limit": "context_limit",
-    }.get(termination, "wrong_done")
+    row = {
+        "reward": reward,
+        "termination": termination,
+        "loop_detected": loop,
+        "n_turns": turns,
+        "invalid_turns": invalid_turns,
+    }
+    return next(
+        (mode for mode, any_of in FAILURE_RULES if any(c.holds(row) for c in any_of)),
+        FALLBACK_MODE,
+    )
+
+
+def failure_mode_sql() -> str:
+    """The rule as a SQL expression over a `solver_rollouts` row."""
+    whens = "\n".join(
+        f"    when {' or '.join(c.sql() for c in any_of)} then '{mode}'"
+        for mode, any_of in FAILURE_RULES
+    )
+    return f"case\n{whens}\n    else '{FALLBACK_MODE}' end"
 
 
 def analysis_columns(

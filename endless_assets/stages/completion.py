@@ -3,42 +3,30 @@ solution, and fail again after a do-nothing episode."""
 
 from __future__ import annotations
 
-import json
-import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
-from endless_assets.generation import GenerationError, TaskGenerator, Usage
+from endless_assets.generation import TaskGenerator
 from endless_assets.models import Task
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import Verdict, run_pytest
-from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
-from endless_assets.stages.environment import cause, numbered_feedback
+from endless_assets.stages import REJECTED
+from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 
-FEEDBACK_LIMIT = 4000
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
 
 
 @dataclass
-class CompletionOutcome:
-    task_id: str
-    status: str
-    reject_reason: str = ""
+class CompletionOutcome(RepairOutcome):
     completion_test: str = ""
     fails_on_initial: bool | None = None
     passes_with_reference: bool | None = None
     fails_with_noop: bool | None = None
-    attempts: int = 0
-    attempt_log: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    usage: Usage = field(default_factory=Usage)
-
-    def attempt_log_json(self) -> str:
-        return json.dumps(self.attempt_log, ensure_ascii=False)
 
 
 def check_completion_test(
@@ -65,92 +53,58 @@ def check_completion_test(
     `docker_slots` (e.g. a semaphore) is held while a container exists, not while the generator
     writes.
     """
-    started = time.monotonic()
     slot = docker_slots if docker_slots is not None else nullcontext()
-    rounds = max(1, max_rounds if max_rounds is not None else generator.repair_rounds)
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
     task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
-    feedback: str | None = None
-    previous: str | None = None
-    try:
-        for round_no in range(1, rounds + 1):
-            outcome.attempts = round_no
-            try:
-                test, usage = generator.write_completion_test(
-                    draft, numbered_feedback(feedback, round_no - 1, rounds), previous
-                )
-            except GenerationError as exc:
-                outcome.usage.add(exc.usage)
-                outcome.attempt_log.append({"round": round_no, "stage": "write", "error": str(exc)})
-                outcome.reject_reason = f"completion_unparsable: {exc}"
-                feedback = f"Your previous reply could not be used: {exc}"
-                continue
-            outcome.usage.add(usage)
-            previous = test
-            outcome.completion_test = test
-            noop = oracle = None
-            with slot, sandbox.container(image_tag, labels=labels) as box:
-                initial = run_pytest(
-                    box, test, timeout=sandbox.config.test_timeout, stop_agent=False
-                )
-                if initial.status == "failed":
-                    noop = run_episode_in(box, task, NoopPolicy(), test, limits)
-                    if noop.reward == 0:
-                        oracle = run_episode_in(box, task, OraclePolicy(), test, limits)
-            for episode in (noop, oracle):
-                if episode is not None and episode.termination == "harness_error":
-                    raise SandboxError(episode.error)
-            outcome.fails_on_initial = initial.status == "failed"
-            if initial.status != "failed":
-                feedback = _initial_feedback(outcome, round_no, initial)
-                if initial.needs_network:  # nothing a repair of the test could change
-                    outcome.reject_reason = f"needs_network: {initial.needs_network}"
-                continue
-            outcome.attempt_log.append({"round": round_no, "stage": "initial_state", "error": ""})
-            assert noop is not None
-            outcome.fails_with_noop = noop.reward == 0
-            if not outcome.fails_with_noop:
-                outcome.reject_reason = (
-                    "passes_with_noop: the completion test passes after a do-nothing episode"
-                )
-                outcome.attempt_log.append(
-                    {"round": round_no, "stage": "noop", "error": "passes after doing nothing"}
-                )
-                feedback = (
-                    "The completion test PASSES after an episode in which the agent did nothing, "
-                    "so it cannot tell a solved task from an untouched one. Make it check the end "
-                    "state the task asks for."
-                )
-                continue
-            assert oracle is not None
-            outcome.passes_with_reference = oracle.reward == 1
-            if not outcome.passes_with_reference:
-                detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
-                tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
-                solution = _solution_note(oracle)
-                outcome.attempt_log.append(
-                    {
-                        "round": round_no,
-                        "stage": "reference_solution",
-                        "error": f"{detail}{solution}\n{tail}",
-                    }
-                )
-                if reference_required:
-                    needs = oracle.verdict.needs_network if oracle.verdict else ""
-                    outcome.reject_reason = (
-                        f"needs_network: {needs}"
-                        if needs
-                        else f"reference_fails: {detail}{solution}{cause(tail, 'test output')}"
-                    )
-                    break
-            outcome.status, outcome.reject_reason = OK, ""
-            break
-    except SandboxError as exc:
-        outcome.status = HARNESS_ERROR
-        outcome.reject_reason = f"harness: {exc}"
-    outcome.seconds = time.monotonic() - started
-    return outcome
+
+    def check(test: str) -> Failed | None:
+        outcome.completion_test = test
+        noop = oracle = None
+        with slot, sandbox.container(image_tag, labels=labels) as box:
+            initial = run_pytest(box, test, timeout=sandbox.config.test_timeout, stop_agent=False)
+            if initial.status == "failed":
+                noop = run_episode_in(box, task, NoopPolicy(), test, limits)
+                if noop.reward == 0:
+                    oracle = run_episode_in(box, task, OraclePolicy(), test, limits)
+        for episode in (noop, oracle):
+            if episode is not None and episode.termination == "harness_error":
+                raise SandboxError(episode.error)
+        outcome.fails_on_initial = initial.status == "failed"
+        if initial.status != "failed":
+            failed = _initial_failure(outcome, initial)
+            if initial.needs_network:  # nothing a repair of the test could change
+                return Failed(f"needs_network: {initial.needs_network}", failed.feedback)
+            return failed
+        outcome.log("initial_state")
+        assert noop is not None
+        outcome.fails_with_noop = noop.reward == 0
+        if not outcome.fails_with_noop:
+            outcome.log("noop", "passes after doing nothing")
+            return Failed(
+                "passes_with_noop: the completion test passes after a do-nothing episode",
+                "The completion test PASSES after an episode in which the agent did nothing, "
+                "so it cannot tell a solved task from an untouched one. Make it check the end "
+                "state the task asks for.",
+            )
+        assert oracle is not None
+        outcome.passes_with_reference = oracle.reward == 1
+        if outcome.passes_with_reference:
+            return None
+        detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
+        tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""
+        solution = _solution_note(oracle)
+        outcome.log("reference_solution", f"{detail}{solution}\n{tail}")
+        if not reference_required:
+            return None
+        needs = oracle.verdict.needs_network if oracle.verdict else ""
+        if needs:
+            return Failed(f"needs_network: {needs}")
+        return Failed(f"reference_fails: {detail}{solution}{cause(tail, 'test output')}")
+
+    rounds = generator.repair_rounds if max_rounds is None else max_rounds
+    write = partial(generator.write_completion_test, draft)
+    return repair(outcome, rounds, write, check, "completion_unparsable")
 
 
 def _solution_note(oracle: Rollout) -> str:
@@ -166,27 +120,21 @@ def _solution_note(oracle: Rollout) -> str:
     return f"; the reference solution {how}{cause(last.output, 'its output')}"
 
 
-def _initial_feedback(outcome: CompletionOutcome, round_no: int, verdict: Verdict) -> str:
-    """Record why the test did not fail properly on the initial state; return repair feedback."""
+def _initial_failure(outcome: CompletionOutcome, verdict: Verdict) -> Failed:
+    """Why the test did not fail properly on the initial state (logged), with repair feedback."""
     tail = verdict.output[-FEEDBACK_LIMIT:]
     if verdict.passed:
-        outcome.reject_reason = (
-            "passes_on_initial: the completion test passes before any work is done"
-        )
-        outcome.attempt_log.append(
-            {"round": round_no, "stage": "initial_state", "error": "passes on the initial state"}
-        )
-        return (
+        outcome.log("initial_state", "passes on the initial state")
+        return Failed(
+            "passes_on_initial: the completion test passes before any work is done",
             "The completion test PASSES on the initial state, before any work is done, so it "
             "cannot tell a solved task from an untouched one. Make it check the end state the "
-            f"task asks for. pytest output (tail):\n{tail}"
+            f"task asks for. pytest output (tail):\n{tail}",
         )
-    outcome.reject_reason = f"completion_test_broken: {verdict.summary()}{cause(tail)}"
-    outcome.attempt_log.append(
-        {"round": round_no, "stage": "initial_state", "error": f"{verdict.summary()}\n{tail}"}
-    )
-    return (
+    outcome.log("initial_state", f"{verdict.summary()}\n{tail}")
+    return Failed(
+        f"completion_test_broken: {verdict.summary()}{cause(tail)}",
         f"The completion test does not run cleanly on the initial state ({verdict.summary()}); "
         "it must be collected and its tests must fail by assertion. pytest output (tail):\n"
-        f"{tail}"
+        f"{tail}",
     )

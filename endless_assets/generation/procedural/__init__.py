@@ -8,6 +8,7 @@ import random
 
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.carried import CarriedGenerator
+from endless_assets.generation.procedural import render
 from endless_assets.generation.procedural.base import Family, render_dockerfile
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.models import Task
@@ -21,7 +22,9 @@ def _code_version() -> str:
     digest = hashlib.sha256()
     for family in ALL_FAMILIES:
         digest.update(inspect.getsource(inspect.getmodule(family)).encode())
-    digest.update(inspect.getsource(render_dockerfile).encode())
+    # And what renders every family's Dockerfile and tests.
+    for module in (inspect.getmodule(render_dockerfile), render):
+        digest.update(inspect.getsource(module).encode())
     return "procedural-" + digest.hexdigest()[:12]
 
 

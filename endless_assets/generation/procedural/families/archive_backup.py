@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import random
 
-from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask
+from endless_assets.generation.procedural.render import render_test, sha256
 
 FORMATS = {  # tarfile compression -> (name, file suffix, tar flag)
     "gz": ("gzip", ".tar.gz", "z"),
@@ -72,11 +72,9 @@ class ArchiveBackup(Family):
         archive = f"/home/user/backups/{project}-{date}{suffix}"
         prefix = f"{project}/" if with_top else ""
         expected = {
-            prefix + rel: hashlib.sha256(text.encode()).hexdigest()
-            for rel, text in tree.items()
-            if not _excluded(rel, patterns)
+            prefix + rel: sha256(text) for rel, text in tree.items() if not _excluded(rel, patterns)
         }
-        sources = {rel: hashlib.sha256(text.encode()).hexdigest() for rel, text in tree.items()}
+        sources = {rel: sha256(text) for rel, text in tree.items()}
 
         excl = "; ".join(RULES[r][0] for r in rules[:-1])
         excl = f"{excl}; and {RULES[rules[-1]][0]}" if excl else RULES[rules[-1]][0]
@@ -105,12 +103,10 @@ class ArchiveBackup(Family):
             "EXPECTED": expected,
             "SOURCES": sources,
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_project_present():
                 for rel in SOURCES:
                     assert os.path.isfile(os.path.join(SRC, rel)), rel
@@ -118,13 +114,12 @@ class ArchiveBackup(Family):
 
             def test_archive_absent():
                 assert not os.path.exists(ARCHIVE)
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport os\nimport tarfile\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "os", "tarfile"],
+            consts,
+            """
             def _members():
                 assert os.path.isfile(ARCHIVE), "the archive was not created"
                 found = {}
@@ -152,7 +147,7 @@ class ArchiveBackup(Family):
                 for rel, digest in SOURCES.items():
                     with open(os.path.join(SRC, rel), "rb") as fh:
                         assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-        """)
+        """,
         )
         return FamilyTask(
             instruction=instruction,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import inspect
 import random
 
 from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 ARTIFACTS = [
     "{p}-{v}-linux-amd64.tar.gz",
@@ -101,7 +101,7 @@ class ChecksumVerify(Family):
             for rel, data in blobs.items()
             if rel not in missing
         }
-        manifest = "".join(f"{hashlib.sha256(d).hexdigest()}  {rel}\n" for rel, d in blobs.items())
+        manifest = "".join(f"{sha256(d)}  {rel}\n" for rel, d in blobs.items())
         expected = sorted(bad + missing)
         report = f"/home/user/{project}-{version}-failed.txt"
 
@@ -134,15 +134,13 @@ class ChecksumVerify(Family):
             "BASE": base,
             "REPORT": report,
             "EXPECTED": expected,
-            "MANIFEST_SHA": hashlib.sha256(manifest.encode()).hexdigest(),
-            "FILES": {rel: hashlib.sha256(d).hexdigest() for rel, d in final.items()},
+            "MANIFEST_SHA": sha256(manifest),
+            "FILES": {rel: sha256(d) for rel, d in final.items()},
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import hashlib\nimport os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["hashlib", "os"],
+            consts,
+            """
             def test_manifest_present():
                 with open(os.path.join(BASE, "SHA256SUMS"), "rb") as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == MANIFEST_SHA
@@ -156,13 +154,12 @@ class ChecksumVerify(Family):
 
             def test_report_absent():
                 assert not os.path.exists(REPORT)
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "os"],
+            consts,
+            """
             def test_report():
                 with open(REPORT) as fh:
                     got = [line.strip() for line in fh if line.strip()]
@@ -175,7 +172,7 @@ class ChecksumVerify(Family):
                 for rel, digest in FILES.items():
                     with open(os.path.join(BASE, rel), "rb") as fh:
                         assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-        """)
+        """,
         )
         return FamilyTask(
             instruction=instruction,

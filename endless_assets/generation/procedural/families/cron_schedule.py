@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import constants, render_test
 
 DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 JOBS = ["backup-db", "rotate-logs", "sync-reports", "cleanup-tmp", "renew-certs", "send-digest"]
@@ -204,12 +205,11 @@ class CronSchedule(Family):
             EOF
         """).replace("{body}", body)
 
-        head = f"CRONTAB = {crontab!r}\nEXPECTED = {expected!r}\nENV = {env!r}\n"
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        consts = {"CRONTAB": crontab, "EXPECTED": expected, "ENV": env}
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_scripts_present():
                 for command in EXPECTED:
                     assert os.path.isfile(command.split()[0])
@@ -217,9 +217,9 @@ class CronSchedule(Family):
 
             def test_crontab_absent():
                 assert not os.path.exists(CRONTAB)
-        """)
+        """,
         )
-        completion_test = head + TEST_BODY
+        completion_test = constants(consts) + TEST_BODY
         hard = len(jobs) > 1 or bool(env)
         return FamilyTask(
             instruction=instruction,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import random
 from collections import defaultdict
 
 from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 REGIONS = ["north", "south", "east", "west", "central", "apac", "emea", "latam"]
 PRODUCTS = ["widget", "gadget", "sprocket", "gizmo", "doohickey", "flange", "bracket", "valve"]
@@ -96,21 +96,19 @@ class CsvAggregate(Family):
             "KEY": key_col,
             "COL": out_col,
             "EXPECTED": expected,
-            "SRC_SHA": hashlib.sha256(csv_text.encode()).hexdigest(),
+            "SRC_SHA": sha256(csv_text),
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_source_present():
                 assert os.path.isfile(SRC)
 
 
             def test_output_absent():
                 assert not os.path.exists(OUT)
-        """)
+        """,
         )
         if as_json:
             reader = dedent("""
@@ -145,8 +143,7 @@ class CsvAggregate(Family):
                 with open(SRC, "rb") as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
         """)
-        imports = "import csv\nimport hashlib\nimport json\n\n"
-        completion_test = imports + head + "\n\n" + reader + "\n\n" + checks
+        completion_test = render_test(["csv", "hashlib", "json"], consts, reader, checks)
 
         lines = [
             "import csv, json",

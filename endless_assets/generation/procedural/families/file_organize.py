@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 GROUPS = {
     "images": ["jpg", "png", "gif", "svg"],
@@ -164,25 +164,22 @@ class FileOrganize(Family):
                 base += f"/{rng.choice(PROJECTS)}"
             instruction, before, after, solution, complexity = _by_extension(rng, base)
         rel = base.removeprefix("/home/user/")
-        expected = {p: hashlib.sha256(t.encode()).hexdigest() for p, t in after.items()}
+        expected = {p: sha256(t) for p, t in after.items()}
         consts = {"BASE": base, "BEFORE": sorted(before), "EXPECTED": expected}
-        header = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import os\n\n"
-            + header
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_files_present_and_flat():
                 for name in BEFORE:
                     assert os.path.isfile(os.path.join(BASE, name)), name
                 assert sorted(os.listdir(BASE)) == BEFORE
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport os\n\n"
-            + header
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "os"],
+            consts,
+            """
             def _layout():
                 found = {}
                 for root, _dirs, files in os.walk(BASE):
@@ -202,7 +199,7 @@ class FileOrganize(Family):
                 found = _layout()
                 for path, digest in EXPECTED.items():
                     assert found.get(path) == digest, path
-        """)
+        """,
         )
         top = "/home/user/" + rel.split("/")[0]
         setup = f"import subprocess\n\nsubprocess.run(['chown', '-R', 'user:user', {top!r}])\n"

@@ -13,6 +13,7 @@ from endless_assets.generation.procedural.base import (
     FamilyTask,
     dedent,
 )
+from endless_assets.generation.procedural.render import render_test
 
 FIXES = [
     "Fix timeout handling in {s}",
@@ -171,12 +172,11 @@ class GitHistory(Family):
             "REF": ref,
             "REVERTED_TREE": reverted_tree,
         }
-        consts_text = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
         # The repository is the agent's: its config, hooks and attributes can name programs
         # (core.fsmonitor, filters, ...). The grader runs this test as the agent's uid, so git
         # and anything it starts have the agent's privilege, no more; hooks and fsmonitor are
         # off, and neither the agent's ~/.gitconfig nor a system one is read.
-        git = dedent("""
+        git = """
             GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
                    "--no-optional-locks", "--no-replace-objects"]
             GIT_ENV = {"HOME": "/nonexistent", "PATH": "/usr/bin:/bin", "LC_ALL": "C",
@@ -187,14 +187,12 @@ class GitHistory(Family):
                 out = subprocess.run([*GIT, "-C", REPO, *args], capture_output=True, text=True,
                                      timeout=60, cwd="/", env=GIT_ENV)
                 return out.stdout.strip() if out.returncode == 0 else None
-        """)
-        initial_test = (
-            "import subprocess\n\n"
-            + consts_text
-            + "\n\n"
-            + git
-            + "\n\n"
-            + dedent("""
+        """
+        initial_test = render_test(
+            ["subprocess"],
+            consts,
+            git,
+            """
             def test_history():
                 assert git("rev-parse", "main") == HEAD_SHA
                 assert git("symbolic-ref", "HEAD") == "refs/heads/main"
@@ -204,7 +202,7 @@ class GitHistory(Family):
             def test_ref_absent():
                 if REF:
                     assert git("rev-parse", "--verify", "-q", REF) is None
-        """)
+        """,
         )
         if action == "revert":
             checks = dedent("""
@@ -227,7 +225,7 @@ class GitHistory(Family):
                     assert git("symbolic-ref", "HEAD") == "refs/heads/main"
                     assert git("rev-parse", "main") == HEAD_SHA
             """)
-        completion_test = "import subprocess\n\n" + consts_text + "\n\n" + git + "\n\n" + checks
+        completion_test = render_test(["subprocess"], consts, git, checks)
         return FamilyTask(
             instruction=instruction,
             truth={

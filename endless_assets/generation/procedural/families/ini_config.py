@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 SECTIONS = ["server", "database", "cache", "logging", "auth", "queue", "metrics", "storage"]
 KEYS = {
@@ -101,7 +101,7 @@ class IniConfig(Family):
 
         consts = {
             "PATH": path,
-            "INITIAL_SHA": hashlib.sha256(text.encode()).hexdigest(),
+            "INITIAL_SHA": sha256(text),
             "EXPECTED_LINES": expected_lines,
             "CHANGED_LINE": idx,
             "KEY": shared,
@@ -109,22 +109,19 @@ class IniConfig(Family):
             "ADDED_KEY": add_key,
             "FINAL": final,
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import hashlib\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["hashlib"],
+            consts,
+            """
             def test_config_as_shipped():
                 with open(PATH, "rb") as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
-        """)
+        """,
         )
-        completion_test = (
-            "import configparser\nimport re\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["configparser", "re"],
+            consts,
+            """
             def _lines():
                 with open(PATH) as fh:
                     lines = fh.read().rstrip("\\n").split("\\n")
@@ -154,7 +151,7 @@ class IniConfig(Family):
                 for i, (got, want) in enumerate(zip(lines, EXPECTED_LINES)):
                     if i != CHANGED_LINE:
                         assert got.rstrip() == want, (i, got)
-        """)
+        """,
         )
         return FamilyTask(
             instruction=instruction,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections import Counter
 from typing import Any
 
-from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.render import render_test, sha256
 
 ENVS = ["prod", "staging", "dev"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1"]
@@ -148,14 +148,12 @@ class JsonFilter(Family):
             "SRC": src,
             "OUT": out,
             "EXPECTED": expected,
-            "SRC_SHA": hashlib.sha256(src_text.encode()).hexdigest(),
+            "SRC_SHA": sha256(src_text),
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import json\nimport os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["json", "os"],
+            consts,
+            """
             def test_inventory_present():
                 with open(SRC) as fh:
                     json.load(fh)
@@ -163,13 +161,12 @@ class JsonFilter(Family):
 
             def test_output_absent():
                 assert not os.path.exists(OUT)
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport json\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "json"],
+            consts,
+            """
             def test_output_matches():
                 with open(OUT) as fh:
                     got = json.load(fh)
@@ -179,7 +176,7 @@ class JsonFilter(Family):
             def test_inventory_untouched():
                 with open(SRC, "rb") as fh:
                     assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
-        """)
+        """,
         )
         solution = f"jq '{jq}' {src} > {out}\n"
         return FamilyTask(

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    dedent,
-)
+from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import sha256
 
 LEVELS = ["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"]
 MESSAGES = [
@@ -56,7 +50,7 @@ class LogErrorCounts(Family):
         report = "/home/user/reports/error_counts.csv"
         rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         expected = "service,errors\n" + "".join(f"{s},{c}\n" for s, c in rows)
-        log_sha = hashlib.sha256(log_text.encode()).hexdigest()
+        log_sha = sha256(log_text)
         instruction = (
             f"The {project} app writes its log to /home/user/{log_rel}; each line looks like "
             f"`<timestamp> [<LEVEL>] <service>: <message>`. I need to know which services are "

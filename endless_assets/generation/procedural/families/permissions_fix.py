@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 
 from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 SETUP = """
 import os
@@ -126,32 +126,27 @@ class PermissionsFix(Family):
             "BASE": base,
             "INITIAL": {k: f"{v:o}" for k, v in sorted(initial.items())},
             "FINAL": {k: f"{v:o}" for k, v in sorted(final.items())},
-            "CONTENT": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in files.items()},
+            "CONTENT": {k: sha256(v) for k, v in files.items()},
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
         check = dedent("""
             def _modes():
                 paths = {rel: os.path.join(BASE, rel) for rel in FINAL}
                 return {rel: f"{os.stat(path).st_mode & 0o7777:o}" for rel, path in paths.items()}
         """)
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + check
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["os"],
+            consts,
+            check,
+            """
             def test_initial_modes():
                 assert _modes() == INITIAL
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport os\n\n"
-            + head
-            + "\n\n"
-            + check
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "os"],
+            consts,
+            check,
+            """
             def test_policy_applied():
                 modes = _modes()
                 for rel, mode in FINAL.items():
@@ -170,7 +165,7 @@ class PermissionsFix(Family):
                 for rel, digest in CONTENT.items():
                     with open(os.path.join(BASE, rel), "rb") as fh:
                         assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-        """)
+        """,
         )
         rel_base = base.removeprefix("/home/user/")
         return FamilyTask(

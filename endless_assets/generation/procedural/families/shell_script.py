@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter
 from typing import Any
 
 from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
 EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
@@ -129,7 +129,6 @@ MAKERS = {
 }
 
 TEST_BODY = """
-
 def _run(case):
     # The grader runs this test as the agent's uid (so the script runs with the agent's
     # privilege, no more), with TMPDIR on its own scratch space: a full disk does not matter.
@@ -210,17 +209,12 @@ class ShellScript(Family):
             f"cat > {script} <<'SCRIPT'\n#!/bin/bash\n{body}SCRIPT\n"
             f"chmod 755 {script}\n"
         )
-        samples = {
-            f"/home/user/{rel}": hashlib.sha256(text.encode()).hexdigest()
-            for rel, text in files.items()
-        }
-        head = f"SCRIPT = {script!r}\nCASES = {cases!r}\nSAMPLES = {samples!r}\n"
-        imports = "import hashlib\nimport os\nimport shutil\nimport subprocess\nimport tempfile\n\n"
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        samples = {f"/home/user/{rel}": sha256(text) for rel, text in files.items()}
+        consts = {"SCRIPT": script, "CASES": cases, "SAMPLES": samples}
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_samples_present():
                 for path in SAMPLES:
                     assert os.path.isfile(path)
@@ -228,14 +222,15 @@ class ShellScript(Family):
 
             def test_script_absent():
                 assert not os.path.exists(SCRIPT)
-        """)
+        """,
         )
+        imports = ["hashlib", "os", "shutil", "subprocess", "tempfile"]
         return FamilyTask(
             instruction=instruction,
             truth={"script": script, "kind": kind, "cases": cases},
             files=files,
             initial_test=initial_test,
-            completion_test=imports + head + TEST_BODY,
+            completion_test=render_test(imports, consts, TEST_BODY),
             solution=solution,
             complexity={
                 "dedupe": "easy",

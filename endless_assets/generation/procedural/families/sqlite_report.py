@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter, defaultdict
 
-from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.render import render_test, sha256
 
 REGIONS = ["north", "south", "east", "west", "central"]
 STATUSES = ["paid", "paid", "paid", "pending", "refunded", "cancelled"]
@@ -142,21 +142,23 @@ class SqliteReport(Family):
             "DB": db,
             "REPORT": report_path,
             "EXPECTED_CSV": expected_csv,
-            "INITIAL_ROWS_SHA": hashlib.sha256(repr(rows).encode()).hexdigest(),
-            "FINAL_ROWS_SHA": hashlib.sha256(repr(final_rows).encode()).hexdigest(),
+            "INITIAL_ROWS_SHA": sha256(repr(rows)),
+            "FINAL_ROWS_SHA": sha256(repr(final_rows)),
             "CHANGED_IDS": sorted(r[0] for r, f in zip(rows, final_rows, strict=True) if r != f),
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        reader = dedent("""
+        reader = """
             def _rows():
                 con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
                 try:
                     return con.execute("SELECT * FROM orders ORDER BY id").fetchall()
                 finally:
                     con.close()
-        """)
-        initial_test = "import hashlib\nimport os\nimport sqlite3\n\n" + head + "\n\n" + reader
-        initial_test += "\n\n" + dedent("""
+        """
+        initial_test = render_test(
+            ["hashlib", "os", "sqlite3"],
+            consts,
+            reader,
+            """
             def test_database_contents():
                 assert hashlib.sha256(repr(_rows()).encode()).hexdigest() == INITIAL_ROWS_SHA
 
@@ -167,22 +169,28 @@ class SqliteReport(Family):
 
             def test_report_absent():
                 assert not REPORT or not os.path.exists(REPORT)
-        """)
-        completion_test = "import csv\nimport hashlib\nimport sqlite3\n\n" + head + "\n\n" + reader
-        completion_test += "\n\n" + dedent("""
+        """,
+        )
+        table_state = """
             def test_table_state():
                 rows = _rows()
                 changed = [r[0] for r in rows if r[4] == "expired"]
                 assert changed == CHANGED_IDS
                 assert hashlib.sha256(repr(rows).encode()).hexdigest() == FINAL_ROWS_SHA
-        """)
-        if report_path:
-            completion_test += "\n\n" + dedent("""
-                def test_report():
-                    with open(REPORT, newline="") as fh:
-                        got = [row for row in csv.reader(fh) if row]
-                    assert got == EXPECTED_CSV
-            """)
+        """
+        report = """
+            def test_report():
+                with open(REPORT, newline="") as fh:
+                    got = [row for row in csv.reader(fh) if row]
+                assert got == EXPECTED_CSV
+        """
+        completion_test = render_test(
+            ["csv", "hashlib", "sqlite3"],
+            consts,
+            reader,
+            table_state,
+            *([report] if report_path else []),
+        )
         return FamilyTask(
             instruction=instruction,
             truth={

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 
 from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.render import render_test, sha256
 
 DOMAINS = ["corp.internal", "prod.lan", "dc1.example.net", "infra.local", "svc.cluster.local"]
 ROLES = ["db", "cache", "mq", "search", "ldap", "vault", "redis", "pg"]
@@ -105,11 +105,7 @@ class TextReplace(Family):
                 text = "\n".join(_sub(ln, old, new, skip_comments) for ln in lines)
             expected[rel] = text
         changed = {rel: expected[rel] for rel in targets if expected[rel] != files[rel]}
-        untouched = {
-            rel: hashlib.sha256(text.encode()).hexdigest()
-            for rel, text in files.items()
-            if rel not in changed
-        }
+        untouched = {rel: sha256(text) for rel, text in files.items() if rel not in changed}
 
         rules = [
             f"In every `.conf` file under {base} (subfolders included), replace the hostname "
@@ -141,12 +137,10 @@ class TextReplace(Family):
             "UNTOUCHED": untouched,
             "OLD": old,
         }
-        head = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
-        initial_test = (
-            "import os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        initial_test = render_test(
+            ["os"],
+            consts,
+            """
             def test_configs_present():
                 for rel in list(EXPECTED) + list(UNTOUCHED):
                     assert os.path.isfile(os.path.join(BASE, rel)), rel
@@ -156,13 +150,12 @@ class TextReplace(Family):
                 for rel in EXPECTED:
                     with open(os.path.join(BASE, rel)) as fh:
                         assert OLD in fh.read()
-        """)
+        """,
         )
-        completion_test = (
-            "import hashlib\nimport os\n\n"
-            + head
-            + "\n\n"
-            + dedent("""
+        completion_test = render_test(
+            ["hashlib", "os"],
+            consts,
+            """
             def test_renamed_files():
                 for rel, text in EXPECTED.items():
                     with open(os.path.join(BASE, rel)) as fh:
@@ -174,7 +167,7 @@ class TextReplace(Family):
                 for rel, digest in UNTOUCHED.items():
                     with open(os.path.join(BASE, rel), "rb") as fh:
                         assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-        """)
+        """,
         )
         return FamilyTask(
             instruction=instruction,

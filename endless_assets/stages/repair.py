@@ -1,0 +1,130 @@
+"""The repair loop stages II and III share (no Dagster here): ask the generator, try what it
+wrote, and when the try fails ask again with the failure as numbered feedback, up to its repair
+rounds.
+
+A stage brings its `write` (one generator call) and its `check` (what it requires of what was
+written, logging its own steps); this module owns the rest: the rounds, the feedback, an
+unusable reply, the usage summed over every call, the reject reason of the last failure, and an
+engine failure as a harness error, never a rejection.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from endless_assets.generation import GenerationError, Usage
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.stages import HARNESS_ERROR, OK
+
+FEEDBACK_LIMIT = 4000  # characters of a build log or test output fed back and logged
+
+
+@dataclass
+class RepairOutcome:
+    """What a repaired stage records for one task, whatever it checks."""
+
+    task_id: str
+    status: str
+    reject_reason: str = ""
+    attempts: int = 0
+    attempt_log: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+
+    def attempt_log_json(self) -> str:
+        return json.dumps(self.attempt_log, ensure_ascii=False)
+
+    def log(self, stage: str, error: str = "") -> None:
+        """One entry of the attempt log, in the current round ("" error: the step passed)."""
+        self.attempt_log.append({"round": self.attempts, "stage": stage, "error": error})
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A check that failed: the reject reason (the task's, should no later round pass) and what
+    the generator is told next round; no feedback means no repair can help: stop here."""
+
+    reason: str
+    feedback: str | None = None
+
+
+Outcome = TypeVar("Outcome", bound=RepairOutcome)
+Written = TypeVar("Written")
+
+
+def repair(
+    outcome: Outcome,
+    rounds: int,
+    write: Callable[[str | None, Written | None], tuple[Written, Usage]],
+    check: Callable[[Written], Failed | None],
+    unparsable: str,
+    *,
+    keep_partial: bool = False,
+    harness_errors: tuple[type[BaseException], ...] = (SandboxError,),
+) -> Outcome:
+    """Run up to `rounds` (at least one) rounds of `write` then `check` (None: passed) into
+    `outcome`.
+
+    `write(feedback, previous)` gets the numbered feedback of the last failure (None at first)
+    and what it wrote last; a reply it cannot use (`GenerationError`) is rejected as
+    `<unparsable>: ...` and fed back, and `keep_partial` keeps what the error says was usable
+    of it as `previous`. `harness_errors` raised anywhere end the loop as a harness error.
+    """
+    started = time.monotonic()
+    rounds = max(1, rounds)
+    feedback: str | None = None
+    previous: Written | None = None
+    try:
+        for round_no in range(1, rounds + 1):
+            outcome.attempts = round_no
+            try:
+                written, usage = write(numbered_feedback(feedback, round_no - 1, rounds), previous)
+            except GenerationError as exc:
+                outcome.usage.add(exc.usage)
+                outcome.log("write", str(exc))
+                outcome.reject_reason = f"{unparsable}: {exc}"
+                feedback = f"Your previous reply could not be used: {exc}"
+                if keep_partial:
+                    previous = exc.partial or previous  # type: ignore[assignment]
+                continue
+            outcome.usage.add(usage)
+            previous = written
+            failed = check(written)
+            if failed is None:
+                outcome.status, outcome.reject_reason = OK, ""
+                break
+            outcome.reject_reason = failed.reason
+            if failed.feedback is None:
+                break
+            feedback = failed.feedback
+    except harness_errors as exc:
+        outcome.status = HARNESS_ERROR
+        outcome.reject_reason = f"harness: {exc}"
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def numbered_feedback(feedback: str | None, failed_round: int, rounds: int) -> str | None:
+    """Feedback that says which attempt failed: the model learns how many remain, and two
+    rounds that failed the same way still make different requests (no cached repeat)."""
+    if feedback is None:
+        return None
+    return f"Attempt {failed_round} of {rounds} did not work. {feedback}"
+
+
+def cause(output: str, label: str = "output", limit: int = 400) -> str:
+    """The end of a failing step's output, on one line, for a reject reason ("" if none): its
+    last lines that say something (not pytest's rules and banners)."""
+    lines = [
+        line.strip()
+        for line in output.strip().splitlines()
+        if line.strip() and not set(line.strip()) <= set("=_-") and not line.startswith("====")
+    ]
+    text = " | ".join(lines[-4:])
+    if not text:
+        return ""
+    return f"; {label}: " + (text if len(text) <= limit else "..." + text[-limit:])
