@@ -125,6 +125,9 @@ class TaskSoundness(pa.DataFrameModel):
     cheat_passed: pl.Boolean = pa.Field(nullable=True)  # the cheat rollout passed the test
     cheat_judged_done: pl.Boolean = pa.Field(nullable=True)  # ... and the judge said: task done
     judgements: pl.Utf8 = pa.Field(nullable=True)  # JSON list: verdict, reasoning, cost per probe
+    # Share of the judge's readable verdicts the reference judge (reference_judge_model) gave
+    # too; null without a reference judge or a verdict both could read.
+    judge_agreement: pl.Float64 = pa.Field(nullable=True, ge=0, le=1)
     requests: pl.Int64 = pa.Field(nullable=True, ge=0)  # the model probes' replies used
     tokens_in: pl.Int64 = pa.Field(nullable=True, ge=0)
     tokens_out: pl.Int64 = pa.Field(nullable=True, ge=0)

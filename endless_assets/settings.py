@@ -180,6 +180,18 @@ class Settings:
     auditor_base_url: str = setting(
         "", "ENDLESS_AUDITOR_BASE_URL", "endpoint of auditor_model (empty: the solver's)"
     )
+    # Key: ENDLESS_REFERENCE_JUDGE_API_KEY, else the auditor's.
+    reference_judge_model: str = setting(
+        "",
+        "ENDLESS_REFERENCE_JUDGE_MODEL",
+        "soundness: a stronger model that judges the same requests as auditor_model, to "
+        "measure the judge's agreement with it (empty: no calibration)",
+    )
+    reference_judge_base_url: str = setting(
+        "",
+        "ENDLESS_REFERENCE_JUDGE_BASE_URL",
+        "endpoint of reference_judge_model (empty: the auditor's)",
+    )
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:

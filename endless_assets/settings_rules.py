@@ -103,6 +103,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "generator_base_url": _URL,
     **{name: _URL for name in ("solver_base_url", "auditor_base_url")},
+    "reference_judge_base_url": _URL,
     **{name: _NOT_NEGATIVE for name in _NOT_NEGATIVES},
     "dedupe_threshold": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
     "min_pass_rate": _SHARE,

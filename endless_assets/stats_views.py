@@ -132,6 +132,8 @@ STATS_TEMPLATES: dict[str, str] = {
                count(*) filter (where cheat_passed) as cheats_passed,
                count(*) filter (where cheat_judged_done = false) as cheats_judged_hacks,
                count(*) filter (where starts_with(reject_reason, 'misaligned:')) as misaligned,
+               count(judge_agreement) as calibrated,
+               avg(judge_agreement) as judge_agreement,
                coalesce(sum(requests), 0)::BIGINT as audit_requests
         from task_soundness
         join (select batch, task_id, category from task_descriptions) using (batch, task_id)

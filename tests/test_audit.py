@@ -178,3 +178,56 @@ def test_no_auditor_model_means_no_model_probes():
     )
     assert auditor is not None and auditor.client.endpoint.base_url == "http://127.0.0.1:9/v1"
     assert auditor.client.endpoint.api_key_envs[0] == "ENDLESS_AUDITOR_API_KEY"
+
+
+def test_a_reference_judge_is_asked_the_same_requests_and_its_agreement_is_measured():
+    request = AuditPrompts.load().render(
+        "alignment", instruction="do it", truth="t", completion_test="def test(): pass"
+    )
+    choices = (ALIGNED, MISALIGNED)
+    # The judge finds every test aligned; the stronger reference flags seed 7's.
+    with (
+        ScriptedServer(ScriptedAuditor()) as judge,
+        ScriptedServer(ScriptedAuditor({7: {"misaligned"}})) as strong,
+    ):
+        auditor = auditor_for(judge)
+        auditor.reference = auditor_for(strong)
+        agree, differ = AuditOutcome("ran"), AuditOutcome("ran")
+        auditor.judged(agree, "alignment", "alignment_system", request, choices, SEED)
+        auditor.judged(differ, "alignment", "alignment_system", request, choices, 7)
+    assert [j.probe for j in differ.judgements] == ["alignment", "alignment_reference"]
+    assert (agree.judge_agreement, differ.judge_agreement) == (1.0, 0.0)
+    assert differ.aligned is True and differ.reasons() == []  # the judge decides, not the reference
+    assert (
+        len(strong.requests) == 2
+        and strong.requests[0]["messages"] == judge.requests[0]["messages"]
+    )
+    assert differ.columns()["judge_agreement"] == 0.0
+
+
+def test_a_reference_judge_that_is_down_leaves_the_task_decided_and_uncalibrated():
+    request = "Is this test aligned?"
+    with (
+        ScriptedServer(ScriptedAuditor()) as judge,
+        ScriptedServer(lambda r: Reply(status=503)) as down,
+    ):
+        auditor = auditor_for(judge)
+        auditor.reference = auditor_for(down)
+        outcome = AuditOutcome("ran")
+        auditor.judged(outcome, "alignment", "alignment_system", request, (ALIGNED, MISALIGNED), 1)
+    assert outcome.judgements[1].verdict == "unclear" and not outcome.harness_error
+    assert outcome.judge_agreement is None
+
+
+def test_the_reference_judge_comes_from_the_settings_with_its_own_key():
+    settings = Settings.resolve(
+        auditor_model="judge",
+        auditor_base_url="http://127.0.0.1:9/v1",
+        reference_judge_model="strong",
+    )
+    auditor = Auditor.from_settings(settings)
+    assert auditor is not None and auditor.reference is not None
+    reference = auditor.reference.client.endpoint
+    assert (reference.model, reference.base_url) == ("strong", "http://127.0.0.1:9/v1")
+    assert reference.api_key_envs[0] == "ENDLESS_REFERENCE_JUDGE_API_KEY"
+    assert Auditor.from_settings(Settings.resolve(auditor_model="judge")).reference is None

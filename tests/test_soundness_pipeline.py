@@ -98,23 +98,31 @@ def audited(lake, sandbox):
         seed_of(AUDITED, 2): {"cheats", "think"},
     }
     auditor = ScriptedAuditor(behaviours)
-    settings = {"soundness_repeats": 2, "auditor_model": "scripted-auditor"}
+    settings = {
+        "soundness_repeats": 2,
+        "auditor_model": "scripted-auditor",
+        "reference_judge_model": "scripted-reference",
+    }
     with (
         pytest.MonkeyPatch.context() as env,
         ScriptedServer(ScriptedTaskModel(sandbox.base.tag)) as writer,
         ScriptedServer(auditor, model="scripted-auditor") as judge,
+        # The reference judge finds every test aligned and every cheat's task done.
+        ScriptedServer(ScriptedAuditor(), model="scripted-reference") as reference,
     ):
         env.setenv("ENDLESS_AUDITOR_API_KEY", SECRET)
         settings["auditor_base_url"] = judge.base_url
+        settings["reference_judge_base_url"] = reference.base_url
         first = materialize(lake.data_dir, writer, AUDITED, 3, **settings)
-        sent = len(judge.requests)
+        sent, reference_sent = len(judge.requests), len(reference.requests)
         rows = soundness(lake, AUDITED)
         rerun = materialize(lake.data_dir, writer, AUDITED, 3, ["task_soundness"], **settings)
-        again = len(judge.requests) - sent
+        again = len(judge.requests) - sent + len(reference.requests) - reference_sent
     return {
         "first": first,
         "rerun": rerun,
         "sent": sent,
+        "reference_sent": reference_sent,
         "again": again,
         "rows": rows,
         "server": judge,
@@ -197,7 +205,9 @@ def test_the_model_probes_cost_is_recorded_and_a_rerun_sends_no_request(audited)
     rows, lake = audited["rows"], audited["lake"]
     # alignment x3, cheat turns (2 + 2), judges x2 (the misaligned task has no cheat)
     assert audited["sent"] == 3 + 4 + 2
-    assert sum(r["requests"] for r in rows) == audited["sent"]
+    assert audited["reference_sent"] == 3 + 2  # the same judge requests, not the cheat's
+    sent = audited["sent"] + audited["reference_sent"]
+    assert sum(r["requests"] for r in rows) == sent
     assert all(r["tokens_in"] > 0 and r["tokens_out"] > 0 for r in rows)
     assert audited["rerun"].success and audited["again"] == 0
     again = soundness(lake, AUDITED)
@@ -216,9 +226,26 @@ def test_the_model_probes_cost_is_recorded_and_a_rerun_sends_no_request(audited)
         "select requests, tokens_in from token_cost "
         f"where batch = '{AUDITED}' and stage = 'IIIb. soundness'",
     )
-    assert cost.rows() == [(audited["sent"], sum(r["tokens_in"] for r in rows))]
+    assert cost.rows() == [(sent, sum(r["tokens_in"] for r in rows))]
     meta = audited["rerun"].asset_materializations_for_node("task_soundness")[0].metadata
     assert meta["llm_requests_sent"].value == 0 and meta["audited"].value == 3
+
+
+def test_the_judge_is_calibrated_against_the_reference_judge_without_it_deciding(audited):
+    rows = audited["rows"]
+    agreement = [rows[_index_row(audited, i)]["judge_agreement"] for i in range(3)]
+    # Task 0: aligned by both, but the judge's "not done" is the reference's "done"; task 1:
+    # misaligned for the judge only; task 2: both agree twice.
+    assert agreement == [0.5, 0.0, 1.0]
+    assert rows[_index_row(audited, 0)]["reject_reason"] == "hackable: cheat"  # the judge's call
+    view = query(
+        audited["lake"],
+        f"select sum(calibrated), avg(judge_agreement) from soundness where batch = '{AUDITED}'",
+    )
+    assert view.rows() == [(3, 0.5)]
+    meta = audited["first"].asset_materializations_for_node("task_soundness")[0].metadata
+    assert meta["reference_judge"].value == "scripted-reference"
+    assert meta["judge_agreement"].value == 0.5
 
 
 def test_the_auditor_key_is_sent_but_never_stored(audited):

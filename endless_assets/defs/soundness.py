@@ -105,6 +105,12 @@ def _materialize(run: StageRun, tasks: list[Task]) -> dg.MaterializeResult:
         metadata["hackable_probes"] = counts_table(flagged, "probe")
     if auditor is not None:
         metadata["llm_requests_sent"] = auditor.client.requests  # cache hits excluded
+        if auditor.reference is not None:
+            metadata["reference_judge"] = auditor.reference.model
+            metadata["reference_requests_sent"] = auditor.reference.client.requests
+            agreement = table["judge_agreement"].drop_nulls()
+            if len(agreement):
+                metadata["judge_agreement"] = round(float(agreement.mean()), 3)
     return run.result(table, violations, funnel_step="III b. soundness", metadata=metadata)
 
 

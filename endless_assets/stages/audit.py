@@ -60,6 +60,8 @@ ASKS = 2  # requests per judgement: the first, and one more when its verdict can
 CHEAT_OUTPUT_CAP = 8_000  # characters of each observation in the cheat rollout
 CHEAT_LIMITS = EpisodeLimits(max_turns=12, output_cap=CHEAT_OUTPUT_CAP)
 RAN = "ran"
+REFERENCE = "_reference"  # a judgement's probe name, asked of the reference judge
+REFERENCE_API_KEY_ENVS = ("ENDLESS_REFERENCE_JUDGE_API_KEY", *AUDITOR_API_KEY_ENVS)
 HARNESS = "harness_error"
 
 
@@ -108,6 +110,20 @@ class AuditOutcome:
         return None if found is None else found.verdict == "passed"
 
     @property
+    def judge_agreement(self) -> float | None:
+        """Share of the judge's readable verdicts (alignment, judge) that the reference judge
+        read the same way; None when no pair of readable verdicts exists."""
+        pairs = [
+            (mine.verdict, theirs.verdict)
+            for mine in self.judgements
+            if (theirs := self._find(f"{mine.probe}{REFERENCE}")) is not None
+        ]
+        readable = [(a, b) for a, b in pairs if UNCLEAR not in (a, b)]
+        if not readable:
+            return None
+        return sum(a == b for a, b in readable) / len(readable)
+
+    @property
     def cheat_judged_done(self) -> bool | None:
         found = self._find("judge")
         return None if found is None or found.verdict == UNCLEAR else found.verdict == DONE
@@ -132,6 +148,7 @@ class AuditOutcome:
             "cheat_passed": self.cheat_passed,
             "cheat_judged_done": self.cheat_judged_done,
             "judgements": json.dumps([asdict(j) for j in self.judgements], ensure_ascii=False),
+            "judge_agreement": self.judge_agreement,
             "requests": sum(j.requests for j in self.judgements),
             "tokens_in": sum(j.tokens_in for j in self.judgements),
             "tokens_out": sum(j.tokens_out for j in self.judgements),
@@ -151,8 +168,12 @@ class Auditor:
         cheat_temperature: float = 1.0,
         judge_temperature: float = 0.0,
         max_tokens: int = 4096,
+        reference: Auditor | None = None,
     ) -> None:
         self.client = client
+        # A stronger judge asked the same judge requests, for calibration only: its verdicts
+        # are stored beside the judge's and never decide (judge_agreement).
+        self.reference = reference
         self.prompts = prompts or AuditPrompts.load()
         self.limits = limits
         self.cheat_temperature = cheat_temperature
@@ -165,20 +186,24 @@ class Auditor:
         """The auditor the settings describe; None when no `auditor_model` is set."""
         if not settings.auditor_model:
             return None
-        endpoint = Endpoint(
-            model=settings.auditor_model,
-            base_url=settings.auditor_base_url
-            or settings.solver_base_url
-            or settings.generator_base_url,
-            api_key_envs=AUDITOR_API_KEY_ENVS,
-            timeout=settings.llm_timeout,
-            retries=settings.llm_retries,
-            backoff=settings.llm_backoff,
-            concurrency=settings.llm_concurrency,
+        base_url = (
+            settings.auditor_base_url or settings.solver_base_url or settings.generator_base_url
         )
-        cache = None
-        if settings.llm_cache:
-            cache = ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
+        reference = None
+        if settings.reference_judge_model:
+            reference = cls(
+                ChatClient(
+                    _endpoint(
+                        settings,
+                        settings.reference_judge_model,
+                        settings.reference_judge_base_url or base_url,
+                        REFERENCE_API_KEY_ENVS,
+                    ),
+                    _cache(settings),
+                ),
+                max_tokens=settings.turn_tokens,
+            )
+        endpoint = _endpoint(settings, settings.auditor_model, base_url, AUDITOR_API_KEY_ENVS)
         limits = EpisodeLimits(
             max_turns=settings.max_turns,
             command_timeout=settings.command_timeout,
@@ -186,10 +211,11 @@ class Auditor:
             output_cap=min(settings.output_cap, CHEAT_OUTPUT_CAP),
         )
         return cls(
-            ChatClient(endpoint, cache),
+            ChatClient(endpoint, _cache(settings)),
             limits=limits,
             cheat_temperature=settings.solver_temperature,
             max_tokens=settings.turn_tokens,
+            reference=reference,
         )
 
     @property
@@ -240,6 +266,47 @@ class Auditor:
             return judgement
         return judgement
 
+    def judged(
+        self,
+        outcome: AuditOutcome,
+        probe: str,
+        system: str,
+        request: str,
+        choices: tuple[str, str],
+        seed: int,
+    ) -> Judgement:
+        """`judge`, kept in `outcome`; the reference judge, when there is one, is asked the same
+        request and kept beside it (its failure is recorded, never a harness error)."""
+        judgement = self.judge(probe, system, request, choices, seed)
+        outcome.judgements.append(judgement)
+        if self.reference is not None:
+            try:
+                theirs = self.reference.judge(probe + REFERENCE, system, request, choices, seed)
+            except LLMUnavailable as exc:
+                theirs = Judgement(
+                    probe + REFERENCE, UNCLEAR, detail=self.reference.scrub(str(exc))
+                )
+            outcome.judgements.append(theirs)
+        return judgement
+
+
+def _endpoint(settings: Settings, model: str, base_url: str, key_envs: tuple[str, ...]) -> Endpoint:
+    return Endpoint(
+        model=model,
+        base_url=base_url,
+        api_key_envs=key_envs,
+        timeout=settings.llm_timeout,
+        retries=settings.llm_retries,
+        backoff=settings.llm_backoff,
+        concurrency=settings.llm_concurrency,
+    )
+
+
+def _cache(settings: Settings) -> ReplyCache | None:
+    if not settings.llm_cache:
+        return None
+    return ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
+
 
 def audit_task(
     task: Task,
@@ -261,10 +328,9 @@ def audit_task(
             truth=truth,
             completion_test=(task.completion_test or "").rstrip("\n"),
         )
-        alignment = auditor.judge(
-            "alignment", "alignment_system", request, (ALIGNED, MISALIGNED), seed
+        alignment = auditor.judged(
+            outcome, "alignment", "alignment_system", request, (ALIGNED, MISALIGNED), seed
         )
-        outcome.judgements.append(alignment)
         if alignment.verdict == MISALIGNED:
             return outcome  # rejected: a cheat would add cost, not evidence
         cheat = _cheat(task, image, sandbox, auditor, seed, docker_slots)
@@ -279,9 +345,7 @@ def audit_task(
                 truth=truth,
                 trajectory=trajectory_text(cheat.commands, "passed"),
             )
-            outcome.judgements.append(
-                auditor.judge("judge", "judge_system", request, (DONE, NOT_DONE), seed)
-            )
+            auditor.judged(outcome, "judge", "judge_system", request, (DONE, NOT_DONE), seed)
     except LLMUnavailable as exc:
         outcome.state = f"{HARNESS}: {auditor.scrub(str(exc))}"
     return outcome
