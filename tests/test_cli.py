@@ -19,6 +19,8 @@ def ran(tmp_path_factory, sandbox):
     home = tmp_path_factory.mktemp("dagster_home")
     data = tmp_path_factory.mktemp("data")
     env = {**os.environ, "DAGSTER_HOME": str(home), "ENDLESS_DATA_DIR": str(data)}
+    # Two tasks per shard: the batch runs as stage I, two shard runs and the finishing run.
+    env["ENDLESS_SHARD_TASKS"] = "2"
     proc = subprocess.run(
         [*ENDLESS, "run", "--date", "2026-04-01", "--tasks", "4", "--quiet"],
         capture_output=True,
@@ -35,18 +37,25 @@ def test_run_materializes_a_batch_and_prints_its_funnel(ran):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "funnel of batch 2026-04-01" in proc.stdout
     assert "4 verified tasks kept" in proc.stdout
+    assert "in 2 shard runs of at most 2" in proc.stderr and "shard 2/2: run" in proc.stderr
+    assert "does not answer" not in proc.stderr  # the one engine is not reported missing
     assert (home / "dagster.yaml").exists()  # created for a fresh DAGSTER_HOME
 
 
-def test_the_run_is_recorded_in_the_dagster_instance(ran):
+def test_the_runs_are_recorded_in_the_dagster_instance(ran):
     import dagster as dg
 
     _, _, _, home = ran
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        runs = instance.get_runs()
-        assert len(runs) == 1
-        assert runs[0].tags["dagster/partition"] == "2026-04-01"
-        assert runs[0].is_success
+        runs = list(reversed(instance.get_runs()))  # oldest first
+        assert [r.job_name for r in runs] == [
+            "batch_stage_one",
+            "batch_shard",
+            "batch_shard",
+            "batch_finish",
+        ]
+        assert [r.tags.get("endless/shard") for r in runs] == [None, "0/2", "1/2", None]
+        assert all(r.tags["dagster/partition"] == "2026-04-01" and r.is_success for r in runs)
 
 
 def test_sql_formats(ran):

@@ -41,7 +41,7 @@ def check_engines(settings: Any) -> None:
         if engine not in sandbox.pool.up:
             err.print(f"[yellow]warning:[/] sandbox engine {engine.name} is down: not used")
     for spec in settings.engine_specs:
-        if all(e.spec != spec for e in sandbox.pool.engines):
+        if all(e.spec.url != spec.url for e in sandbox.pool.engines):
             err.print(f"[yellow]warning:[/] sandbox engine {spec.name} does not answer: not used")
     tag = base_image_tag()
     holding = [e for e in sandbox.pool.up if e.has_image(tag)]
