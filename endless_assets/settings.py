@@ -94,10 +94,11 @@ class Settings:
         "only when set explicitly",
     )
     warm_containers: int = setting(
-        4,
+        0,
         "ENDLESS_WARM_CONTAINERS",
         "stage IV starts up to this many task containers ahead of the attempts that will take "
-        "them (grader resident, nothing run in them); 0: each attempt starts its own",
+        "them (grader resident, nothing run in them): for engines with cores to spare; 0: "
+        "each attempt starts its own",
     )
     shard_tasks: int = setting(
         1000,
