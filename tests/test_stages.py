@@ -17,6 +17,7 @@ from broken_families import (
 )
 
 from endless_assets.generation.procedural import ProceduralGenerator
+from endless_assets.sandbox import podman
 from endless_assets.stages.completion import check_completion_test
 from endless_assets.stages.environment import build_environment
 
@@ -92,6 +93,10 @@ def test_pruning_removes_cached_task_images_but_the_ones_to_keep(sandbox):
     second = sandbox.build(dockerfile, {"x": f"keep-me {run}"}, labels=labels)
     assert first.ok and second.ok
     assert prune_task_images(sandbox.client, {second.tag}, label=f"endless.batch=prune-{run}") == 1
-    tags = {t for image in sandbox.client.images.list(name="endless-task") for t in image.tags}
+    tags = {  # Podman names them localhost/endless-task:...
+        podman.short_name(t)
+        for image in sandbox.client.images.list(name="endless-task")
+        for t in image.tags
+    }
     assert first.tag not in tags and second.tag in tags
     assert sandbox.build(dockerfile, {"x": f"prune-me {run}"}).cached is False  # rebuilt

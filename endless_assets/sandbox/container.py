@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import tarfile
 import time
 import uuid
@@ -18,10 +17,17 @@ import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
-from endless_assets.sandbox import disk, identity
+from endless_assets.sandbox import disk, identity, podman
 from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
 from endless_assets.sandbox.identity import DEFAULT, AgentIdentity
-from endless_assets.sandbox.seccomp import SECURITY_OPT
+from endless_assets.sandbox.seccomp import PROFILE_JSON
+from endless_assets.sandbox.startup import (
+    COMMAND,
+    AgentUnknown,
+    ContainerExited,
+    await_command,
+    exited_by_itself,
+)
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Capabilities root keeps inside the container (for the grader and the harness's own commands):
@@ -31,21 +37,6 @@ KEEP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"]
 # The grader's scratch space: in memory (a full disk does not stop grading), searchable but not
 # listable by anyone but root.
 VERIFIER_TMPFS = {"/verifier": "rw,nosuid,nodev,noexec,size=256m,mode=0711"}
-# PID 1 (under docker-init) of every task container: it sleeps, the work happens through exec.
-COMMAND = ["sleep", "infinity"]
-# How long an image's ENTRYPOINT may take before it runs COMMAND (or shows it runs something
-# else for good, e.g. a service).
-START_SECONDS = 10.0
-
-
-class ContainerExited(SandboxError):
-    """The container stopped by itself: its image's ENTRYPOINT (or CMD) exits instead of running
-    the command it is given. The task's fault, not the engine's: stage II rejects the task
-    (`container_failed`); later stages, which never see such an image, call it a harness error."""
-
-
-class AgentUnknown(ContainerExited):
-    """The task names an agent user (or group) its image does not have: the task's fault."""
 
 
 class Closeable(Protocol):
@@ -98,6 +89,10 @@ class TaskContainer:
         # command (verifier.py refuses to grade a root agent that changed any of it).
         self.grading_programs: dict[str, str] = {}
         self.protected: list[str] | None = None
+        # What the engine itself had changed in the container's files when it started, before
+        # any command (`docker diff` entries as (path, kind)): not the agent's doing (Podman
+        # touches /etc, Docker adds its init); verifier.tampering leaves them out.
+        self.engine_changes: set[tuple[str, int]] = set()
         self.limits = Limits()
 
     @property
@@ -172,7 +167,9 @@ class TaskContainer:
             self.grader = None
         try:
             self.container.restart(timeout=0)
-        except docker.errors.DockerException as exc:
+            if self.disk_layer:  # its overlay was mounted again, through the budget's filesystem
+                disk.check_attached(self.disk_layer)
+        except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
 
     def raise_if_exited(self) -> None:
@@ -182,7 +179,7 @@ class TaskContainer:
             attrs = self.client.api.inspect_container(self.id)
         except (docker.errors.DockerException, OSError):
             return
-        reason = _exited_by_itself(attrs)
+        reason = exited_by_itself(attrs)
         if reason:
             raise ContainerExited(reason)
 
@@ -228,9 +225,11 @@ def task_container(
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
     extra: dict = {}
+    engine_changes: list[dict] | None = None
     if verifier_of is not None:
         extra["volumes_from"] = [verifier_of.id]
     try:
+        podman.check_limits(client)
         host_config = api.create_host_config(
             init=True,
             network_mode="none",
@@ -240,7 +239,7 @@ def task_container(
             pids_limit=limits.pids,
             cap_drop=["ALL"],
             cap_add=KEEP_CAPS,
-            security_opt=["no-new-privileges", SECURITY_OPT],
+            security_opt=["no-new-privileges", podman.seccomp_option(client, PROFILE_JSON)],
             tmpfs=VERIFIER_TMPFS,
             privileged=False,
             log_config={"type": "none", "config": {}},
@@ -249,7 +248,8 @@ def task_container(
                     name="fsize",
                     soft=limits.file_size_mb * 1024 * 1024,
                     hard=limits.file_size_mb * 1024 * 1024,
-                )
+                ),
+                *podman.ulimits(client),
             ],
             **extra,
         )
@@ -272,10 +272,14 @@ def task_container(
             created = create(host_config=host_config)
         container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
         api.start(created["Id"])
-        attrs = _await_command(client, created["Id"])
+        if layer:
+            disk.check_attached(layer)
+        attrs = await_command(client, created["Id"])
         if verifier_of is None:
             agent = _identity(client, created["Id"], attrs)
             image_env = identity.image_environment(attrs)
+            # A root agent's verdict checks its changes (verifier.tampering) against these.
+            engine_changes = api.diff(created["Id"]) if agent.is_root else []
         else:
             agent, image_env = verifier_of.agent, verifier_of.image_env
     except SandboxError:  # it stopped at start (ContainerExited: by itself)
@@ -288,9 +292,10 @@ def task_container(
         _remove_by_name(client, name)
         if "storage-opt" in str(exc).lower() or "storageopt" in str(exc).lower():
             raise SandboxError(
-                f"the Docker engine cannot limit a container's disk ({exc.explanation}); "
-                "run endless as root on the engine's host (overlay2), or set disk=0 "
-                "(ENDLESS_DISK=0) to run without a disk budget"
+                f"the engine ({podman.describe(client)}) cannot limit a container's disk "
+                f"({exc.explanation}); run endless as root on the engine's host (Docker's "
+                "overlay2 or rootful Podman's overlay), or set disk=0 (ENDLESS_DISK=0) to run "
+                "without a disk budget"
             ) from exc
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
     except (docker.errors.DockerException, OSError) as exc:
@@ -300,74 +305,12 @@ def task_container(
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
     handle = TaskContainer(container, client, layer or "", agent, image_env)
     handle.limits = limits
+    if verifier_of is None:
+        handle.engine_changes = {(c.get("Path"), c.get("Kind")) for c in engine_changes or []}
     try:
         yield handle
     finally:
         handle.remove()
-
-
-def _await_command(client: DockerClient, container_id: str) -> dict:
-    """Return (its inspection) once the started container runs COMMAND; ContainerExited if it
-    stopped by itself.
-
-    Without an ENTRYPOINT, docker-init runs COMMAND itself: one look suffices. With one, the
-    entrypoint gets COMMAND as its arguments: wait until COMMAND runs (`exec "$@"`, the usual
-    ending of an entrypoint script), or the container stops (e.g. `ENTRYPOINT ["/bin/false"]`),
-    or START_SECONDS pass with it running (an entrypoint that runs a service instead)."""
-    api = client.api
-    attrs = api.inspect_container(container_id)
-    _raise_if_stopped(attrs)
-    if not (attrs.get("Config") or {}).get("Entrypoint"):
-        return attrs
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            top = api.top(container_id)
-        except docker.errors.APIError:
-            top = {}  # it stopped meanwhile: the inspect below says how
-        titles = top.get("Titles") or []
-        column = titles.index("CMD") if "CMD" in titles else -1
-        if any(row[column] == " ".join(COMMAND) for row in top.get("Processes") or []):
-            return attrs
-        _raise_if_stopped(api.inspect_container(container_id))
-        time.sleep(0.05)
-    return attrs
-
-
-def _raise_if_stopped(attrs: dict) -> None:
-    state = attrs.get("State") or {}
-    if state.get("Running"):
-        return
-    reason = _exited_by_itself(attrs)
-    if reason:
-        raise ContainerExited(reason)
-    raise SandboxError(
-        f"the container stopped at start ({state.get('Status')}, exit code "
-        f"{state.get('ExitCode')}, {state.get('Error') or 'no error'})"
-    )
-
-
-def _exited_by_itself(attrs: dict) -> str:
-    """Why the container stopped, if its own process ended (an exit code below 128); "" if it
-    runs, or a signal or the OOM killer stopped it (the engine going down, a restart, us)."""
-    state = attrs.get("State") or {}
-    code = state.get("ExitCode")
-    if state.get("Running") or state.get("Status") not in ("exited", "dead"):
-        return ""
-    if state.get("OOMKilled") or not isinstance(code, int) or not 0 <= code < 128:
-        return ""
-    config = attrs.get("Config") or {}
-    entrypoint, cmd = config.get("Entrypoint"), config.get("Cmd") or COMMAND
-    if entrypoint:
-        return (
-            f"the container exits at start (exit code {code}): its ENTRYPOINT "
-            f"{json.dumps(entrypoint)} does not run the command it is given "
-            f'({" ".join(cmd)}); remove the ENTRYPOINT, or end it with exec "$@"'
-        )
-    return (
-        f"the container exits at start (exit code {code}): its command ({' '.join(cmd)}) "
-        "does not keep running (does the image have `sleep`?)"
-    )
 
 
 def _identity(client: DockerClient, container_id: str, attrs: dict) -> AgentIdentity:

@@ -10,10 +10,11 @@ space left on device"); the host's disk only ever holds the budget. No blocks ar
 root. The filesystem is unmounted before the container is removed; Docker then deletes the file
 with the layer. Cost: one `mkfs.ext4` and one loop mount per container (bench/disk_budget.py).
 
-This needs root on the engine's host and the overlay2 driver. On any other engine the engine's
-own `storage_opt size` is asked for (overlay2 on XFS with project quotas, btrfs, zfs); an engine
-that supports neither refuses to start a container with a budget, and says so. A budget of 0
-(`disk=0`) means no budget.
+This needs root on the engine's host and the overlay2 driver (or rootful Podman's overlay, whose
+layer directories have the same shape: see `check_attached` for what differs). On any other
+engine the engine's own `storage_opt size` is asked for (overlay2 on XFS with project quotas,
+btrfs, zfs); an engine that supports neither refuses to start a container with a budget, and
+says so. A budget of 0 (`disk=0`) means no budget.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 NO_BUDGET = ("0", "none", "off", "unlimited")
 MIN_BUDGET = 16 * 2**20  # ext4's own metadata needs a few MiB
+# Docker's overlay2 and Podman's overlay (containers/storage): the same layer directory shape
+# (diff/, work/, merged/, link, lower), mounted by the engine when the container starts.
+OVERLAY_DRIVERS = ("overlay2", "overlay")
 
 
 def parse_size(text: str, *, what: str = "size") -> int:
@@ -53,11 +57,11 @@ def check_budget(text: str) -> int:
 
 
 def layer_dir(inspect: dict) -> str | None:
-    """The container's own overlay2 layer directory, if this process can mount over it: the
-    engine runs on this host with the overlay2 driver, and we are root."""
+    """The container's own overlay layer directory, if this process can mount over it: the
+    engine runs on this host with the overlay2 driver (Podman: overlay), and we are root."""
     driver = inspect.get("GraphDriver") or {}
     upper = (driver.get("Data") or {}).get("UpperDir", "")
-    if driver.get("Name") != "overlay2" or not upper or os.geteuid() != 0:
+    if driver.get("Name") not in OVERLAY_DRIVERS or not upper or os.geteuid() != 0:
         return None
     if not os.path.isdir(upper) or shutil.which("mkfs.ext4") is None:
         return None
@@ -85,11 +89,29 @@ def attach(layer: str, size: int) -> None:
     os.chmod(layer, mode)
 
 
+def check_attached(layer: str) -> None:
+    """Raise OSError unless the budget's filesystem is still mounted over `layer` (checked once
+    the container started: its overlay was then mounted through it). Podman's storage code
+    lazily unmounts its whole overlay directory, with whatever is mounted inside it, when a
+    podman process finds no container mounted (unless `skip_mount_home`: docs/sandbox.md); a
+    container that started after that would run without its budget, on an empty layer."""
+    if not os.path.ismount(layer):
+        raise OSError(
+            f"the disk budget's filesystem over {layer} was unmounted by the engine before the "
+            "container started (Podman: set skip_mount_home, see scripts/ensure-podman.sh)"
+        )
+
+
 def release(layer: str) -> None:
     """Unmount the budget's filesystem from `layer` if it is mounted (lazily: a process that
-    still holds it does not keep the container from being removed)."""
+    still holds it does not keep the container from being removed). One the engine unmounted
+    meanwhile (Podman, see `check_attached`) is released already."""
     if layer and os.path.ismount(layer):
-        _run(["umount", "-l", layer])
+        try:
+            _run(["umount", "-l", layer])
+        except OSError:
+            if os.path.ismount(layer):
+                raise
 
 
 def _run(cmd: list[str]) -> None:

@@ -25,6 +25,7 @@ import docker.errors
 from docker import DockerClient
 from docker.utils import parse_host
 
+from endless_assets.sandbox import podman
 from endless_assets.sandbox.client import (
     ENGINE_WAIT_SECONDS,
     SandboxError,
@@ -243,9 +244,7 @@ def copy_image(source: Engine, target: Engine, tag: str) -> None:
         if target.has_image(tag):
             return
         try:
-            stream = source.client.api.get_image(tag)
-            for _ in target.client.api.load_image(stream, quiet=True):
-                pass
+            podman.copy_image(source.client, target.client, tag)  # Docker or Podman, either way
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(
                 f"copying {tag} from engine {source.name} to {target.name} failed: {exc}"

@@ -16,7 +16,9 @@ import urllib3.exceptions
 from docker import DockerClient
 
 from endless_assets.models import content_hash
+from endless_assets.sandbox import podman
 from endless_assets.sandbox.client import SandboxError, base_labels, wait_for_engine
+from endless_assets.sandbox.podman import short_name
 
 REPOSITORY = "endless-task"
 BUILD_LOG_LIMIT = 6000
@@ -35,10 +37,12 @@ class BuildResult:
     log: str  # tail of the build output; the error when not ok
 
 
-_STEP = re.compile(r"^Step \d+/\d+ : ", re.MULTILINE)
+# A step's first line: Docker's (`Step 2/5 : RUN ...`), Podman's (`STEP 2/5: RUN ...`).
+_STEP = re.compile(r"^(?:Step \d+/\d+ : |STEP \d+/\d+: )", re.MULTILINE)
 _HOUSEKEEPING = re.compile(
     r"^ ---> (?:Running in [0-9a-f]+|Using cache|[0-9a-f]{12})$\n?"
-    r"|^Removing intermediate container [0-9a-f]+$\n?",
+    r"|^Removing intermediate container [0-9a-f]+$\n?"
+    r"|^--> (?:Using cache )?[0-9a-f]{11,64}$\n?",  # Podman's
     re.MULTILINE,
 )
 
@@ -47,7 +51,7 @@ def failing_step_log(text: str) -> str:
     """The part of a failed build's log that explains the failure, the same on every run.
 
     Only the last step (the one that failed) is kept: earlier steps read differently depending
-    on Docker's layer cache ("Using cache" the second time), which would make the same failure
+    on the engine's layer cache ("Using cache" the second time), which would make the same failure
     look new to a repair prompt and to the reply cache. Docker's housekeeping lines (container
     and layer ids) go too.
     """
@@ -127,6 +131,11 @@ _ENGINE_FAULT = re.compile(
 )
 
 
+# Podman's word for a RUN step's exit code (Docker's errorDetail carries a `code` instead); its
+# error quotes the step, which may say anything.
+_RUN_EXIT = re.compile(r"^building at STEP .*: while running runtime: exit status \d+\s*$", re.S)
+
+
 class _EngineFault(Exception):
     """A build that the engine broke: tried again, then a harness error."""
 
@@ -197,17 +206,22 @@ def _build_once(
     chunks: list[str] = []
     error = ""
     try:
-        stream = client.api.build(
-            fileobj=build_context(dockerfile, context_files),
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-            labels=base_labels(kind="task-image", **(labels or {})),
-            network_mode="host" if network else "none",
-            timeout=timeout,
-        )
+        context = build_context(dockerfile, context_files)
+        all_labels = base_labels(kind="task-image", **(labels or {}))
+        if podman.is_podman(client):  # (its Docker API would give RUN steps the host network)
+            stream = podman.build(client, context, tag, all_labels, network, timeout)
+        else:
+            stream = client.api.build(
+                fileobj=context,
+                custom_context=True,
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels=all_labels,
+                network_mode="host" if network else "none",
+                timeout=timeout,
+            )
         for chunk in stream:
             if "stream" in chunk:
                 chunks.append(chunk["stream"])
@@ -216,7 +230,7 @@ def _build_once(
                 chunks.append(error)
                 detail = chunk.get("errorDetail") or {}
                 # A RUN step's own exit code: the Dockerfile's failure, whatever its output says.
-                if "code" not in detail and is_engine_fault(error):
+                if "code" not in detail and not _RUN_EXIT.search(error) and is_engine_fault(error):
                     raise _EngineFault(error)
     except docker.errors.APIError as exc:
         message = str(exc.explanation or exc)
@@ -251,7 +265,7 @@ def prune_task_images(client: DockerClient, keep: set[str], *, label: str | None
     removed = 0
     filters = {"label": label} if label else None
     for image in client.images.list(name=REPOSITORY, filters=filters):
-        tags = [t for t in image.tags if t.startswith(f"{REPOSITORY}:")]
+        tags = [t for t in map(short_name, image.tags) if t.startswith(f"{REPOSITORY}:")]
         if not tags or any(t in keep for t in tags):
             continue
         try:

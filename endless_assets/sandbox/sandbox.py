@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 
+import docker.errors
 from docker import DockerClient
 
 from endless_assets.sandbox.base_image import BaseImage, base_image_tag, ensure_base_image
@@ -100,10 +101,13 @@ class Sandbox:
     def _bring(self, engine: Engine, tag: str, image_id: str = "") -> None:
         """Make `tag` present on `engine`: copied from an engine that holds it."""
         if engine.has_image(tag):
-            if not image_id or engine.client.images.get(tag).id == image_id:
-                return
-            engine.images.discard(tag)  # a base built there on its own: replaced by ours
-            engine.client.images.remove(tag, force=True, noprune=False)
+            try:
+                if not image_id or engine.client.images.get(tag).id == image_id:
+                    return
+                engine.images.discard(tag)  # a base built there on its own: replaced by ours
+                engine.client.images.remove(tag, force=True, noprune=False)
+            except (docker.errors.DockerException, OSError) as exc:  # the engine, not the task
+                raise SandboxError(f"engine {engine.name} failed on {tag}: {exc}") from exc
         sources = [e for e in self.pool.up if e is not engine and tag in e.images]
         if not sources:
             raise SandboxError(f"image {tag} not found on engine {engine.name} nor on any other")
@@ -139,15 +143,16 @@ class Sandbox:
     ) -> BuildResult:
         base = self.base
         self._bring(engine, base.tag, base.image_id)
-        result = build_task_image(
-            engine.client,
-            dockerfile,
-            context_files,
-            base_image_id=base.image_id,
-            labels=labels,
-            network=network,
-            timeout=self.config.build_timeout,
-        )
+        with engine_errors(engine):
+            result = build_task_image(
+                engine.client,
+                dockerfile,
+                context_files,
+                base_image_id=base.image_id,
+                labels=labels,
+                network=network,
+                timeout=self.config.build_timeout,
+            )
         if result.ok:
             engine.images.add(result.tag)
         return result
@@ -207,11 +212,13 @@ class Sandbox:
         try:
             engine = stack.enter_context(self.pool.lease(image))
             self._ensure_image(engine, image)
-            box = stack.enter_context(
-                task_container(engine.client, image, limits=self.config.limits, labels=labels)
-            )
+            with engine_errors(engine):
+                box = stack.enter_context(
+                    task_container(engine.client, image, limits=self.config.limits, labels=labels)
+                )
         except BaseException:
-            stack.close()
+            with suppress(SandboxError):  # the engine that just failed may fail the removal too
+                stack.close()
             raise
         return stack, box
 
@@ -223,3 +230,16 @@ class Sandbox:
             stack.close()
             raise
         return stack, box
+
+
+@contextmanager
+def engine_errors(engine: Engine) -> Iterator[None]:
+    """What an engine raises that is not yet a SandboxError (a refused connection, an API
+    error docker-py passes on) as one: the engine's failure, retried elsewhere, never the
+    task's."""
+    try:
+        yield
+    except SandboxError:
+        raise
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"engine {engine.name}: {type(exc).__name__}: {exc}") from exc

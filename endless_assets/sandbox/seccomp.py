@@ -126,4 +126,6 @@ def profile() -> dict:
     }
 
 
-SECURITY_OPT = f"seccomp={json.dumps(profile(), separators=(',', ':'))}"
+PROFILE_JSON = json.dumps(profile(), separators=(",", ":"))
+# Docker's form (the profile inline); podman.seccomp_option gives each engine its own.
+SECURITY_OPT = f"seccomp={PROFILE_JSON}"

@@ -302,6 +302,11 @@ def container_cpu_seconds(box: TaskContainer) -> float | None:
         (f"/sys/fs/cgroup/cpu,cpuacct/docker/{cid}/cpuacct.usage", 1e-9),
         (f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat", 1e-6),
         (f"/sys/fs/cgroup/docker/{cid}/cpu.stat", 1e-6),
+        # Podman's (cgroupfs, then systemd as its cgroup manager)
+        (f"/sys/fs/cgroup/cpuacct/libpod_parent/libpod-{cid}/cpuacct.usage", 1e-9),
+        (f"/sys/fs/cgroup/cpu,cpuacct/libpod_parent/libpod-{cid}/cpuacct.usage", 1e-9),
+        (f"/sys/fs/cgroup/libpod_parent/libpod-{cid}/cpu.stat", 1e-6),
+        (f"/sys/fs/cgroup/machine.slice/libpod-{cid}.scope/cpu.stat", 1e-6),
     ):
         try:
             text = Path(path).read_text()

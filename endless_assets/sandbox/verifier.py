@@ -14,11 +14,12 @@ Two kinds of verdict are not given in the agent's own container (verdict.py deci
 
 What a root agent can still do is change the files the grader itself runs: the image's own
 interpreter, pytest, the dynamic loader. Before grading, `tampering` compares the agent's
-changes (`docker diff`) with what the first grader described (grader_script.describe): any
-change there (but bytecode caches, which the verifier's interpreter never reads:
-`-X pycache_prefix`) is a verdict of 0 without grading. What remains (see the README's threat
-model): a program the test itself runs as root can still change files the test process loads
-later, and a test that imports the agent's code gives that code the test's powers.
+changes (`docker diff`, less what the engine had changed when the container started: Podman
+touches /etc) with what the first grader described (grader_script.describe): any change there
+(but bytecode caches, which the verifier's interpreter never reads: `-X pycache_prefix`) is a
+verdict of 0 without grading. What remains (see the README's threat model): a program the test
+itself runs as root can still change files the test process loads later, and a test that imports
+the agent's code gives that code the test's powers.
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def tampering(container: TaskContainer) -> str:
     protected = container.protected
     if protected is None:
         return "(what grading runs was not described before the agent's first command)"
-    changes = diff(container)
+    engine = container.engine_changes
+    changes = [c for c in diff(container) if (c.get("Path"), c.get("Kind")) not in engine]
     paths = [str(change.get("Path", "")) for change in changes]
     parents = {path.rsplit("/", 1)[0] or "/" for path in paths}
     for path in sorted(paths):
