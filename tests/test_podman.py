@@ -25,6 +25,7 @@ from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import PIPELINE_ASSETS
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.lake import Lake
 from endless_assets.sandbox import podman
@@ -36,15 +37,7 @@ from endless_assets.sandbox.shell import ShellSession
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ensure-podman.sh"
 BATCH = "2026-04-02"
 TASKS = 4
-ASSETS = [
-    "base_image",
-    "task_descriptions",
-    "task_environments",
-    "completion_tests",
-    "task_soundness",
-    "solver_rollouts",
-    "filtered_dataset",
-]
+ASSETS = PIPELINE_ASSETS
 
 
 @pytest.fixture(scope="module")
