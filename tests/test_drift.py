@@ -184,9 +184,13 @@ def test_an_imported_batchs_kept_tasks_are_revalidated_by_their_own_job(tmp_path
     for rel, text in files.items():
         (task / rel).parent.mkdir(parents=True, exist_ok=True)
         (task / rel).write_text(text)
-    with dg.instance_for_test() as instance:  # the schedule reads its dynamic partitions
-        instance.add_dynamic_partitions(imported_batches.name, [IMPORTED_BATCH])
-        revalidate_imported(tmp_path, instance)
+    # A persistent instance (the schedule reads its dynamic partitions) that changes nothing
+    # process-wide: instance_for_test would point DAGSTER_HOME at a directory it then deletes,
+    # under the definitions load context Dagster keeps for the process.
+    (tmp_path / "dagster").mkdir()
+    instance = dg.DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster"))
+    instance.add_dynamic_partitions(imported_batches.name, [IMPORTED_BATCH])
+    revalidate_imported(tmp_path, instance)
 
 
 def revalidate_imported(tmp_path, instance: dg.DagsterInstance) -> None:

@@ -306,7 +306,11 @@ class ShellSession:
         try:
             # With a way out, a shell that does not answer soon is not waited for long.
             self._start(wait=30.0 if self.stop_agent is None else 10.0)
-            return ""
+            # The new shell may have taken the one pid the old one freed, in a container whose
+            # pids limit the agent's processes fill: it could not run a single command.
+            if self.stop_agent is None or self._can_start_a_process():
+                return ""
+            self.close()
         except SandboxError:
             if self.stop_agent is None:
                 self.cwd = self.home_dir
@@ -320,6 +324,12 @@ class ShellSession:
             self.cwd = self.home_dir
             self._start()
         return "; a new shell could not start, so every process of yours was killed"
+
+    def _can_start_a_process(self) -> bool:
+        try:
+            return self.container.exec_root(["true"], user=self.user).exit_code == 0
+        except SandboxError:
+            return False
 
     def _signal_command(self, tag: str, signal: str) -> None:
         script = (
