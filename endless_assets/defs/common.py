@@ -18,7 +18,6 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import ContainerExited
-from endless_assets.sandbox.engines import recover_all
 from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
 from endless_assets.stages import HARNESS_ERROR
@@ -38,13 +37,15 @@ def run_parallel(
     workers: int,
     label: str,
     engine_retries: int = ENGINE_RETRIES,
+    recover: Callable[[], list[str]] | None = None,
 ) -> list[R]:
     """Run `work` over items on a bounded thread pool, logging progress; keeps input order.
 
     An item whose work a sandbox engine broke (SandboxError) is tried again, at most
-    `engine_retries` times, after the engines that stopped answering are drained (so a pool
-    retries it on the others). An unexpected exception in one item becomes that item's error
-    row (via `on_error`): one bad task never loses the rest of the batch.
+    `engine_retries` times, after `recover` (the stage's `Sandbox.recover`) drained the engines
+    that stopped answering (so a pool retries it on the others). An unexpected exception in one
+    item becomes that item's error row (via `on_error`): one bad task never loses the rest of
+    the batch.
     """
 
     def attempt(item: T) -> R:
@@ -56,7 +57,7 @@ def run_parallel(
             except SandboxError as exc:
                 if n == engine_retries:
                     raise
-                drained = recover_all()  # SandboxError when no engine answers any more
+                drained = recover() if recover else []  # SandboxError: no engine answers
                 where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
                 context.log.warning(f"{label}: retrying after an engine failure{where}: {exc}")
         raise AssertionError("unreachable")

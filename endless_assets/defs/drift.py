@@ -86,7 +86,15 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             outcome = DriftOutcome(row["task_id"], HARNESS_ERROR, reason=f"harness: {exc!r}")
             return {**outcome.row(), "batch": row["batch"], "created_at": now()}
 
-        rows = run_parallel(context, kept, work, failed, workers=settings.workers, label="drift")
+        rows = run_parallel(
+            context,
+            kept,
+            work,
+            failed,
+            workers=settings.workers,
+            label="drift",
+            recover=sandbox.recover,
+        )
         table = frame(TABLE, rows)
         check = validate(TABLE, table, spec.prefix, context=context)
         statuses = Counter(r["status"] for r in rows)

@@ -179,7 +179,9 @@ def _materialize(
         return rollout_row(batch, idx, rollout)
 
     try:
-        new_rows = run_parallel(context, todo, work, failed, workers=workers, label="rollout")
+        new_rows = run_parallel(
+            context, todo, work, failed, workers=workers, label="rollout", recover=sandbox.recover
+        )
     finally:
         sandbox.close()  # warm containers nobody took
     current_rows = [*reusable, *new_rows]

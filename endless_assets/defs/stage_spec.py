@@ -139,6 +139,7 @@ class StageRun:
             failed,
             workers=task_parallelism(self.generator, self.settings) if workers is None else workers,
             label=label,
+            recover=self.sandbox.recover,
         )
 
     def frame(self, rows: list[dict[str, Any]]) -> pl.DataFrame:

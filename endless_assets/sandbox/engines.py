@@ -222,16 +222,6 @@ def pool_for(specs: tuple[EngineSpec, ...]) -> EnginePool:
         return _pools[specs]
 
 
-def recover_all() -> list[str]:
-    """recover() on every pool of this process (before a retry of work an engine failed)."""
-    with _pools_lock:
-        pools = list(_pools.values())
-    drained: list[str] = []
-    for pool in pools:
-        drained += pool.recover()
-    return drained
-
-
 @functools.cache
 def _copy_lock(tag: str, target: str) -> threading.Lock:
     return threading.Lock()
