@@ -94,11 +94,7 @@ def drift_revalidation_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineSettings
 ) -> list[dg.RunRequest] | dg.SkipReason:
     known = set(batches.get_partition_keys(current_time=context.scheduled_execution_time))
-    found = [b for b in pipeline.lake().batches("filtered_dataset") if b in known]
-    if not found:
-        return dg.SkipReason("no batch has a filtered dataset yet")
-    week = context.scheduled_execution_time.strftime("%Y-%m-%d")
-    return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
+    return _revalidation_runs(context, pipeline, known, "batch")
 
 
 @dg.schedule(
@@ -112,9 +108,16 @@ def imported_drift_revalidation_schedule(
     context: dg.ScheduleEvaluationContext, pipeline: PipelineSettings
 ) -> list[dg.RunRequest] | dg.SkipReason:
     known = set(context.instance.get_dynamic_partitions(imported_batches.name or ""))
+    return _revalidation_runs(context, pipeline, known, "imported batch")
+
+
+def _revalidation_runs(
+    context: dg.ScheduleEvaluationContext, pipeline: PipelineSettings, known: set[str], what: str
+) -> list[dg.RunRequest] | dg.SkipReason:
+    """One run per known batch with a filtered dataset, keyed by the week (once per week)."""
     found = [b for b in pipeline.lake().batches("filtered_dataset") if b in known]
     if not found:
-        return dg.SkipReason("no imported batch has a filtered dataset yet")
+        return dg.SkipReason(f"no {what} has a filtered dataset yet")
     week = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
 
