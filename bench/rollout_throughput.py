@@ -28,6 +28,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from cpu import CpuMeter
+
 from endless_assets.agent.chat import ChatConfig, ChatPolicy
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.policies import EpisodeTask
@@ -117,7 +119,10 @@ def main() -> None:
         episode(-1)  # warm up: imports, the first container
         slots.waited = 0.0
         started, cpu = time.monotonic(), time.process_time()
-        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        with (
+            CpuMeter(others={"model server": server.pid}) as meter,
+            ThreadPoolExecutor(max_workers=args.parallel) as pool,
+        ):
             rollouts = list(pool.map(episode, range(args.episodes)))
         wall, cpu = time.monotonic() - started, time.process_time() - cpu
     finally:
@@ -167,6 +172,7 @@ def main() -> None:
     if args.warm:
         warm = sandbox.warm
         print(f"warm containers: {warm.taken} taken, {warm.started} started, {warm.wasted} unused")
+    print(meter.report(per=len(rollouts), unit="episode"))
     queued = slots.waited / len(rollouts)
     print(
         f"  container start + verdict + removal per episode (median): "

@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/dagster definitions validate -w workspace.yaml
-.venv/bin/python -m pytest -n 2 "$@"
+# --dist loadfile: a module's tests share one worker, so its module-scoped batch runs once
+# (spread over both workers, the costliest fixtures ran twice); --durations: what CI spends.
+.venv/bin/python -m pytest -n 2 --dist loadfile --durations=25 "$@"

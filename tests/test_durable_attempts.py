@@ -101,6 +101,7 @@ def settings(data_dir: Path, server: ScriptedServer) -> dict:
         "llm_retries": 0,
         "k": K,
         "rollout_workers": EPISODES_AT_ONCE,
+        "soundness_repeats": 1,
     }
 
 

@@ -44,7 +44,7 @@ def lake(tmp_path_factory, sandbox) -> Lake:
         partition_key=BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS),
+            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, soundness_repeats=1),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
     )

@@ -47,7 +47,7 @@ def exported(tmp_path_factory, sandbox) -> Path:
         partition_key=BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS),
+            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, soundness_repeats=1),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
     )

@@ -218,7 +218,7 @@ def imported(tmp_path_factory, sandbox):
         partition_key=BATCH,
         instance=instance,
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2),
+            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2, soundness_repeats=1),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
         run_config={

@@ -73,7 +73,7 @@ def roundtrip(tmp_path_factory, sandbox):
         partition_key=SOURCE_BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS),
+            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, soundness_repeats=1),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
     )

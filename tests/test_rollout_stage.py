@@ -78,6 +78,7 @@ def materialize(data_dir, server, selection=None, **config) -> dg.ExecuteInProce
         "llm_retries": 0,
         "k": 3,
         "rollout_workers": 2,
+        "soundness_repeats": 1,
         **config,
     }
     return dg.materialize(
