@@ -7,6 +7,12 @@ reference, grade, remove), `--parallel` at once, and prints episodes/min, the me
 where the work was placed. On one machine the engines share its cores, so the figure shows what
 the pool costs, not what more machines would add: each extra engine brings its own cores there.
 
+It also measures the machine's CPU per episode (bench/cpu.py), split into this process (the
+harness: placement, the Docker API client, the episode loop) and everything else (the engine's
+daemons and each container's processes), and from those two figures models N remote engines of
+this machine's size driven by one harness of this size: episodes/min = min(N x engine cores /
+engine CPU per episode, harness cores / harness CPU per episode).
+
     .venv/bin/python bench/scale_out.py [--episodes 24] [--parallel 6] [--engines 3]
 """
 
@@ -20,6 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+
+from cpu import CpuMeter
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask, OraclePolicy
@@ -51,13 +59,31 @@ def main() -> None:
         started = time.monotonic()
         Sandbox(SandboxConfig(engines=tuple(EngineSpec(u, 1) for u in urls))).ensure_base()
         print(f"base image on {len(urls)} engines in {time.monotonic() - started:.1f} s")
+        costs = []
         for size in range(1, len(urls) + 1):
             slots = max(1, args.parallel // size)
             specs = tuple(EngineSpec(u, slots) for u in urls[:size])
-            measure(Sandbox(SandboxConfig(engines=specs, limits=Limits(disk="0"))), args)
+            costs.append(
+                measure(Sandbox(SandboxConfig(engines=specs, limits=Limits(disk="0"))), args)
+            )
+        model(*costs[0])
 
 
-def measure(sandbox: Sandbox, args: argparse.Namespace) -> None:
+def model(harness: float, engine: float) -> None:
+    """N remote engines with this machine's cores, one harness machine with this one's."""
+    cores = os.cpu_count() or 1
+    print(
+        f"per episode (1 engine): harness {harness * 1000:.0f} CPU-ms, engine and containers "
+        f"{engine * 1000:.0f} CPU-ms; model of N remote {cores}-core engines:"
+    )
+    for n in (1, 2, 4, 8, 16, 32):
+        engines, harness_cap = n * cores / engine * 60, cores / harness * 60
+        bound = "engines" if engines < harness_cap else "harness"
+        print(f"  N={n:>2}: {min(engines, harness_cap):7.0f} episodes/min ({bound}-bound)")
+
+
+def measure(sandbox: Sandbox, args: argparse.Namespace) -> tuple[float, float]:
+    """Run the episodes; return (harness, engine) CPU-s per episode."""
     dockerfile = (
         f"FROM {sandbox.base.tag}\n"
         f"RUN echo hello > /home/user/in.txt && echo {time.time_ns()} > /home/user/.nonce\n"
@@ -72,7 +98,7 @@ def measure(sandbox: Sandbox, args: argparse.Namespace) -> None:
         return rollout.seconds
 
     started = time.monotonic()
-    with ThreadPoolExecutor(args.parallel) as pool:
+    with CpuMeter() as meter, ThreadPoolExecutor(args.parallel) as pool:
         seconds = list(pool.map(episode, range(args.episodes)))
     wall = time.monotonic() - started
     placed = ", ".join(
@@ -82,6 +108,9 @@ def measure(sandbox: Sandbox, args: argparse.Namespace) -> None:
         f"{len(sandbox.pool.engines)} engine(s): {args.episodes / wall * 60:.1f} episodes/min, "
         f"median episode {statistics.median(seconds):.2f} s, placed {placed}"
     )
+    print("  " + meter.report(per=args.episodes, unit="episode"))
+    harness = meter.spent["this process"]
+    return harness / args.episodes, (meter.spent["machine"] - harness) / args.episodes
 
 
 if __name__ == "__main__":

@@ -659,7 +659,13 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
         reward = json_reward.output if json_reward.exit_code == 0 else text_reward
         return 1 if float(reward.strip()) >= 1 else 0
     if route.naive == "own":
-        reply = _grader_for(box).ask(request, deadline=time.monotonic() + 120)
+        # A race (the watcher must read the test in the moment it is on disk): on a loaded
+        # machine it can lose one; a route that wins any of five tries is shown to work.
+        for attempt in range(5):
+            retry = dict(request, id=f"n{attempt}")
+            reply = _grader_for(box).ask(retry, deadline=time.monotonic() + 120)
+            if parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0).passed:
+                break
     else:
         with verifier_container(box, lambda: None) as verifier:
             reply = _grader_for(verifier, PYCACHE).ask(request, deadline=time.monotonic() + 120)

@@ -162,7 +162,7 @@ def verifier_of(
     max_binary_bytes: int,
 ) -> str:
     """The completion test of a tests directory graded by its own `script` (bundle.py)."""
-    files = read_tree(tests, directory, max_binary_bytes=max_binary_bytes)
+    files = read_tree(tests, directory, max_binary_bytes=max_binary_bytes, drop_pycache=True)
     name = pytest_file(list(files.text), "tests/")
     test = files.text.pop(name, "") if name else ""
     env = verifier.get("env") or {}

@@ -96,14 +96,17 @@ def read_tree(
     *,
     max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
     skip: tuple[str, ...] = (),
+    drop_pycache: bool = False,
 ) -> Files:
     """Every file under `directory` (relative to it), text or bytes; `skip`: top-level names
-    left out (another part of the task)."""
+    left out (another part of the task). `drop_pycache`: leave out `__pycache__` directories
+    (in tests/, what a local pytest run left; in a build context they are the task's own files,
+    as a COPY would take them)."""
     found = Files()
     total = 0
     for path in regular_files(directory, where):
         rel = path.relative_to(directory).as_posix()
-        if rel.split("/", 1)[0] in skip or "__pycache__" in rel.split("/"):
+        if rel.split("/", 1)[0] in skip or (drop_pycache and "__pycache__" in rel.split("/")):
             continue
         info = path.lstat()
         size = info.st_size

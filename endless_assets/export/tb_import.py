@@ -159,7 +159,9 @@ def read_tb_dir(directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_B
     dockerfile += "\n".join(_additions(service)) + "\n"
     tests = directory / "tests"
     found = (
-        read_tree(tests, directory, max_binary_bytes=max_binary_bytes) if tests.is_dir() else None
+        read_tree(tests, directory, max_binary_bytes=max_binary_bytes, drop_pycache=True)
+        if tests.is_dir()
+        else None
     )
     text = dict(found.text) if found else {}
     test_name = pytest_file(list(text), "tests/")

@@ -1,8 +1,9 @@
 """Extra Docker engines on this machine, for tests and benchmarks of the engine pool.
 
 Each engine is a `dockerd` of its own: its own socket, data root, exec root (and so its own
-containerd), pid file and containerd namespaces; no bridge network and no iptables (task
-containers never have a network; builds use the host's). Started and stopped by the caller:
+containerd), pid file and containerd namespaces, and its own network namespace; no bridge
+network and no iptables (task containers never have a network, and the tests' builds need none).
+Started and stopped by the caller:
 
     with ExtraEngine(tmp_path / "e2") as engine:
         ... DockerClient(base_url=engine.url) ...
@@ -40,6 +41,10 @@ class ExtraEngine:
         log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115  (closed with the process)
         self.process = subprocess.Popen(
             [
+                # A network namespace of its own: a dockerd started with --bridge=none deletes
+                # any interface named docker0 it sees, which would be the host engine's bridge.
+                "unshare",
+                "--net",
                 "dockerd",
                 f"--data-root={self.root / 'data'}",
                 f"--exec-root={self.root / 'exec'}",
