@@ -12,6 +12,7 @@ overhead per step: the CPU this process spends per step (the scripted model runs
 process), and the wall time per step not spent waiting for the model, broken down.
 
     .venv/bin/python bench/rollout_throughput.py [--episodes 48] [--turns 8] [--latency 0.25]
+        [--jitter 0.5]
         [--parallel 16] [--docker-slots 6] [--warm 4]
 
 `--warm N` starts containers ahead as stage IV does (`warm_containers`): each episode asks for
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import random
 import statistics
 import threading
 import time
@@ -40,13 +42,16 @@ from endless_assets.testing.scripted_server import Reply, ScriptedServer
 TEST = "def test_nothing_was_asked():\n    assert True\n"
 
 
-def serve(turns: int, latency: float, urls: multiprocessing.Queue, stop) -> None:
-    """The scripted model, in its own process so its CPU is not counted as the harness's."""
+def serve(turns: int, latency: float, jitter: float, urls: multiprocessing.Queue, stop) -> None:
+    """The scripted model, in its own process so its CPU is not counted as the harness's.
+    `jitter`: each reply waits `latency` times a uniform factor in [1 - jitter, 1 + jitter]
+    (seeded): the same mean, but episodes drift apart as real ones do."""
+    rng = random.Random(7)
 
     def responder(request: dict) -> Reply:
         done = sum(m["role"] == "assistant" for m in request["messages"]) >= turns
         text = "<action>done</action>" if done else "Nothing to do.\n<command>:</command>"
-        return Reply(text, delay=latency)
+        return Reply(text, delay=latency * rng.uniform(1 - jitter, 1 + jitter))
 
     with ScriptedServer(responder) as server:
         urls.put(server.base_url)
@@ -78,6 +83,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=48)
     parser.add_argument("--turns", type=int, default=8, help="commands per episode")
     parser.add_argument("--latency", type=float, default=0.25, help="seconds per model reply")
+    parser.add_argument(
+        "--jitter", type=float, default=0.0, help="each reply's latency varies by up to this share"
+    )
     parser.add_argument("--parallel", type=int, default=16, help="episodes in flight")
     parser.add_argument("--docker-slots", type=int, default=6, help="container starts/verdicts")
     parser.add_argument(
@@ -90,7 +98,9 @@ def main() -> None:
 
     fork = multiprocessing.get_context("fork")  # before any thread of ours exists
     urls, stop = fork.Queue(), fork.Event()
-    server = fork.Process(target=serve, args=(args.turns, args.latency, urls, stop), daemon=True)
+    server = fork.Process(
+        target=serve, args=(args.turns, args.latency, args.jitter, urls, stop), daemon=True
+    )
     server.start()
     sandbox = Sandbox(SandboxConfig(warm=args.warm))
     image = sandbox.base.tag
@@ -146,11 +156,16 @@ def main() -> None:
 
     print(
         f"{args.episodes} episodes x {args.turns} commands (+ done), model latency "
-        f"{args.latency * 1000:.0f} ms, {args.parallel} episodes in flight, "
+        f"{args.latency * 1000:.0f} ms (±{args.jitter:.0%}), {args.parallel} episodes in flight, "
         f"{args.docker_slots} docker slots, {args.warm} warm containers; {in_flight} requests "
         "in flight at most"
     )
     print(f"wall {wall:.1f} s, {steps} environment steps, {requests} model replies")
+    pacer = client.pacer.stats()
+    print(
+        f"the client's pacer: limit {pacer.limit:g}, peak {pacer.peak_in_flight} in flight, "
+        f"{pacer.decreases} decreases, {pacer.queue_seconds:.1f} s queued for a slot"
+    )
     print(
         f"environment steps per second: {steps / wall:.1f} "
         f"(ideal with a free harness: {ideal:.1f}; {steps / wall / ideal:.0%} of it)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx2 as httpx
@@ -153,6 +154,18 @@ def test_the_concurrency_grows_to_the_cap_against_a_server_that_batches():
             list(pool.map(lambda i: client.complete(MESSAGES, seed=i), range(64)))
     stats = client.pacer.stats()
     assert stats.limit == 8 and server.max_in_flight == 8
+
+
+def test_replies_that_vary_by_themselves_are_not_taken_for_a_queue():
+    # A batching server whose replies take 0.2-0.6 s whatever the load (prompt lengths, sampling):
+    # one slow reply among fast ones is no queue, so nothing shrinks and the cap is reached.
+    rng = random.Random(5)
+    with ScriptedServer(lambda r: Reply("x" * 400, delay=rng.uniform(0.2, 0.6))) as server:
+        client = ChatClient(endpoint(server, concurrency=8))
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda i: client.complete(MESSAGES, seed=i), range(96)))
+    stats = client.pacer.stats()
+    assert stats.decreases == 0 and stats.limit == 8 and server.max_in_flight == 8
 
 
 def test_time_waiting_for_a_slot_is_reported_and_charged_to_the_open_queue_clock():

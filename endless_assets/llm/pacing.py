@@ -10,10 +10,12 @@ One `Pacer` per endpoint (base URL and model) and process, shared by every clien
 - it starts at one request in flight and grows while the limit is what holds requests back:
   doubling per round trip while replies keep the pace of unqueued ones (a batching server), then
   one per round trip once they slow down (`EASE`) or it has had to shrink, up to the cap;
-- it shrinks by a quarter when replies come back stretched: a reply's seconds per generated
-  token (its *pace*) more than `STRETCH` times the reference pace (the fastest seen; replies
-  sent alone also move it up; the very first reply, which may include loading the model, is
-  left out), or a reply that took more than half the timeout;
+- it shrinks by a quarter when replies come back stretched: the median seconds per generated
+  token (*pace*) of the last `WINDOW` replies more than `STRETCH` times the reference pace (the
+  fastest seen; replies sent alone also move it up; the very first reply, which may include
+  loading the model, is left out), or a reply that took more than half the timeout. A median,
+  not one reply: replies vary by themselves (prompt lengths, sampling, a model's own pace), and
+  one slow reply among fast ones is not a queue; a queueing server slows every reply;
 - it halves on a timeout, a 429/503 or a refused connection;
 - a request abandoned on a timeout keeps its slot, because the server is probably still
   computing it: until the server answers a request sent after it (it got past it) or for one
@@ -27,17 +29,20 @@ whoever asks (the episode loop stops its clock for it).
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-STRETCH = 2.5  # pace more than this times the fastest one seen: the server is queueing
+STRETCH = 3.0  # median pace more than this times the fastest one seen: the server is queueing
 EASE = 1.5  # above this, growth slows from doubling to one per round trip
 SHRINK = 0.75  # on stretched replies
 HALVE = 0.5  # on timeouts and overload
 MIN_TOKENS = 8  # replies shorter than this say little about the pace
+WINDOW = 5  # the last replies whose median pace is compared with the reference
 ALONE_WEIGHT = 0.2  # how fast a reply sent alone moves the reference pace
 
 
@@ -94,6 +99,7 @@ class Pacer:
         self._seq = 0
         self._last_decrease = 0
         self._reference: float | None = None  # seconds per token of unqueued replies
+        self._recent: deque[float] = deque(maxlen=WINDOW)  # paces since the last decrease
         self._answers = 0
         self.peak_in_flight = 0
         self.timeouts = 0
@@ -180,10 +186,13 @@ class Pacer:
                 self._reference = pace
             elif ticket.busy == 0:  # nothing else was in flight: the server's own pace now
                 self._reference += ALONE_WEIGHT * (pace - self._reference)
-            if pace > STRETCH * self._reference:
+            if ticket.seq > self._last_decrease:
+                self._recent.append(pace)
+            typical = statistics.median(self._recent) if self._recent else pace
+            if len(self._recent) >= min(3, WINDOW) and typical > STRETCH * self._reference:
                 self._decrease(ticket, SHRINK)
                 return
-            if pace > EASE * self._reference:
+            if typical > EASE * self._reference:
                 self._threshold = min(self._threshold, self.limit)
         if ticket.busy + 1 >= ticket.limit:  # the limit was what held requests back: grow
             step = 1.0 if self.limit < self._threshold else 1.0 / self.limit
@@ -195,6 +204,7 @@ class Pacer:
         self.limit = max(1.0, self.limit * factor)
         self._threshold = self.limit
         self._last_decrease = self._seq
+        self._recent.clear()
         self.decreases += 1
 
 
