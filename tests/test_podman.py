@@ -31,8 +31,11 @@ from endless_assets.lake import Lake
 from endless_assets.sandbox import podman
 from endless_assets.sandbox.base_image import copy_from_docker
 from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
+from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.engines import EngineSpec
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.sandbox.shell import ShellSession
+from endless_assets.sandbox.verdict import run_pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ensure-podman.sh"
 BATCH = "2026-04-02"
@@ -202,3 +205,25 @@ def test_a_procedural_batch_is_built_validated_and_solved_on_podman(
     assert rollouts["reward"].to_list() == [1] * TASKS
     assert set(rollouts["termination"]) == {"done"}
     assert not own_containers(on_podman.client)
+
+
+def test_a_pool_of_docker_and_podman_spreads_containers_and_grades_on_both(
+    on_podman, docker_sandbox, podman_url
+):
+    local = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    specs = (EngineSpec(local, 2), EngineSpec(podman_url, 2))
+    pool_box = Sandbox(SandboxConfig(engines=specs, limits=Limits(disk="0")))
+    nonce = secrets.token_hex(4)  # a new image: built here, on each engine that runs it
+    dockerfile = f"FROM {pool_box.base.tag}\nRUN echo {nonce} > /home/user/where\n"
+    build = pool_box.build(dockerfile, {})
+    assert build.ok, build.log
+    test = f"def test_where():\n    assert open('/home/user/where').read() == '{nonce}\\n'\n"
+    with contextlib.ExitStack() as stack:
+        boxes = [stack.enter_context(pool_box.container(build.tag)) for _ in range(4)]
+        kinds = sorted(podman.is_podman(box.client) for box in boxes)
+        verdicts = [run_pytest(box, test, stop_agent=False) for box in boxes]
+    assert kinds == [False, False, True, True]  # two containers on each engine
+    assert all(v.passed for v in verdicts), [v.summary() for v in verdicts]
+    for client in (docker_sandbox.client, on_podman.client):  # the image is on both, one tag
+        assert client.images.get(build.tag)
+        assert not own_containers(client)
