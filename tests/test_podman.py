@@ -18,11 +18,9 @@ from pathlib import Path
 import dagster as dg
 import docker.errors
 import pytest
-from test_reward_integrity import ROUTES, Scripted
+from test_reward_integrity import ROUTES, hostile_rollout
 
 import endless_assets.definitions as definitions
-from endless_assets.agent.episode import EpisodeLimits, run_episode_in
-from endless_assets.agent.policies import EpisodeTask
 from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import PIPELINE_ASSETS
@@ -167,13 +165,7 @@ def test_a_hostile_agent_earns_zero_on_podman(on_podman, name):
     route = ROUTES[name]
     assert route.image == "base"
     with on_podman.container(on_podman.base.tag, labels={"role": "integrity"}) as box:
-        rollout = run_episode_in(
-            box,
-            EpisodeTask("et-podman", "do nothing useful"),
-            Scripted(route.commands),
-            route.test,
-            EpisodeLimits(command_timeout=30, test_timeout=60),
-        )
+        rollout = hostile_rollout(box, route)
     assert rollout.termination == "done", rollout.error
     assert rollout.reward == 0, rollout.verdict
     assert not own_containers(on_podman.client)

@@ -491,6 +491,17 @@ def naive_reward(sandbox: Sandbox, route: Route, image: str) -> int | None:
         box.remove()
 
 
+def hostile_rollout(box, route: Route):
+    """An episode in `box` whose agent types the route's commands, graded by its test."""
+    return run_episode_in(
+        box,
+        EpisodeTask("et-integrity", "do nothing useful"),
+        Scripted(route.commands),
+        route.test,
+        EpisodeLimits(command_timeout=30, test_timeout=60),
+    )
+
+
 @pytest.mark.parametrize("name", list(ROUTES))
 def test_a_route_that_fools_a_naive_grader_earns_zero_here(sandbox, images, name):
     route = ROUTES[name]
@@ -502,13 +513,7 @@ def test_a_route_that_fools_a_naive_grader_earns_zero_here(sandbox, images, name
     assert naive == expected_naive, f"the route does not work against the naive grader: {naive}"
 
     with sandbox.container(image, labels={"role": "integrity"}) as box:
-        rollout = run_episode_in(
-            box,
-            EpisodeTask("et-integrity", "do nothing useful"),
-            Scripted(route.commands),
-            route.test,
-            EpisodeLimits(command_timeout=30, test_timeout=60),
-        )
+        rollout = hostile_rollout(box, route)
     assert rollout.termination == "done", rollout.error  # scored, not a harness error
     assert rollout.reward == 0, rollout.verdict
 

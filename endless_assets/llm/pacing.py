@@ -189,7 +189,7 @@ class Pacer:
             if ticket.seq > self._last_decrease:
                 self._recent.append(pace)
             typical = statistics.median(self._recent) if self._recent else pace
-            if len(self._recent) >= min(3, WINDOW) and typical > STRETCH * self._reference:
+            if len(self._recent) >= 3 and typical > STRETCH * self._reference:  # (3: a median)
                 self._decrease(ticket, SHRINK)
                 return
             if typical > EASE * self._reference:
