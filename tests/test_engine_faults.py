@@ -20,6 +20,7 @@ from endless_assets.export.imports import import_tasks
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.sandbox import images
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+from endless_assets.stages import ENGINE_RETRIES
 from endless_assets.stages.environment import build_environment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,11 +86,17 @@ def _engine_socket() -> str:
 class FaultyEngine:
     """A Unix socket in front of the real engine. Requests pass through (one per connection),
     except: `drop` (a regex of request targets) closes the connection without an answer, as an
-    engine that goes away does; `truncate_builds` forwards only half of a build's context, so
-    the engine itself fails to unpack it and answers with its own error."""
+    engine that goes away does (only the first `drops` of them, when given: an engine hiccup);
+    `truncate_builds` forwards only half of a build's context, so the engine itself fails to
+    unpack it and answers with its own error."""
 
-    def __init__(self, path: Path, *, drop: str = "", truncate_builds: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, drop: str = "", drops: int = -1, truncate_builds: bool = False
+    ) -> None:
         self.path, self.drop, self.truncate_builds = path, drop, truncate_builds
+        self.drops = drops
+        self.dropped = 0
+        self.guard = threading.Lock()
         self.upstream = _engine_socket()
         self.requests: list[str] = []
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -124,7 +131,7 @@ class FaultyEngine:
             request, *fields = head.decode("latin-1").split("\r\n")
             method, target, _ = request.split(" ", 2)
             self.requests.append(f"{method} {target}")
-            if self.drop and re.search(self.drop, target):
+            if self.drop and re.search(self.drop, target) and self._drop_one():
                 return  # closed without an answer
             headers = {}
             for field in fields:
@@ -155,6 +162,13 @@ class FaultyEngine:
                 if upgrade or length < 0:
                     threading.Thread(target=_pump, args=(client, engine), daemon=True).start()
                 _pump(engine, client)
+
+    def _drop_one(self) -> bool:
+        with self.guard:
+            if 0 <= self.drops <= self.dropped:
+                return False
+            self.dropped += 1
+            return True
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -231,11 +245,35 @@ def test_an_engine_that_drops_a_start_or_an_exec_is_a_harness_error(
     outcome = build_environment(draft, CarriedGenerator(), box)
     assert outcome.status == "harness_error", outcome.reject_reason
     assert outcome.reject_reason.startswith("harness: ")
-    assert any(step in r for r in proxy.requests)
+    assert proxy.dropped == ENGINE_RETRIES + 1  # tried again a bounded number of times
     left = sandbox.client.containers.list(
         all=True, filters={"label": f"endless.task_id={draft.task_id}"}
     )
     assert left == []  # and its container is gone
+
+
+@pytest.mark.parametrize(
+    ("engine", "step"),
+    [
+        ({"drop": r"/containers/[0-9a-f]+/start", "drops": 1}, "start"),
+        ({"drop": r"/exec\b", "drops": 1}, "exec"),
+    ],
+    indirect=["engine"],
+)
+def test_an_engine_that_drops_one_start_or_exec_is_retried_and_the_task_passes(
+    engine, step, tmp_path, sandbox
+):
+    proxy, box = engine
+    draft = imported_draft(
+        tmp_path, sandbox.base.tag, unique_dockerfile(sandbox.base.tag, tmp_path)
+    )
+    outcome = build_environment(draft, CarriedGenerator(), box)
+    assert (outcome.status, outcome.attempts, proxy.dropped) == ("ok", 1, 1)
+    assert [e["stage"] for e in outcome.attempt_log] == ["engine", "initial_test"]
+    left = sandbox.client.containers.list(
+        all=True, filters={"label": f"endless.task_id={draft.task_id}"}
+    )
+    assert left == []
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from endless_assets.generation import Environment, GenerationError, Usage
 from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.startup import ContainerExited
 from endless_assets.stages.repair import Failed, RepairOutcome, cause, repair
 
 
@@ -88,16 +89,53 @@ def test_a_failure_without_feedback_stops_the_repairs():
     assert outcome.reject_reason == "reference_fails: exit 1"
 
 
-def test_an_engine_failure_is_a_harness_error_not_a_rejection():
-    write, _ = scripted(["a"])
+def test_an_engine_failure_is_a_harness_error_not_a_rejection_after_bounded_retries():
+    write, asked = scripted(["a"])
     outcome = RepairOutcome("t1", "rejected")
+    checks, recovered = [], []
 
     def check(written):
+        checks.append(written)
         raise SandboxError("the engine went away")
 
-    repair(outcome, 3, write, check, unparsable="u")
+    repair(outcome, 3, write, check, "u", engine_retries=2, recover=lambda: recovered.append(1))
     assert outcome.status == "harness_error"
     assert outcome.reject_reason == "harness: the engine went away"
+    assert (checks, len(recovered), len(asked)) == (["a", "a", "a"], 2, 1)
+
+
+def test_an_engine_that_fails_once_is_retried_and_the_task_passes_without_a_new_reply():
+    write, asked = scripted(["a"])
+    outcome = RepairOutcome("t1", "rejected")
+    failures = [SandboxError("a start the engine dropped")]
+
+    def check(written):
+        if failures:
+            raise failures.pop()
+        return None
+
+    repair(outcome, 3, write, check, "u", engine_retries=2)
+    assert (outcome.status, outcome.attempts, len(asked)) == ("ok", 1, 1)
+    assert outcome.attempt_log == [
+        {
+            "round": 1,
+            "stage": "engine",
+            "error": "retried after an engine failure: a start the engine dropped",
+        }
+    ]
+
+
+def test_a_container_its_own_image_stopped_is_not_retried():
+    write, _ = scripted(["a"])
+    outcome = RepairOutcome("t1", "rejected")
+    checks = []
+
+    def check(written):
+        checks.append(written)
+        raise ContainerExited("the ENTRYPOINT exited")
+
+    repair(outcome, 3, write, check, "u", engine_retries=2)
+    assert (outcome.status, checks) == ("harness_error", ["a"])
 
 
 def test_the_cause_is_the_end_of_the_output_without_pytest_banners():

@@ -16,16 +16,14 @@ import polars as pl
 
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import ContainerExited
+from endless_assets.sandbox.retry import with_engine_retries
 from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
-from endless_assets.stages import HARNESS_ERROR
+from endless_assets.stages import ENGINE_RETRIES, HARNESS_ERROR
 from endless_assets.stages.journal import Journal, Resumable, fingerprint
 
 T = TypeVar("T")
 R = TypeVar("R")
-ENGINE_RETRIES = 2  # tries again of one item's work that a sandbox engine broke
 
 
 def run_parallel(
@@ -48,19 +46,14 @@ def run_parallel(
     the batch.
     """
 
+    def retried(exc: BaseException, drained: Sequence[str]) -> None:
+        where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
+        context.log.warning(f"{label}: retrying after an engine failure{where}: {exc}")
+
     def attempt(item: T) -> R:
-        for n in range(engine_retries + 1):
-            try:
-                return work(item)
-            except ContainerExited:
-                raise  # the task's image, not the engine: no retry helps
-            except SandboxError as exc:
-                if n == engine_retries:
-                    raise
-                drained = recover() if recover else []  # SandboxError: no engine answers
-                where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
-                context.log.warning(f"{label}: retrying after an engine failure{where}: {exc}")
-        raise AssertionError("unreachable")
+        return with_engine_retries(
+            lambda: work(item), retries=engine_retries, recover=recover, note=retried
+        )
 
     results: list[R | None] = [None] * len(items)
     if not items:

@@ -27,6 +27,11 @@ class SandboxError(RuntimeError):
     """Infrastructure failure (daemon unreachable, API error): a harness error, not a verdict."""
 
 
+class RetriesExhausted(SandboxError):
+    """An engine failure already tried again where it happened (a build): trying the whole step
+    again on the same engine would only repeat those tries."""
+
+
 def tls_for(base_url: str) -> Any:
     """Client TLS for a `tcp://` engine, as docker-py reads it for DOCKER_HOST
     (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH); None where those are unset or the URL is not tcp."""

@@ -17,7 +17,12 @@ from docker import DockerClient
 
 from endless_assets.models import content_hash
 from endless_assets.sandbox import podman
-from endless_assets.sandbox.client import SandboxError, base_labels, wait_for_engine
+from endless_assets.sandbox.client import (
+    RetriesExhausted,
+    SandboxError,
+    base_labels,
+    wait_for_engine,
+)
 from endless_assets.sandbox.podman import short_name
 
 REPOSITORY = "endless-task"
@@ -187,7 +192,7 @@ def build_task_image(
                 fault = str(exc)
                 continue
             return BuildResult(ok, tag, image_id, time.monotonic() - started, False, log)
-        raise SandboxError(
+        raise RetriesExhausted(
             f"docker build failed {BUILD_ATTEMPTS} times on an engine fault (not the "
             f"Dockerfile's): {fault}"
         )

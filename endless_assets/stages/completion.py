@@ -104,7 +104,7 @@ def check_completion_test(
 
     rounds = generator.repair_rounds if max_rounds is None else max_rounds
     write = partial(generator.write_completion_test, draft)
-    return repair(outcome, rounds, write, check, "completion_unparsable")
+    return repair(outcome, rounds, write, check, "completion_unparsable", recover=sandbox.recover)
 
 
 def _solution_note(oracle: Rollout) -> str:

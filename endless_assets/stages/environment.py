@@ -114,6 +114,7 @@ def build_environment(
         "environment_unparsable",
         keep_partial=True,
         harness_errors=ENGINE_ERRORS,
+        recover=sandbox.recover,
     )
 
 

@@ -5,7 +5,10 @@ rounds.
 A stage brings its `write` (one generator call) and its `check` (what it requires of what was
 written, logging its own steps); this module owns the rest: the rounds, the feedback, an
 unusable reply, the usage summed over every call, the reject reason of the last failure, and an
-engine failure as a harness error, never a rejection.
+engine failure: the check is tried again (sandbox/retry.py: after `recover`, which drains an
+engine that stopped answering) at most `engine_retries` more times, then the task is a harness
+error, never a rejection. A retried check asks the generator nothing: what it wrote is checked
+again.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.sandbox.client import SandboxError
-from endless_assets.stages import HARNESS_ERROR, OK
+from endless_assets.sandbox.retry import with_engine_retries
+from endless_assets.stages import ENGINE_RETRIES, HARNESS_ERROR, OK
 
 FEEDBACK_LIMIT = 4000  # characters of a build log or test output fed back and logged
 
@@ -65,6 +70,8 @@ def repair(
     *,
     keep_partial: bool = False,
     harness_errors: tuple[type[BaseException], ...] = (SandboxError,),
+    engine_retries: int = ENGINE_RETRIES,
+    recover: Callable[[], Any] | None = None,
 ) -> Outcome:
     """Run up to `rounds` (at least one) rounds of `write` then `check` (None: passed) into
     `outcome`.
@@ -72,7 +79,8 @@ def repair(
     `write(feedback, previous)` gets the numbered feedback of the last failure (None at first)
     and what it wrote last; a reply it cannot use (`GenerationError`) is rejected as
     `<unparsable>: ...` and fed back, and `keep_partial` keeps what the error says was usable
-    of it as `previous`. `harness_errors` raised anywhere end the loop as a harness error.
+    of it as `previous`. `harness_errors` raised by `check` are retried (see above); raised
+    anywhere else, or once more after the retries, they end the loop as a harness error.
     """
     started = time.monotonic()
     rounds = max(1, rounds)
@@ -93,7 +101,15 @@ def repair(
                 continue
             outcome.usage.add(usage)
             previous = written
-            failed = check(written)
+            failed = with_engine_retries(
+                partial(check, written),
+                retries=engine_retries,
+                recover=recover,
+                note=lambda exc, _: outcome.log(
+                    "engine", f"retried after an engine failure: {exc}"
+                ),
+                errors=harness_errors,
+            )
             if failed is None:
                 outcome.status, outcome.reject_reason = OK, ""
                 break
