@@ -207,6 +207,12 @@ def engine(tmp_path, request, sandbox):
     proxy.close()
 
 
+def containers_of(sandbox, draft) -> list:
+    return sandbox.client.containers.list(
+        all=True, filters={"label": f"endless.task_id={draft.task_id}"}
+    )
+
+
 def unique_dockerfile(base: str, tmp_path: Path, extra: str = "") -> str:
     # A line of its own per test, so that no earlier build is a cache hit.
     return (
@@ -246,10 +252,7 @@ def test_an_engine_that_drops_a_start_or_an_exec_is_a_harness_error(
     assert outcome.status == "harness_error", outcome.reject_reason
     assert outcome.reject_reason.startswith("harness: ")
     assert proxy.dropped == ENGINE_RETRIES + 1  # tried again a bounded number of times
-    left = sandbox.client.containers.list(
-        all=True, filters={"label": f"endless.task_id={draft.task_id}"}
-    )
-    assert left == []  # and its container is gone
+    assert containers_of(sandbox, draft) == []  # and its container is gone
 
 
 @pytest.mark.parametrize(
@@ -270,10 +273,7 @@ def test_an_engine_that_drops_one_start_or_exec_is_retried_and_the_task_passes(
     outcome = build_environment(draft, CarriedGenerator(), box)
     assert (outcome.status, outcome.attempts, proxy.dropped) == ("ok", 1, 1)
     assert [e["stage"] for e in outcome.attempt_log] == ["engine", "initial_test"]
-    left = sandbox.client.containers.list(
-        all=True, filters={"label": f"endless.task_id={draft.task_id}"}
-    )
-    assert left == []
+    assert containers_of(sandbox, draft) == []
 
 
 @pytest.mark.parametrize(
