@@ -344,10 +344,23 @@ def script(request):
         shutil.rmtree(workspace, ignore_errors=True)
 
 
+def preload_pytest():
+    """pytest, and the plugins of its own that every `pytest.main` imports, once, before any agent
+    command: every verdict's forked child reuses them instead of importing them again."""
+    import importlib
+
+    import pytest  # noqa: F401
+    from _pytest.config import default_plugins
+
+    for name in default_plugins:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"_pytest.{name}")
+
+
 def main():
     prctl(PR_SET_DUMPABLE, 0)
     os.umask(0o077)
-    import pytest  # noqa: F401  (once, before any agent command: forked children reuse it)
+    preload_pytest()
 
     if "--once" in sys.argv:
         once(sys.argv[1:])
