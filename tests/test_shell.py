@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
+from endless_assets.agent.episode import run_episode_in
+from endless_assets.agent.policies import EpisodeTask, NoopPolicy
 from endless_assets.sandbox.shell import ShellSession
 
 
@@ -123,3 +127,32 @@ def test_a_runaway_writer_is_stopped_at_the_file_size_cap(sandbox):
         result = sh.run("yes endless > /home/user/big; echo rc=$?; stat -c %s /home/user/big")
         assert "rc=153" in result.output  # 128 + SIGXFSZ
         assert result.output.strip().endswith(str(8 * 1024 * 1024))
+
+
+def shells_started(container, since: float) -> int:
+    """How many agent shells the engine was asked to start in `container` since `since`."""
+    events = container.client.api.events(
+        since=since,
+        until=time.time() + 1,
+        filters={"container": container.id, "event": "exec_create"},
+        decode=True,
+    )
+    return sum("bash --noprofile --norc -c IFS=" in e.get("Action", "") for e in events)
+
+
+def test_a_lazy_shell_starts_at_its_first_command_and_a_do_nothing_episode_starts_none(
+    container,
+):
+    since = time.time() - 1
+    with ShellSession(container, lazy=True) as sh:
+        assert shells_started(container, since) == 0
+        assert sh.run("echo started; whoami").output == "started\nuser\n"
+        assert shells_started(container, since) == 1
+    rollout = run_episode_in(
+        container, EpisodeTask("t", "do nothing", ""), NoopPolicy(), "def test_x(): pass\n"
+    )
+    assert (rollout.termination, rollout.reward) == ("done", 1)
+    assert shells_started(container, since) == 1  # the episode that ran no command: none
+    eager = ShellSession(container)
+    eager.close()
+    assert shells_started(container, since) == 2  # (what the count sees: an eager shell)

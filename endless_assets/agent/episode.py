@@ -178,7 +178,9 @@ def run_episode_in(
         start_grader(container)
         stop = functools.partial(stop_agent, container)
         with (
-            ShellSession(container, output_cap=limits.output_cap, stop_agent=stop) as shell,
+            ShellSession(
+                container, output_cap=limits.output_cap, stop_agent=stop, lazy=True
+            ) as shell,
             queue_clock(queued),
         ):
             rollout.termination = _loop(shell, policy, rollout, limits, started, queued)

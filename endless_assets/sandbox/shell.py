@@ -97,7 +97,10 @@ class ShellSession:
         output_cap: int = DEFAULT_OUTPUT_CAP,
         env: dict[str, str] | None = None,
         stop_agent: Callable[[], None] | None = None,
+        lazy: bool = False,
     ) -> None:
+        """`lazy`: start the shell at the first command (an episode that runs none, the
+        do-nothing control, then costs no `docker exec`)."""
         agent = container.agent
         self.container = container
         self.user = user or agent.user
@@ -125,7 +128,9 @@ class ShellSession:
         self._exit_token = b""  # what the wrapper prints when the shell ends
         self._pid = 0  # the agent's bash, to kill it when it is stuck
         self.restarts = 0
-        self._start()
+        self._closed = False
+        if not lazy:
+            self._start()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _start(self, wait: float = 30.0) -> None:
@@ -161,6 +166,7 @@ class ShellSession:
         self._pending = data[found.end() :]
 
     def close(self) -> None:
+        self._closed = True
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
@@ -216,6 +222,8 @@ class ShellSession:
     # -- commands --------------------------------------------------------------------------------
     def run(self, command: str, timeout: float = 60.0) -> CommandResult:
         """Run one command; returns its merged output, exit code and what the harness had to do."""
+        if self._sock is None and not self._closed:
+            self._start()
         if self._sock is None:
             raise SandboxError("the shell session is closed")
         marker = secrets.token_hex(MARKER_CHARS // 2).encode()
