@@ -20,11 +20,14 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import openai
 
+from endless_assets.lake import resolve_data_dir
 from endless_assets.llm import errors
+from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import Endpoint
 from endless_assets.settings import Settings, SettingsError
 
@@ -67,15 +70,30 @@ def endpoint_for(settings: Settings, role: Role) -> Endpoint:
         model = settings.solver_model
         base_url = settings.solver_base_url or settings.generator_base_url
         keys = SOLVER_API_KEY_ENVS
+    return endpoint_with(settings, model, base_url, keys)
+
+
+def endpoint_with(
+    settings: Settings, model: str, base_url: str, key_envs: tuple[str, ...]
+) -> Endpoint:
+    """An endpoint for `model` at `base_url` (keys from the first of `key_envs` that is set),
+    with the settings' client limits: timeout, retries, backoff, concurrency."""
     return Endpoint(
         model=model,
         base_url=base_url,
-        api_key_envs=keys,
+        api_key_envs=key_envs,
         timeout=settings.llm_timeout,
         retries=settings.llm_retries,
         backoff=settings.llm_backoff,
         concurrency=settings.llm_concurrency,
     )
+
+
+def reply_cache(settings: Settings) -> ReplyCache | None:
+    """The batch's reply cache beside the lake (None when `llm_cache` is off)."""
+    if not settings.llm_cache:
+        return None
+    return ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
 
 
 def require_model(settings: Settings, role: Role) -> tuple[Endpoint, ModelCheck]:

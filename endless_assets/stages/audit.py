@@ -23,20 +23,17 @@ import json
 import threading
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.lake import resolve_data_dir
-from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import (
     ChatClient,
     ChatReply,
-    Endpoint,
     LLMRequestError,
     LLMUnavailable,
 )
+from endless_assets.llm.preflight import endpoint_with, reply_cache
 from endless_assets.models import Task
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.settings import Settings
@@ -193,17 +190,17 @@ class Auditor:
         if settings.reference_judge_model:
             reference = cls(
                 ChatClient(
-                    _endpoint(
+                    endpoint_with(
                         settings,
                         settings.reference_judge_model,
                         settings.reference_judge_base_url or base_url,
                         REFERENCE_API_KEY_ENVS,
                     ),
-                    _cache(settings),
+                    reply_cache(settings),
                 ),
                 max_tokens=settings.turn_tokens,
             )
-        endpoint = _endpoint(settings, settings.auditor_model, base_url, AUDITOR_API_KEY_ENVS)
+        endpoint = endpoint_with(settings, settings.auditor_model, base_url, AUDITOR_API_KEY_ENVS)
         limits = EpisodeLimits(
             max_turns=settings.max_turns,
             command_timeout=settings.command_timeout,
@@ -211,7 +208,7 @@ class Auditor:
             output_cap=min(settings.output_cap, CHEAT_OUTPUT_CAP),
         )
         return cls(
-            ChatClient(endpoint, _cache(settings)),
+            ChatClient(endpoint, reply_cache(settings)),
             limits=limits,
             cheat_temperature=settings.solver_temperature,
             max_tokens=settings.turn_tokens,
@@ -288,24 +285,6 @@ class Auditor:
                 )
             outcome.judgements.append(theirs)
         return judgement
-
-
-def _endpoint(settings: Settings, model: str, base_url: str, key_envs: tuple[str, ...]) -> Endpoint:
-    return Endpoint(
-        model=model,
-        base_url=base_url,
-        api_key_envs=key_envs,
-        timeout=settings.llm_timeout,
-        retries=settings.llm_retries,
-        backoff=settings.llm_backoff,
-        concurrency=settings.llm_concurrency,
-    )
-
-
-def _cache(settings: Settings) -> ReplyCache | None:
-    if not settings.llm_cache:
-        return None
-    return ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
 
 
 def audit_task(

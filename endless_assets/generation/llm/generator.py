@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,10 +31,8 @@ from endless_assets.generation.parsing import (
     parse_task,
     parse_test,
 )
-from endless_assets.lake import resolve_data_dir
-from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError
-from endless_assets.llm.preflight import require_model
+from endless_assets.llm.preflight import reply_cache, require_model
 from endless_assets.models import Task
 from endless_assets.sandbox.base_image import PACKAGES
 from endless_assets.settings import Settings
@@ -89,13 +86,8 @@ class LLMGenerator:
     @classmethod
     def from_settings(cls, settings: Settings, base_image: str) -> LLMGenerator:
         endpoint, _ = require_model(settings, "generator")  # named, and served there
-        cache = (
-            ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
-            if settings.llm_cache
-            else None
-        )
         return cls(
-            ChatClient(endpoint, cache),
+            ChatClient(endpoint, reply_cache(settings)),
             base_image,
             task_temperature=settings.task_temperature,
             test_temperature=settings.test_temperature,
