@@ -7,6 +7,7 @@ this process is left behind: the sandbox must remove every container whatever ha
 from __future__ import annotations
 
 import pytest
+from postgres_server import postgres  # noqa: F401  (the fixture, for every test module)
 
 from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, SandboxError, owner_tag
 from endless_assets.sandbox.sandbox import Sandbox

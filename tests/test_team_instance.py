@@ -5,23 +5,20 @@ password appears in no file, log or message."""
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
+from dagster_daemon import start_daemon, stop, wait_for
+from postgres_server import PASSWORD, free_port
 
 from endless_assets.instance import LEGACY, MARK, InstanceError
 from endless_assets.lake import Lake
@@ -29,9 +26,7 @@ from endless_assets.launch import ensure_dagster_home
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
-PASSWORD = f"pw-{secrets.token_hex(12)}"
 BATCHES = ["2026-04-01", "2026-04-02", "2026-04-03"]
-POLLS = 1200  # one a second at most: a bound on waiting for the runs, not a timing assertion
 # What endless wrote before it marked its files: launch.INSTANCE_YAML, and the repository's
 # dagster_home/dagster.yaml (same settings, with comments).
 OLD_INSTANCE_YAML = (
@@ -44,81 +39,6 @@ OLD_REPO_YAML = (
     "builds and runs containers for one batch at a time; backfills queue.\n"
     "    max_concurrent_runs: 1\n"
 )
-
-
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name) or sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return found if isinstance(found, str) else (found[-1] if found else None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass(frozen=True)
-class Postgres:
-    root: Path
-    port: int
-
-    def database(self, name: str) -> str:
-        """A fresh database; its URL with the password (what a team puts in DAGSTER_PG_URL)."""
-        import psycopg2
-
-        conn = psycopg2.connect(host=str(self.root), port=self.port, user="postgres")
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute(f'create database "{name}"')
-        conn.close()
-        return f"postgresql+psycopg2://postgres:{PASSWORD}@127.0.0.1:{self.port}/{name}"
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed")
-    # initdb refuses to run as root: the server runs as `postgres`, in a directory it owns.
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    root = Path(tempfile.mkdtemp(prefix="endless-pg-"))
-    (root / "pw").write_text(PASSWORD)
-    if as_postgres:
-        for path in (root, root / "pw"):
-            shutil.chown(path, "postgres", "postgres")
-    port = _free_port()
-
-    def ctl(*args: str) -> None:
-        subprocess.run(
-            [*as_postgres, pg_ctl, "-D", str(root / "data"), *args], check=True, capture_output=True
-        )
-
-    subprocess.run(
-        [
-            *as_postgres,
-            initdb,
-            "-D",
-            str(root / "data"),
-            "-U",
-            "postgres",
-            "--pwfile",
-            str(root / "pw"),
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    options = f"-k {root} -p {port} -c listen_addresses=127.0.0.1"
-    ctl("-o", options, "-l", str(root / "server.log"), "-w", "-t", "60", "start")
-    try:
-        yield Postgres(root, port)
-    finally:
-        ctl("-m", "fast", "-w", "-t", "60", "stop")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _files_holding(text: str, *roots: Path) -> list[str]:
@@ -165,23 +85,15 @@ def test_three_batches_submitted_at_once_to_a_postgres_instance_all_succeed(
     monkeypatch.setenv("DAGSTER_PG_URL", url)
 
     log = tmp_path / "daemon.log"
-    with open(log, "w") as sink:
-        daemon = subprocess.Popen(
-            [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
-            env=env,
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    daemon = start_daemon(env, log)
     try:
         with dg.DagsterInstance.from_config(str(home)) as instance:
-            runs = _wait_for(instance, run_ids, daemon)
+            runs = wait_for(instance, run_ids, daemon)
             records = [instance.get_run_record_by_id(r) for r in run_ids]
             pools = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
             events = " ".join(str(e) for r in run_ids for e in instance.all_logs(r))
     finally:
-        _stop(daemon)
+        stop(daemon)
     daemon_log = log.read_text()
 
     assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 3, daemon_log[-3000:]
@@ -200,30 +112,6 @@ def test_three_batches_submitted_at_once_to_a_postgres_instance_all_succeed(
     assert all(PASSWORD not in out + err for out, err in outputs)
     assert "env: DAGSTER_PG_URL" in (home / "dagster.yaml").read_text()
     assert _files_holding(PASSWORD, home, data) == []
-
-
-def _wait_for(instance, run_ids, daemon) -> list[dg.DagsterRun]:
-    """Poll the instance until every run has finished (or the daemon has died)."""
-    for _ in range(POLLS):
-        runs = [instance.get_run_by_id(r) for r in run_ids]
-        if all(r.is_finished for r in runs) or daemon.poll() is not None:
-            return runs
-        time.sleep(1)
-    return runs
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the daemon and what it started (its process group)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    with_group = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
-    for pid in with_group.stdout.split():
-        os.kill(int(pid), signal.SIGKILL)
 
 
 # The instance's yaml ---------------------------------------------------------------------------
@@ -289,7 +177,7 @@ def test_a_yaml_a_user_wrote_is_left_alone_with_a_one_line_note(
 def test_a_pg_url_that_does_not_parse_or_answer_is_refused_in_one_line_before_any_work(
     postgres, tmp_path
 ):
-    closed = _free_port()
+    closed = free_port()
     bad = {
         "does not parse": f"mysql://u:{PASSWORD}@127.0.0.1/x",
         "driver that is not installed": f"postgresql://u:{PASSWORD}@127.0.0.1:{postgres.port}/x",
@@ -328,7 +216,9 @@ def test_a_pg_url_that_does_not_parse_or_answer_is_refused_in_one_line_before_an
 
 
 def test_the_deployment_files_parse_and_name_files_that_exist(monkeypatch):
+    from dagster._config import process_config
     from dagster._core.instance.config import dagster_instance_config
+    from dagster_docker import DockerRunLauncher
 
     values = yaml.safe_load((ROOT / "deploy/helm/values.yaml").read_text())
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
@@ -337,13 +227,17 @@ def test_the_deployment_files_parse_and_name_files_that_exist(monkeypatch):
     workspace = yaml.safe_load((ROOT / "deploy/workspace-grpc.yaml").read_text())
     assert workspace["load_from"][0]["grpc_server"]["location_name"] == "endless"
 
-    # The dagster-docker example is a valid instance config for this Dagster (validated against
-    # its schema; dagster_docker itself is not installed here, so it is not instantiated).
+    # The dagster-docker example is a valid instance config for this Dagster, and its launcher's
+    # config is one dagster-docker takes (tests/test_docker_run_launcher.py launches a run with
+    # the same shape).
     monkeypatch.setenv("DAGSTER_PG_URL", "postgresql+psycopg2://u:p@h/d")
     with tempfile.TemporaryDirectory() as home:
         shutil.copy(ROOT / "deploy/dagster-docker.yaml", Path(home) / "dagster.yaml")
         config, _ = dagster_instance_config(home)
     assert config["run_launcher"]["class"] == "DockerRunLauncher"
+    launcher = process_config(DockerRunLauncher.config_type(), config["run_launcher"]["config"])
+    assert launcher.success, launcher.errors
+    assert DockerRunLauncher(**launcher.value).networks == ["endless"]
 
     dockerfile = (ROOT / "deploy/Dockerfile").read_text().splitlines()
     assert [ln for ln in dockerfile if ln.startswith("FROM ")] == ["FROM python:3.11-slim-bookworm"]
