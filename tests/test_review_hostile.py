@@ -350,6 +350,20 @@ def test_a_shell_that_exits_while_the_pids_limit_is_full_comes_back_with_the_bom
     assert after.output == "alive\n0\n", after.output
 
 
+def test_a_shell_that_exits_with_the_pids_limit_nearly_full_comes_back_with_them_killed(container):
+    # Not a bomb: 470 sleepers of 512 pids leave room for a new shell and a start, which a bomb
+    # under load also sometimes does (it takes freed pids as fast as it can, not always first).
+    start_grader(container)
+    stop = functools.partial(stop_agent, container)
+    with ShellSession(container, stop_agent=stop) as sh:
+        exited = sh.run(
+            "for i in $(seq 470); do setsid sleep 1000 >/dev/null 2>&1 & done; exit", timeout=120
+        )
+        after = sh.run("pgrep -c -u user sleep || true")
+    assert exited.shell_restarted and "every process of yours was killed" in exited.note, exited
+    assert after.output == "0\n", after.output
+
+
 # == (c) the persistent shell: state and framing ===================================================
 
 

@@ -69,6 +69,13 @@ __endless_end() {
 }
 builtin printf 'ready-%s %d\n' TOKEN "$$"
 """.replace("MARKER_CHARS", str(MARKER_CHARS)).replace("TAG_CHARS", str(TAG_CHARS))
+# Exit 0 unless the container's processes use 90% of its pids limit or more (cgroup v2 or v1;
+# no limit, or no cgroup file to read: 0). Shell builtins only: it forks nothing.
+_PIDS_LEFT = (
+    "p=/sys/fs/cgroup/pids; [ -d $p ] || p=/sys/fs/cgroup; "
+    "read -r n < $p/pids.current && read -r m < $p/pids.max || exit 0; "
+    '[ "$m" = max ] || [ $((n * 10)) -lt $((m * 9)) ]'
+)
 _FRAME = '__endless_run {};builtin eval -- "$__endless_cmd" 2>&1;__endless_end\n'
 
 
@@ -334,8 +341,11 @@ class ShellSession:
         return "; a new shell could not start, so every process of yours was killed"
 
     def _can_start_a_process(self) -> bool:
+        """Whether the agent can go on: a process of its starts, and the container's processes
+        do not (nearly) fill its pids limit. A fork bomb takes every pid as it is freed, but not
+        always before our own start takes one: a start that succeeded says little by itself."""
         try:
-            return self.container.exec_root(["true"], user=self.user).exit_code == 0
+            return self.container.exec_root(["sh", "-c", _PIDS_LEFT], user=self.user).exit_code == 0
         except SandboxError:
             return False
 
