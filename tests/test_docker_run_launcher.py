@@ -94,14 +94,17 @@ def test_a_batch_launched_by_dagster_dockers_run_launcher_runs_in_a_container(
     finally:
         stop(daemon)
     daemon_log = (tmp_path / "daemon.log").read_text()
-    container_id = run.tags.get("docker/container_id", "")
-    assert container_id, daemon_log[-3000:]
-    container = sandbox.client.containers.get(container_id)
-    try:
-        logs = container.logs().decode("utf-8", "replace")
-        attrs = container.attrs
-    finally:
+    # The run's container (whatever became of the run), read and removed.
+    launched = sandbox.client.containers.list(
+        all=True, filters={"label": f"dagster/run_id={run_id}"}
+    )
+    logs = "".join(c.logs().decode("utf-8", "replace") for c in launched)
+    attrs = [c.attrs for c in launched]
+    for container in launched:
         container.remove(force=True)
+    container_id = run.tags.get("docker/container_id", "")
+    assert container_id and [a["Id"] for a in attrs] == [container_id], daemon_log[-3000:]
+    (attrs,) = attrs
     assert run.status == dg.DagsterRunStatus.SUCCESS, "\n".join([*events[-30:], logs[-3000:]])
     assert any(f"new container {container_id}" in e for e in events)
     # The run executed in that container of the local engine: its steps logged there.

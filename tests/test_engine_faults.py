@@ -213,6 +213,15 @@ def containers_of(sandbox, draft) -> list:
     )
 
 
+def built_through(engine, tmp_path: Path, sandbox):
+    """Stage II of a fresh task through the faulty engine: (proxy, draft, outcome)."""
+    proxy, box = engine
+    draft = imported_draft(
+        tmp_path, sandbox.base.tag, unique_dockerfile(sandbox.base.tag, tmp_path)
+    )
+    return proxy, draft, build_environment(draft, CarriedGenerator(), box)
+
+
 def unique_dockerfile(base: str, tmp_path: Path, extra: str = "") -> str:
     # A line of its own per test, so that no earlier build is a cache hit.
     return (
@@ -237,18 +246,13 @@ def test_a_build_context_the_engine_cannot_unpack_is_a_harness_error_after_bound
 
 
 @pytest.mark.parametrize(
-    ("engine", "step"),
-    [({"drop": r"/containers/[0-9a-f]+/start"}, "start"), ({"drop": r"/exec\b"}, "exec")],
-    indirect=["engine"],
+    "engine",
+    [{"drop": r"/containers/[0-9a-f]+/start"}, {"drop": r"/exec\b"}],
+    indirect=True,
+    ids=["start", "exec"],
 )
-def test_an_engine_that_drops_a_start_or_an_exec_is_a_harness_error(
-    engine, step, tmp_path, sandbox
-):
-    proxy, box = engine
-    draft = imported_draft(
-        tmp_path, sandbox.base.tag, unique_dockerfile(sandbox.base.tag, tmp_path)
-    )
-    outcome = build_environment(draft, CarriedGenerator(), box)
+def test_an_engine_that_drops_a_start_or_an_exec_is_a_harness_error(engine, tmp_path, sandbox):
+    proxy, draft, outcome = built_through(engine, tmp_path, sandbox)
     assert outcome.status == "harness_error", outcome.reject_reason
     assert outcome.reject_reason.startswith("harness: ")
     assert proxy.dropped == ENGINE_RETRIES + 1  # tried again a bounded number of times
@@ -256,21 +260,18 @@ def test_an_engine_that_drops_a_start_or_an_exec_is_a_harness_error(
 
 
 @pytest.mark.parametrize(
-    ("engine", "step"),
+    "engine",
     [
-        ({"drop": r"/containers/[0-9a-f]+/start", "drops": 1}, "start"),
-        ({"drop": r"/exec\b", "drops": 1}, "exec"),
+        {"drop": r"/containers/[0-9a-f]+/start", "drops": 1},
+        {"drop": r"/exec\b", "drops": 1},
     ],
-    indirect=["engine"],
+    indirect=True,
+    ids=["start", "exec"],
 )
 def test_an_engine_that_drops_one_start_or_exec_is_retried_and_the_task_passes(
-    engine, step, tmp_path, sandbox
+    engine, tmp_path, sandbox
 ):
-    proxy, box = engine
-    draft = imported_draft(
-        tmp_path, sandbox.base.tag, unique_dockerfile(sandbox.base.tag, tmp_path)
-    )
-    outcome = build_environment(draft, CarriedGenerator(), box)
+    proxy, draft, outcome = built_through(engine, tmp_path, sandbox)
     assert (outcome.status, outcome.attempts, proxy.dropped) == ("ok", 1, 1)
     assert [e["stage"] for e in outcome.attempt_log] == ["engine", "initial_test"]
     assert containers_of(sandbox, draft) == []

@@ -323,7 +323,7 @@ class ShellSession:
             self._start(wait=30.0 if self.stop_agent is None else 10.0)
             # The new shell may have taken the one pid the old one freed, in a container whose
             # pids limit the agent's processes fill: it could not run a single command.
-            if self.stop_agent is None or self._can_start_a_process():
+            if self.stop_agent is None or self._agent_can_go_on():
                 return ""
             self.close()
         except SandboxError:
@@ -340,7 +340,7 @@ class ShellSession:
             self._start()
         return "; a new shell could not start, so every process of yours was killed"
 
-    def _can_start_a_process(self) -> bool:
+    def _agent_can_go_on(self) -> bool:
         """Whether the agent can go on: a process of its starts, and the container's processes
         do not (nearly) fill its pids limit. A fork bomb takes every pid as it is freed, but not
         always before our own start takes one: a start that succeeded says little by itself."""
