@@ -63,14 +63,14 @@ def test_a_serial_server_is_not_flooded_with_abandoned_requests(served):
     client = client_of(served, timeout=120.0)
 
     def ask(i: int):
-        return client.complete([SYSTEM, {"role": "user", "content": f"hi {i}"}], max_tokens=256)
+        return client.complete([SYSTEM, {"role": "user", "content": f"hi {i}"}], max_tokens=128)
 
     with ThreadPoolExecutor(16) as pool:
-        replies = list(pool.map(ask, range(32)))
-    assert all(r.tokens_out == 256 for r in replies), "every request was answered in full"
+        replies = list(pool.map(ask, range(24)))
+    assert all(r.tokens_out == 128 for r in replies), "every request was answered in full"
     report = client.report()
     assert report["llm_timeouts"] == 0 and report["llm_retries"] == 0
-    assert report["llm_requests_sent"] == 32, "nothing was sent twice"
+    assert report["llm_requests_sent"] == 24, "nothing was sent twice"
     # 16 callers: the old client had all 16 open. The pacer probes upward and backs off; how far
     # it probes before the stretched replies pull it back depends on the machine's load (5 on
     # an idle one, 7 seen once with benchmarks on the same 2 cores): at most half of them.

@@ -32,10 +32,13 @@ ASSETS = [
 ]
 
 
-def materialize(data_dir, tasks: int, batch: str = BATCH, **config) -> dg.ExecuteInProcessResult:
+def materialize(
+    data_dir, tasks: int, batch: str = BATCH, selection: list[str] | None = None, **config
+) -> dg.ExecuteInProcessResult:
     assets = [getattr(definitions, name) for name in ASSETS]
     return dg.materialize(
         assets,
+        selection=selection,
         partition_key=batch,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
@@ -51,7 +54,9 @@ def full_batch(tmp_path_factory, sandbox):
     tasks = 2 * len(ALL_FAMILIES)
     first = materialize(data_dir, tasks)
     ids_first = query(Lake(data_dir), "select task_id from task_descriptions order by 1")
-    second = materialize(data_dir, tasks)
+    # The rerun redoes every stage but soundness, whose rerun (a minute here) is
+    # test_soundness_pipeline's: filtered_dataset reads the stored soundness partition.
+    second = materialize(data_dir, tasks, selection=[a for a in ASSETS if a != "task_soundness"])
     return data_dir, tasks, first, second, ids_first
 
 
