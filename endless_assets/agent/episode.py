@@ -175,7 +175,7 @@ def run_episode_in(
         # The grader is resident before the agent's first command: at the verdict it can stop
         # every agent process without needing a new exec or a fork (a fork bomb or a memory hog
         # left behind cannot keep the grade from happening).
-        start_grader(container)
+        start_grader(container, completion_test)
         stop = functools.partial(stop_agent, container)
         with (
             ShellSession(

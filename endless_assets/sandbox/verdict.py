@@ -84,7 +84,7 @@ def run_pytest(
     started = time.monotonic()
     uid = container.agent.uid if agent_uid is None else agent_uid
     spec = bundle.unpack(test_source)
-    if (spec is not None and spec.script) or (uid == 0 and stop_agent):
+    if _in_verifier(spec, uid, stop_agent):
         spec = spec or bundle.Verifier(test=test_source, test_name=filename)
         from endless_assets.sandbox.verifier import grade_in_verifier  # (it imports this module)
 
@@ -179,7 +179,9 @@ def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
 class _Grader:
     """The client end of one container's grader process."""
 
-    def __init__(self, container: TaskContainer, pycache_prefix: str = "") -> None:
+    def __init__(
+        self, container: TaskContainer, pycache_prefix: str = "", preload: bool = True
+    ) -> None:
         self.container = container
         api = container.client.api
         # The source goes on the command line: nothing of the grader is on disk for the agent to
@@ -193,7 +195,7 @@ class _Grader:
         try:
             exec_id = api.exec_create(
                 container.id,
-                [*command, "-c", GRADER_SOURCE],
+                [*command, "-c", GRADER_SOURCE, *([] if preload else ["--no-preload"])],
                 stdin=True,
                 stdout=True,
                 stderr=True,
@@ -273,13 +275,28 @@ def stop_agent_processes(container: TaskContainer, uid: int) -> None:
     _grader_for(container).ask(request, deadline=time.monotonic() + 60)
 
 
-def start_grader(container: TaskContainer) -> None:
-    """Start the container's grader now (it is otherwise started by the first verdict)."""
-    _grader_for(container)
+def _in_verifier(spec: bundle.Verifier | None, uid: int, stop_agent: bool) -> bool:
+    """Is this verdict given in a verifier container (a task's own script; a root agent's)?"""
+    return (spec is not None and bool(spec.script)) or (uid == 0 and stop_agent)
 
 
-def _grader_for(container: TaskContainer, pycache_prefix: str = "") -> _Grader:
+def start_grader(container: TaskContainer, test_source: str | None = None) -> None:
+    """Start the container's grader now (it is otherwise started by the first verdict). Given
+    the test the episode ends with, it imports pytest ahead only if that verdict is given here
+    (not in a verifier container, which starts a grader of its own)."""
+    preload = True
+    if test_source is not None:
+        preload = not _in_verifier(bundle.unpack(test_source), container.agent.uid, True)
+    _grader_for(container, preload=preload)
+
+
+def _grader_for(
+    container: TaskContainer, pycache_prefix: str = "", preload: bool = True
+) -> _Grader:
+    """The container's resident grader, started on first use. `preload=False` where it will
+    run no pytest of ours (a task's own script grades; the verdict is a verifier container's):
+    it does not import pytest ahead."""
     if container.grader is None:
-        container.grader = _Grader(container, pycache_prefix)
+        container.grader = _Grader(container, pycache_prefix, preload)
     assert isinstance(container.grader, _Grader)
     return container.grader

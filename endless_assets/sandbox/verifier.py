@@ -74,7 +74,7 @@ def grade_in_verifier(
             stop_agent_processes(container, uid)
 
     with verifier_container(container, stop) as box:
-        grader = _grader_for(box, pycache_prefix=PYCACHE)
+        grader = _grader_for(box, pycache_prefix=PYCACHE, preload=not spec.script)
         deadline = time.monotonic() + timeout + 60
         if not spec.script:
             request = {
@@ -101,10 +101,14 @@ def grade_in_verifier(
 
 def _script_request(box: TaskContainer, spec: bundle.Verifier, timeout: float) -> dict:
     user = spec.user or box.agent.image_user or "root"
-    try:
-        uid, gid, home = lookup_user(box.client, box.id, user)
-    except ValueError as exc:
-        raise SandboxError(f"the verifier's user: {exc}") from exc
+    agent = box.agent  # resolved in the agent's container before its first command
+    if user == agent.user:
+        uid, gid, home = agent.uid, agent.gid, agent.home
+    else:
+        try:
+            uid, gid, home = lookup_user(box.client, box.id, user)
+        except ValueError as exc:
+            raise SandboxError(f"the verifier's user: {exc}") from exc
     env = {**box.image_env, "HOME": home, **spec.env}
     return {
         "id": secrets.token_hex(6),

@@ -1,0 +1,119 @@
+"""Where an imported batch's validation spends its time: stages I-III of the conventions import.
+
+Imported tasks (Harbor, Terminal-Bench) are graded by their own scripts, and a root agent's verdict
+too is given in a verifier container (sandbox/verifier.py): commit, a new container, a grader in
+it, the script. This materializes the mixed-conventions directory of
+tests/test_import_conventions.py (10 tasks: root agents, task.toml users, tests/test.sh, a
+Terminal-Bench compose task...) through imported task_descriptions, task_environments and
+completion_tests with `workers=2`, and prints the wall clock and, per step of a verdict, how often
+it ran and its mean wall time (threads overlap: the totals add up to more than the wall).
+
+    .venv/bin/python bench/import_validation_cost.py
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import dagster as dg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import test_import_conventions as conventions
+
+from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
+from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.partitions import imported_batches
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.sandbox import container, verdict, verifier
+
+TIMES: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+LOCK = threading.Lock()
+
+
+def note(name: str, seconds: float) -> None:
+    with LOCK:
+        TIMES[name][0] += 1
+        TIMES[name][1] += seconds
+
+
+def timed(owner, name: str, label: str | None = None) -> None:
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        started = time.monotonic()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            note(label or name, time.monotonic() - started)
+
+    setattr(owner, name, wrapper)
+
+
+def timed_context(owner, name: str) -> None:
+    original = getattr(owner, name)
+
+    @contextlib.contextmanager
+    def wrapper(*args, **kwargs):
+        started = time.monotonic()
+        with original(*args, **kwargs) as value:
+            note(f"{name} (start)", time.monotonic() - started)
+            yield value
+            leaving = time.monotonic()
+        note(f"{name} (removal)", time.monotonic() - leaving)
+
+    setattr(owner, name, wrapper)
+
+
+def main() -> None:
+    for name in ("grade_in_verifier", "commit", "tampering", "_script_request"):
+        timed(verifier, name)
+    timed(verifier, "_grader_for", "grader start (verifier)")
+    timed(verdict, "_grader_for", "grader start (agent's container)")
+    timed(verdict._Grader, "ask", "grader request")
+    timed(container.TaskContainer, "restart")
+    timed_context(verifier, "task_container")
+    work = Path(tempfile.mkdtemp(prefix="import-cost-"))
+    conventions.source_tasks(work / "tasks")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(imported_batches.name, [conventions.BATCH])
+    image_map = {"ubuntu:22.04": "endless-base", "python:3.13-slim": "endless-base-trixie"}
+    started = time.monotonic()
+    result = dg.materialize(
+        IMPORTED_ASSETS[:3],
+        partition_key=conventions.BATCH,
+        instance=instance,
+        resources={
+            "pipeline": PipelineSettings(data_dir=str(work / "lake"), workers=2),
+            "lake_io_manager": ParquetLakeIOManager(data_dir=str(work / "lake")),
+        },
+        run_config={
+            "ops": {
+                IMPORT_OP: {
+                    "config": {
+                        "source_dir": str(work / "tasks"),
+                        "format": "auto",
+                        "base_image_map": image_map,
+                    }
+                }
+            }
+        },
+        raise_on_error=False,
+    )
+    print(
+        f"stages I-III of the conventions import: {time.monotonic() - started:.1f} s wall, "
+        f"{'succeeded' if result.success else 'FAILED'}"
+    )
+    for name, (count, total) in sorted(TIMES.items(), key=lambda item: -item[1][1]):
+        print(f"  {name:34} {count:4d}x  mean {total / count * 1000:6.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
