@@ -22,15 +22,10 @@ import threading
 import time
 from pathlib import Path
 
-import dagster as dg
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import test_import_conventions as conventions
 
-from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.partitions import imported_batches
-from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.sandbox import container, verdict, verifier
 
 TIMES: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
@@ -81,32 +76,8 @@ def main() -> None:
     timed(container.TaskContainer, "restart")
     timed_context(verifier, "task_container")
     work = Path(tempfile.mkdtemp(prefix="import-cost-"))
-    conventions.source_tasks(work / "tasks")
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(imported_batches.name, [conventions.BATCH])
-    image_map = {"ubuntu:22.04": "endless-base", "python:3.13-slim": "endless-base-trixie"}
     started = time.monotonic()
-    result = dg.materialize(
-        IMPORTED_ASSETS[:3],
-        partition_key=conventions.BATCH,
-        instance=instance,
-        resources={
-            "pipeline": PipelineSettings(data_dir=str(work / "lake"), workers=2),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(work / "lake")),
-        },
-        run_config={
-            "ops": {
-                IMPORT_OP: {
-                    "config": {
-                        "source_dir": str(work / "tasks"),
-                        "format": "auto",
-                        "base_image_map": image_map,
-                    }
-                }
-            }
-        },
-        raise_on_error=False,
-    )
+    result = conventions.import_conventions(work, IMPORTED_ASSETS[:3])
     print(
         f"stages I-III of the conventions import: {time.monotonic() - started:.1f} s wall, "
         f"{'succeeded' if result.success else 'FAILED'}"

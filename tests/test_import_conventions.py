@@ -205,34 +205,35 @@ def source_tasks(src: Path) -> None:
     write(two, "run-tests.sh", TB_RUN_TESTS)
 
 
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory, sandbox):
-    work = tmp_path_factory.mktemp("conventions")
+def import_conventions(work: Path, assets: list, **settings) -> dg.ExecuteInProcessResult:
+    """The directory of `source_tasks`, written under `work`, imported as BATCH through `assets`
+    (also bench/import_validation_cost.py's run)."""
     source_tasks(work / "tasks")
     data_dir = work / "lake"
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(imported_batches.name, [BATCH])
     image_map = {"ubuntu:22.04": "endless-base", "python:3.13-slim": "endless-base-trixie"}
-    result = dg.materialize(
-        [*IMPORTED_ASSETS, imported_task_soundness],
+    config = {"source_dir": str(work / "tasks"), "format": "auto", "base_image_map": image_map}
+    return dg.materialize(
+        assets,
         partition_key=BATCH,
         instance=instance,
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2, soundness_repeats=1),
+            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2, **settings),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
-        run_config={
-            "ops": {
-                IMPORT_OP: {
-                    "config": {
-                        "source_dir": str(work / "tasks"),
-                        "format": "auto",
-                        "base_image_map": image_map,
-                    }
-                }
-            }
-        },
+        run_config={"ops": {IMPORT_OP: {"config": config}}},
+        raise_on_error=False,
     )
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory, sandbox):
+    work = tmp_path_factory.mktemp("conventions")
+    result = import_conventions(
+        work, [*IMPORTED_ASSETS, imported_task_soundness], soundness_repeats=1
+    )
+    data_dir = work / "lake"
     assert result.success
     return work, Lake(data_dir)
 
