@@ -20,9 +20,18 @@ from endless_assets.testing.scripted_server import Reply, ScriptedServer
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
+_ENDPOINTS = itertools.count()
+
+
 def endpoint(server: ScriptedServer, **kw) -> Endpoint:
+    # A model name of its own: a pacer is per endpoint and process, and a later server may get
+    # an earlier one's port (and so its pacer, with that test's cap and limit).
     return Endpoint(
-        model="m", base_url=server.base_url, retries=kw.pop("retries", 3), backoff=0.01, **kw
+        model=f"m-{next(_ENDPOINTS)}",
+        base_url=server.base_url,
+        retries=kw.pop("retries", 3),
+        backoff=0.01,
+        **kw,
     )
 
 
@@ -32,7 +41,9 @@ def test_a_reply_with_usage():
     assert reply.text == "hi there" and reply.reasoning == "thinking..."
     assert reply.tokens_in > 0 and reply.tokens_out > 0
     sent = server.requests[0]
-    assert sent["model"] == "m" and sent["temperature"] == 0.6 and sent["max_tokens"] == 64
+    assert (
+        sent["model"].startswith("m-") and sent["temperature"] == 0.6 and sent["max_tokens"] == 64
+    )
 
 
 def test_429_and_500_are_retried():
@@ -79,10 +90,10 @@ def test_reasoning_models_get_max_completion_tokens():
 def test_the_cache_answers_a_repeated_request(tmp_path):
     counter = itertools.count()
     with ScriptedServer(lambda r: Reply(f"reply {next(counter)}")) as server:
-        cache = ReplyCache(tmp_path)
-        first = ChatClient(endpoint(server), cache).complete(MESSAGES, seed=1)
-        again = ChatClient(endpoint(server), cache).complete(MESSAGES, seed=1)
-        other_seed = ChatClient(endpoint(server), cache).complete(MESSAGES, seed=2)
+        cache, same = ReplyCache(tmp_path), endpoint(server)
+        first = ChatClient(same, cache).complete(MESSAGES, seed=1)
+        again = ChatClient(same, cache).complete(MESSAGES, seed=1)
+        other_seed = ChatClient(same, cache).complete(MESSAGES, seed=2)
     assert again.text == first.text and again.cached
     assert other_seed.text != first.text
     assert len(server.requests) == 2
