@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 STRETCH = 3.0  # median pace more than this times the fastest one seen: the server is queueing
 EASE = 1.5  # above this, growth slows from doubling to one per round trip
+RESUME = 1.15  # at or below this (and before any shrink), doubling resumes
 SHRINK = 0.75  # on stretched replies
 HALVE = 0.5  # on timeouts and overload
 MIN_TOKENS = 8  # replies shorter than this say little about the pace
@@ -214,7 +215,12 @@ class Pacer:
         before = statistics.median(lower)
         if typical > EASE * before:
             self._threshold = min(self._threshold, self.limit)
-        elif self.decreases == 0 and len(lower) >= WINDOW and len(self._recent) == WINDOW:
+        elif (
+            self.decreases == 0
+            and len(lower) >= WINDOW
+            and len(self._recent) == WINDOW
+            and typical <= RESUME * before
+        ):
             self._threshold = float(self.cap)
 
     def _decrease(self, ticket: Ticket, factor: float) -> None:
