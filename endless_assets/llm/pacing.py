@@ -8,12 +8,8 @@ queue into the server, where requests pass the client's timeout, are retried and
 One `Pacer` per endpoint (base URL and model) and process, shared by every client of it:
 
 - it starts at one request in flight and grows while the limit is what holds requests back:
-  doubling per round trip while replies keep the pace they had at a lower load (a batching
-  server), then one per round trip once they slow down with the load (`EASE`) or it has had to
-  shrink, up to the cap. Paces are compared at unequal loads by their medians, and only once a
-  few are in: replies vary by themselves, and the first ones back are the fast ones. If the
-  paces at the higher load turn out no slower after all, doubling resumes (until a first
-  shrink);
+  doubling per round trip while replies keep the pace of unqueued ones (a batching server), then
+  one per round trip once they slow down (`EASE`) or it has had to shrink, up to the cap;
 - it shrinks by a quarter when replies come back stretched: the median seconds per generated
   token (*pace*) of the last `WINDOW` replies more than `STRETCH` times the reference pace (the
   fastest seen; replies sent alone also move it up; the very first reply, which may include
@@ -43,7 +39,6 @@ from dataclasses import dataclass
 
 STRETCH = 3.0  # median pace more than this times the fastest one seen: the server is queueing
 EASE = 1.5  # above this, growth slows from doubling to one per round trip
-RESUME = 1.15  # at or below this (and before any shrink), doubling resumes
 SHRINK = 0.75  # on stretched replies
 HALVE = 0.5  # on timeouts and overload
 MIN_TOKENS = 8  # replies shorter than this say little about the pace
@@ -105,9 +100,6 @@ class Pacer:
         self._last_decrease = 0
         self._reference: float | None = None  # seconds per token of unqueued replies
         self._recent: deque[float] = deque(maxlen=WINDOW)  # paces since the last decrease
-        # the last paces by load when sent: level k holds requests sent with 2**k to 2**(k+1)-1
-        # in flight (themselves included)
-        self._levels: dict[int, deque[float]] = {}
         self._answers = 0
         self.peak_in_flight = 0
         self.timeouts = 0
@@ -200,28 +192,11 @@ class Pacer:
             if len(self._recent) >= 3 and typical > STRETCH * self._reference:  # (3: a median)
                 self._decrease(ticket, SHRINK)
                 return
-            self._ease(ticket, pace, typical)
+            if typical > EASE * self._reference:
+                self._threshold = min(self._threshold, self.limit)
         if ticket.busy + 1 >= ticket.limit:  # the limit was what held requests back: grow
             step = 1.0 if self.limit < self._threshold else 1.0 / self.limit
             self.limit = min(float(self.cap), self.limit + step)
-
-    def _ease(self, ticket: Ticket, pace: float, typical: float) -> None:
-        """Stop doubling once replies are slower than at a lower load; resume if they are not."""
-        level = (ticket.busy + 1).bit_length() - 1
-        lower = [p for k, paces in self._levels.items() if k < level for p in paces]
-        self._levels.setdefault(level, deque(maxlen=WINDOW)).append(pace)
-        if len(lower) < 2 or len(self._recent) < 3:
-            return  # too few to tell a slowdown from replies that vary by themselves
-        before = statistics.median(lower)
-        if typical > EASE * before:
-            self._threshold = min(self._threshold, self.limit)
-        elif (
-            self.decreases == 0
-            and len(lower) >= WINDOW
-            and len(self._recent) == WINDOW
-            and typical <= RESUME * before
-        ):
-            self._threshold = float(self.cap)
 
     def _decrease(self, ticket: Ticket, factor: float) -> None:
         if ticket.seq <= self._last_decrease:
