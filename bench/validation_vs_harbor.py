@@ -67,8 +67,13 @@ def harbor_images(task_ids: list[str]) -> set[str]:
     return {ref for ref in listed if ref.startswith(tuple(f"{t}__" for t in task_ids))}
 
 
-def our_images(source_tags: set[str]) -> set[str]:
-    return source_tags | set(docker("images", "-q", "--filter", f"label=endless.batch={IMPORTED}"))
+def our_images(source_tags: set[str], data_dir: Path | None = None) -> set[str]:
+    """The source batch's task images and, once our validation ran, the ones it built (the
+    same Dockerfiles, so normally the same tags)."""
+    if data_dir is None or not (data_dir / "lake").exists():
+        return set(source_tags)
+    tags = query(Lake(data_dir), "select image_tag from task_environments where image_tag <> ''")
+    return set(source_tags) | set(tags["image_tag"])
 
 
 def produce(work: Path, tasks: int, date: str) -> set[str]:
@@ -183,7 +188,7 @@ def main() -> None:
     harbor_wall, harbor = run_harbor(work, task_ids, args.parallel)
     ours_wall, steps, passed = run_ours(work, args.parallel, source_tags)
     steps_wall = sum(steps.values())
-    left = remove_images(harbor_images(task_ids) | our_images(source_tags))
+    left = remove_images(harbor_images(task_ids) | our_images(source_tags, work / "ours"))
     print(f"afterwards: removed {left} task images (Harbor's and ours)")
 
     def rate(took: float) -> float:

@@ -82,7 +82,7 @@ def _task(
 ):
     files = files or {"home/data/names.txt": NAMES}
     dockerfile = f"FROM {sandbox.base.tag}\nCOPY --chown=user:user home/ /home/user/\n{extra}"
-    build = sandbox.build(dockerfile, files, labels={"role": "test"}, network=False)
+    build = sandbox.build(dockerfile, files, network=False)
     assert build.ok, build.log
     task = Task(
         batch="test-soundness",

@@ -87,12 +87,12 @@ def test_pruning_removes_cached_task_images_but_the_ones_to_keep(sandbox):
     from endless_assets.sandbox.images import prune_task_images
 
     run = uuid.uuid4().hex
-    labels = {"batch": f"prune-{run}"}
     dockerfile = f"FROM {sandbox.base.tag}\nCOPY x /x\n"
-    first = sandbox.build(dockerfile, {"x": f"prune-me {run}"}, labels=labels)
-    second = sandbox.build(dockerfile, {"x": f"keep-me {run}"}, labels=labels)
+    first = sandbox.build(dockerfile, {"x": f"prune-me {run}"})
+    second = sandbox.build(dockerfile, {"x": f"keep-me {run}"})
     assert first.ok and second.ok
-    assert prune_task_images(sandbox.client, {second.tag}, label=f"endless.batch=prune-{run}") == 1
+    # (among: only this test's images; other tests' share the engine)
+    assert prune_task_images(sandbox.client, {second.tag}, among={first.tag, second.tag}) == 1
     tags = {  # Podman names them localhost/endless-task:...
         podman.short_name(t)
         for image in sandbox.client.images.list(name="endless-task")

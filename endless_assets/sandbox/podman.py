@@ -256,7 +256,6 @@ def build(
     client: DockerClient,
     context: io.BytesIO,
     tag: str,
-    labels: dict[str, str],
     network: bool,
     timeout: float,
 ) -> Iterator[dict]:
@@ -274,7 +273,6 @@ def build(
         "rm": "1",
         "forcerm": "1",
         "layers": "1",
-        "labels": json.dumps([f"{key}={value}" for key, value in labels.items()]),
         "isolation": "1",  # buildah's IsolationOCI
         "networkmode": "2" if network else "1",  # buildah's NetworkEnabled, NetworkDisabled
         "nsoptions": json.dumps([{"Name": "network", "Host": network, "Path": ""}]),

@@ -46,7 +46,6 @@ class SandboxConfig:
 class _Recipe:
     dockerfile: str
     context_files: dict[str, str]
-    labels: dict[str, str] | None
     network: bool
 
 
@@ -117,7 +116,6 @@ class Sandbox:
         self,
         dockerfile: str,
         context_files: dict[str, str],
-        labels: dict[str, str] | None = None,
         *,
         network: bool = True,
     ) -> BuildResult:
@@ -127,10 +125,10 @@ class Sandbox:
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
         with self.pool.lease(tag) as engine:
-            result = self._build_on(engine, dockerfile, context_files, labels, network)
+            result = self._build_on(engine, dockerfile, context_files, network)
         if result.ok:
             with _recipes_lock:
-                _recipes[result.tag] = _Recipe(dockerfile, dict(context_files), labels, network)
+                _recipes[result.tag] = _Recipe(dockerfile, dict(context_files), network)
         return result
 
     def _build_on(
@@ -138,7 +136,6 @@ class Sandbox:
         engine: Engine,
         dockerfile: str,
         context_files: dict[str, str],
-        labels: dict[str, str] | None,
         network: bool,
     ) -> BuildResult:
         base = self.base
@@ -149,7 +146,6 @@ class Sandbox:
                 dockerfile,
                 context_files,
                 base_image_id=base.image_id,
-                labels=labels,
                 network=network,
                 timeout=self.config.build_timeout,
             )
@@ -166,9 +162,7 @@ class Sandbox:
         if recipe is None:
             self._bring(engine, image)
             return
-        result = self._build_on(
-            engine, recipe.dockerfile, recipe.context_files, recipe.labels, recipe.network
-        )
+        result = self._build_on(engine, recipe.dockerfile, recipe.context_files, recipe.network)
         if not result.ok:
             raise SandboxError(
                 f"{image} did not build on engine {engine.name}: {result.log[-500:]}"

@@ -97,9 +97,8 @@ def revalidate(
     dockerfile = fresh_dockerfile(task.dockerfile or "", uuid.uuid4().hex[:16])
     try:
         outcome.base_image_id = sandbox.base.image_id
-        labels = {"task_id": task.task_id, "batch": task.batch, "role": "drift"}
         with slots:
-            build = sandbox.build(dockerfile, task.context_files, labels=labels, network=network)
+            build = sandbox.build(dockerfile, task.context_files, network=network)
         outcome.build_seconds = build.seconds
         if not build.ok:
             outcome.status, outcome.reason = DRIFTED, f"build_failed: {build.log[-1500:]}"

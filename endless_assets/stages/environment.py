@@ -69,7 +69,7 @@ def build_environment(
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
         outcome.context_files = context
         with slot:
-            build = sandbox.build(dockerfile, context, labels=labels, network=network)
+            build = sandbox.build(dockerfile, context, network=network)
         outcome.build_seconds += build.seconds
         if not build.ok:
             log = build.log[-FEEDBACK_LIMIT:]
