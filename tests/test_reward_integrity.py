@@ -647,7 +647,7 @@ def root_image(sandbox: Sandbox) -> str:
 def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
     from endless_assets.sandbox.shell import ShellSession
     from endless_assets.sandbox.verdict import _grader_for, parse_verdict
-    from endless_assets.sandbox.verifier import PYCACHE, verifier_container
+    from endless_assets.sandbox.verifier import PYCACHE, commit, verifier_container
 
     start_grader(box)
     with ShellSession(box) as shell:
@@ -672,7 +672,7 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
             if parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0).passed:
                 break
     else:
-        with verifier_container(box, lambda: None) as verifier:
+        with verifier_container(box, commit(box), lambda: None) as verifier:
             reply = _grader_for(verifier, PYCACHE).ask(request, deadline=time.monotonic() + 120)
     verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
     return 1 if verdict.passed else 0

@@ -13,13 +13,14 @@ Two kinds of verdict are not given in the agent's own container (verdict.py deci
   reward file; in a verifier container nothing the agent left running can.
 
 What a root agent can still do is change the files the grader itself runs: the image's own
-interpreter, pytest, the dynamic loader. Before grading, `tampering` compares the agent's
-changes (`docker diff`, less what the engine had changed when the container started: Podman
-touches /etc) with what the first grader described (grader_script.describe): any change there
-(but bytecode caches, which the verifier's interpreter never reads: `-X pycache_prefix`) is a
-verdict of 0 without grading. What remains (see the README's threat model): a program the test
-itself runs as root can still change files the test process loads later, and a test that imports
-the agent's code gives that code the test's powers.
+interpreter, pytest, the dynamic loader. Before grading, with the container paused until it is
+committed (`snapshot`: a process the agent left running could otherwise change a file after the
+check passed it), `tampering` compares the agent's changes (`docker diff`, less what the engine
+had changed when the container started: Podman touches /etc) with what the first grader described
+(grader_script.describe): any change there (but bytecode caches, which the verifier's interpreter
+never reads: `-X pycache_prefix`) is a verdict of 0 without grading. What remains (see the
+README's threat model): a program the test itself runs as root can still change files the test
+process loads later, and a test that imports the agent's code gives that code the test's powers.
 """
 
 from __future__ import annotations
@@ -58,10 +59,9 @@ def grade_in_verifier(
     started: float,
 ) -> Verdict:
     """The verdict in a verifier container (verifier.py)."""
-    if stop_agent and uid == 0:
-        changed = tampering(container)
-        if changed:
-            return _no_verdict(spec, f"the agent changed {changed}, which grading runs", started)
+    image, changed = snapshot(container, check=stop_agent and uid == 0)
+    if changed:
+        return _no_verdict(spec, f"the agent changed {changed}, which grading runs", started)
     if spec.script:
         timeout = spec.timeout or timeout
 
@@ -73,7 +73,7 @@ def grade_in_verifier(
         else:
             stop_agent_processes(container, uid)
 
-    with verifier_container(container, stop) as box:
+    with verifier_container(container, image, stop) as box:
         grader = _grader_for(box, pycache_prefix=PYCACHE, preload=not spec.script)
         deadline = time.monotonic() + timeout + 60
         if not spec.script:
@@ -213,11 +213,28 @@ def _modified(changes: list[dict], path: str) -> bool:
     return any(c.get("Path") == path and c.get("Kind") == 0 for c in changes)
 
 
+def snapshot(container: TaskContainer, *, check: bool) -> tuple[str, str]:
+    """(image id, "") of a snapshot of the container's files, or ("", path) when `check` finds
+    that the agent changed `path`, which grading runs (`tampering`). The container is paused
+    from before the check until after the commit: a process the agent left running cannot
+    change a file once the check has passed it (it could, between a check and a later pause)."""
+    try:
+        container.client.api.pause(container.id)
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"pausing container {container.container.short_id}: {exc}") from exc
+    try:
+        changed = tampering(container) if check else ""
+        return ("", changed) if changed else (commit(container, pause=False), "")
+    finally:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.client.api.unpause(container.id)
+
+
 @contextlib.contextmanager
-def verifier_container(container: TaskContainer, stop_agent) -> Iterator[TaskContainer]:
-    """A new container of a snapshot of `container` (see the module docstring); the agent's own
-    container has none of its processes left afterwards (`stop_agent()`)."""
-    image = commit(container)
+def verifier_container(container: TaskContainer, image: str, stop_agent) -> Iterator[TaskContainer]:
+    """A new container of `image`, a snapshot of `container` (see the module docstring); the
+    agent's own container has none of its processes left afterwards (`stop_agent()`). The
+    image is removed at the end."""
     try:
         stop_agent()
         programs = container.grading_programs
@@ -238,11 +255,12 @@ def verifier_container(container: TaskContainer, stop_agent) -> Iterator[TaskCon
             container.client.images.remove(image, force=True, noprune=False)
 
 
-def commit(container: TaskContainer) -> str:
-    """Snapshot the container's files (its processes paused meanwhile) as an image; its id."""
+def commit(container: TaskContainer, *, pause: bool = True) -> str:
+    """Snapshot the container's files as an image; its id. `pause`: the engine pauses its
+    processes meanwhile (False: the caller has paused them)."""
     try:
         image = container.container.commit(
-            repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=True
+            repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=pause
         )
     except (docker.errors.DockerException, OSError) as exc:
         raise SandboxError(f"committing container {container.container.short_id}: {exc}") from exc

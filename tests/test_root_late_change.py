@@ -1,0 +1,115 @@
+"""A root agent's process that changes what grading runs after the check of the agent's changes.
+
+A root agent's verdict is given in a verifier container, a snapshot of its own (verifier.py), and
+only if the agent changed nothing grading runs or loads (`tampering`, from `docker diff`). A
+process the agent left running keeps running while that check reads the container: if it
+plants a `sitecustomize.py` in the interpreter's library once the check has passed, and the
+snapshot is taken after, the verdict runs with it, and every test passes.
+
+The moment is a race in life. Here it is made exact: the check's read of the container (`diff`)
+is wrapped so that, right after it, the agent's process is let go (a file it waits for) and the
+wrapper waits until its change has landed. Where the check runs while the agent's processes do
+(the order before `snapshot`), that earns 1; ours pauses the container from before the check to
+the snapshot, so the agent's process cannot act (no command can even start in the container)
+and the verdict is 0.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_reward_integrity import PLANT_SITECUSTOMIZE, Scripted, secret_test
+
+from endless_assets.agent.episode import EpisodeLimits, run_episode_in
+from endless_assets.agent.policies import EpisodeTask
+from endless_assets.sandbox import verifier
+from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.verdict import _grader_for, parse_verdict, start_grader
+
+GO, PLANTED, LATE = "/tmp/.go", "/tmp/.planted", "/tmp/.late.sh"
+LATE_SCRIPT = f"while [ ! -e {GO} ]; do sleep 0.01; done\n{PLANT_SITECUSTOMIZE}\ntouch {PLANTED}\n"
+COMMANDS = [
+    f"cat > {LATE} <<'LATEEOF'\n{LATE_SCRIPT}LATEEOF",
+    f"nohup sh {LATE} >/dev/null 2>&1 &",
+]
+POLLS = 3000  # ~2 minutes of `docker exec`: the planted file is there long before
+
+
+class AgentActsAfterTheRead:
+    """`verifier.diff`, then the moment a process the agent left running acts."""
+
+    def __init__(self) -> None:
+        self.real = verifier.diff
+        self.acted: bool | None = None
+
+    def __call__(self, container: TaskContainer) -> list[dict]:
+        changes = self.real(container)
+        try:
+            container.exec_root(["touch", GO])
+        except SandboxError as exc:  # a paused container runs no new command
+            assert "paused" in str(exc), exc
+            self.acted = False
+            return changes
+        for _ in range(POLLS):
+            if container.exec_root(["test", "-e", PLANTED]).exit_code == 0:
+                self.acted = True
+                return changes
+        raise AssertionError("the agent's process never planted its file")
+
+
+@pytest.fixture(scope="module")
+def root_image(sandbox: Sandbox) -> str:
+    dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
+    build = sandbox.build(dockerfile, {}, network=False)
+    assert build.ok, build.log
+    return build.tag
+
+
+def check_then_snapshot(box: TaskContainer, test: str) -> int:
+    """The verdict as it was given before `snapshot`: the check while the agent's processes
+    run, then a commit (which pauses only for itself), then the verifier container."""
+    from endless_assets.sandbox.shell import ShellSession
+
+    start_grader(box)
+    with ShellSession(box) as shell:
+        for command in COMMANDS:
+            shell.run(command, timeout=30)
+    assert verifier.tampering(box) == ""  # nothing was changed when the check read
+    request = {"id": "late", "filename": "test_outputs.py", "test": test, "timeout": 60}
+    request.update(agent_uid=0, stop_agent=False, verifier=True, env=box.image_env)
+    with verifier.verifier_container(box, verifier.commit(box), lambda: None) as checked:
+        grader = _grader_for(checked, verifier.PYCACHE)
+        reply = grader.ask(request, deadline=time.monotonic() + 120)
+    verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
+    return 1 if verdict.passed else 0
+
+
+def test_a_root_agents_process_cannot_change_what_grading_runs_after_the_check(
+    sandbox, root_image, monkeypatch
+):
+    test = secret_test("pass")
+    late = AgentActsAfterTheRead()
+    monkeypatch.setattr(verifier, "diff", late)
+    with sandbox.container(root_image, labels={"role": "naive-grader"}) as box:
+        assert box.agent.uid == 0
+        naive = check_then_snapshot(box, test)
+    assert late.acted is True
+    assert naive == 1, "the late change does not fool a check made while the agent runs"
+
+    late = AgentActsAfterTheRead()
+    monkeypatch.setattr(verifier, "diff", late)
+    with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-late-change", "do nothing useful"),
+            Scripted(COMMANDS),
+            test,
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error  # scored, not a harness error
+    assert rollout.reward == 0, rollout.verdict
+    assert late.acted is False  # the check ran with the container paused
