@@ -27,6 +27,18 @@ def sandbox() -> Sandbox:
     return box
 
 
+@pytest.fixture(scope="session")
+def root_image(sandbox: Sandbox) -> str:
+    """A task image whose agent is root (no USER, as many imported tasks): graded in verifier
+    containers."""
+    from endless_assets.sandbox.identity import identity_dockerfile
+
+    dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
+    build = sandbox.build(dockerfile, {}, network=False)
+    assert build.ok, build.log
+    return build.tag
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_container_outlives_the_session():
     yield

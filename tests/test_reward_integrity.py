@@ -634,16 +634,6 @@ ROOT_ROUTES: dict[str, RootRoute] = {
 }
 
 
-@pytest.fixture(scope="module")
-def root_image(sandbox: Sandbox) -> str:
-    from endless_assets.sandbox.identity import identity_dockerfile
-
-    dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
-    build = sandbox.build(dockerfile, {}, network=False)
-    assert build.ok, build.log
-    return build.tag
-
-
 def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
     from endless_assets.sandbox.shell import ShellSession
     from endless_assets.sandbox.verdict import _grader_for, parse_verdict

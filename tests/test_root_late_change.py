@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from test_reward_integrity import PLANT_SITECUSTOMIZE, Scripted, secret_test
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
@@ -26,8 +25,6 @@ from endless_assets.agent.policies import EpisodeTask
 from endless_assets.sandbox import verifier
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import _grader_for, parse_verdict, start_grader
 
 GO, PLANTED, LATE = "/tmp/.go", "/tmp/.planted", "/tmp/.late.sh"
@@ -59,14 +56,6 @@ class AgentActsAfterTheRead:
                 self.acted = True
                 return changes
         raise AssertionError("the agent's process never planted its file")
-
-
-@pytest.fixture(scope="module")
-def root_image(sandbox: Sandbox) -> str:
-    dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
-    build = sandbox.build(dockerfile, {}, network=False)
-    assert build.ok, build.log
-    return build.tag
 
 
 def check_then_snapshot(box: TaskContainer, test: str) -> int:
