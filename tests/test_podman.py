@@ -18,9 +18,11 @@ from pathlib import Path
 import dagster as dg
 import docker.errors
 import pytest
-from test_reward_integrity import ROUTES, hostile_rollout
+from test_reward_integrity import PLANT_SITECUSTOMIZE, ROUTES, Scripted, hostile_rollout
 
 import endless_assets.definitions as definitions
+from endless_assets.agent.episode import EpisodeLimits, run_episode_in
+from endless_assets.agent.policies import EpisodeTask
 from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import PIPELINE_ASSETS
@@ -31,6 +33,7 @@ from endless_assets.sandbox.base_image import copy_from_docker
 from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
 from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.engines import EngineSpec
+from endless_assets.sandbox.identity import identity_dockerfile
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.sandbox.shell import ShellSession
 from endless_assets.sandbox.verdict import run_pytest
@@ -168,6 +171,33 @@ def test_a_hostile_agent_earns_zero_on_podman(on_podman, name):
         rollout = hostile_rollout(box, route)
     assert rollout.termination == "done", rollout.error
     assert rollout.reward == 0, rollout.verdict
+    assert not own_containers(on_podman.client)
+
+
+@pytest.mark.parametrize("plant", [False, True], ids=["honest", "plants sitecustomize.py"])
+def test_a_root_agent_on_podman_is_graded_from_a_snapshot_and_its_tampering_found(on_podman, plant):
+    """A root agent's verdict on Podman: its container paused, what it changed read (in
+    Podman's overlay upper directory, where Podman's own changes to /etc at start are left
+    out), a verifier container of the snapshot. The honest agent earns 1; one that plants a
+    sitecustomize.py in the interpreter's library earns 0, scored."""
+    dockerfile = identity_dockerfile(f"FROM {on_podman.base.tag}\nWORKDIR /app\n", "", "")
+    build = on_podman.build(dockerfile, {}, network=False)
+    assert build.ok, build.log
+    commands = ["echo done > /app/out.txt", *([PLANT_SITECUSTOMIZE] if plant else [])]
+    test = "def test_out():\n    assert open('/app/out.txt').read() == 'done\\n'\n"
+    with on_podman.container(build.tag, labels={"role": "integrity"}) as box:
+        assert box.agent.uid == 0
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-podman-root", "write done to /app/out.txt"),
+            Scripted(commands),
+            test,
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == (0 if plant else 1), rollout.verdict
+    if plant:
+        assert rollout.verdict.status == "tampered", rollout.verdict
     assert not own_containers(on_podman.client)
 
 

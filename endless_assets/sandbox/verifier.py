@@ -15,12 +15,13 @@ Two kinds of verdict are not given in the agent's own container (verdict.py deci
 What a root agent can still do is change the files the grader itself runs: the image's own
 interpreter, pytest, the dynamic loader. Before grading, with the container paused until it is
 committed (`snapshot`: a process the agent left running could otherwise change a file after the
-check passed it), `tampering` compares the agent's changes (`docker diff`, less what the engine
-had changed when the container started: Podman touches /etc) with what the first grader described
-(grader_script.describe): any change there (but bytecode caches, which the verifier's interpreter
-never reads: `-X pycache_prefix`) is a verdict of 0 without grading. What remains (see the
-README's threat model): a program the test itself runs as root can still change files the test
-process loads later, and a test that imports the agent's code gives that code the test's powers.
+check passed it), `tampering` compares the agent's changes (changes.py: read in its overlay upper
+directory, or `docker diff`; less what the engine had changed when the container started: Podman
+touches /etc) with what the first grader described (grader_script.describe): any change there
+(but bytecode caches, which the verifier's interpreter never reads: `-X pycache_prefix`) is a
+verdict of 0 without grading. What remains (see the README's threat model): a program the test
+itself runs as root can still change files the test process loads later, and a test that imports
+the agent's code gives that code the test's powers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterator
 import docker.errors
 
 from endless_assets.sandbox import bundle, offline
+from endless_assets.sandbox.changes import container_changes
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer, task_container
 from endless_assets.sandbox.identity import lookup_user
@@ -202,11 +204,9 @@ def tampering(container: TaskContainer) -> str:
 
 
 def diff(container: TaskContainer) -> list[dict]:
-    """What differs in the container's files from its image (`docker diff`)."""
-    try:
-        return container.client.api.diff(container.id) or []
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"docker diff of {container.container.short_id}: {exc}") from exc
+    """What differs in the container's files from its image (changes.py: read in its overlay
+    upper directory when we can, else `docker diff`)."""
+    return container_changes(container.client, container.id, container.upper_dir)
 
 
 def _modified(changes: list[dict], path: str) -> bool:
