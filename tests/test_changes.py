@@ -105,4 +105,88 @@ def test_a_kernel_whiteout_is_listed_as_a_deletion(tmp_path):
     upper = tmp_path / "diff"
     (upper / "etc").mkdir(parents=True)
     os.mknod(upper / "etc" / "issue", stat.S_IFCHR | 0o600, os.makedev(0, 0))
-    assert {"Path": "/etc/issue", "Kind": 2} in upper_changes(str(upper))
+    assert ("/etc/issue", 2) in {(c["Path"], c["Kind"]) for c in upper_changes(str(upper))}
+
+
+def checked(protected: list[str], changes: list[dict], engine: list[dict], monkeypatch) -> str:
+    """verifier.tampering over these changes, for a container that protects `protected`."""
+    from types import SimpleNamespace
+
+    from endless_assets.sandbox.changes import change_key
+
+    monkeypatch.setattr(verifier, "diff", lambda container: changes)
+    box = SimpleNamespace(protected=protected, engine_changes={change_key(c) for c in engine})
+    return verifier.tampering(box)
+
+
+def test_a_directory_made_again_under_fuse_whiteouts_hides_nothing(tmp_path, monkeypatch):
+    upper = tmp_path / "diff"
+    (upper / "usr" / "lib" / "py" / "sub").mkdir(parents=True)
+    (upper / "usr" / "lib" / "py" / ".wh..wh..opq").touch()  # no xattr: a fuse-style marker
+    (upper / "usr" / "lib" / "py" / "sub" / "other.py").write_text("x")
+    changes = upper_changes(str(upper))
+    assert {"Path": "/usr/lib/py", "Kind": 0} not in [
+        {"Path": c["Path"], "Kind": c["Kind"]} for c in changes
+    ]
+    assert checked(["/usr/lib/py/sub/x.py"], changes, [], monkeypatch) == "/usr/lib/py"
+
+
+def test_a_name_that_is_not_utf8_is_listed_as_text(tmp_path):
+    upper = tmp_path / "diff"
+    upper.mkdir()
+    (upper / os.fsdecode(b"bad\xffname")).touch()
+    (path,) = [c["Path"] for c in upper_changes(str(upper))]
+    assert path == "/bad\ufffdname"
+    path.encode("utf-8")  # what the lake's writers need
+
+
+def test_a_file_the_engine_wrote_at_start_and_the_agent_rewrote_is_the_agents(
+    tmp_path, monkeypatch
+):
+    upper = tmp_path / "diff"
+    (upper / "etc").mkdir(parents=True)
+    cache = upper / "etc" / "ld.so.cache"
+    cache.write_text("written by the image's entrypoint at start")
+    at_start = upper_changes(str(upper))
+    assert checked(["/etc/ld.so.cache"], upper_changes(str(upper)), at_start, monkeypatch) == ""
+    cache.unlink()
+    cache.write_text("the agent's")
+    found = checked(["/etc/ld.so.cache"], upper_changes(str(upper)), at_start, monkeypatch)
+    assert found == "/etc/ld.so.cache"
+
+
+OTHER_NAMES = {
+    # a merged /usr's link replaced by a directory: ld.so.cache names /lib/x86_64-linux-gnu/...
+    # (in one process: once /lib is gone, no program starts, its loader being under /lib)
+    "python3 -c \"import os, shutil; d = '/tmp/l/x86_64-linux-gnu'; os.makedirs(d); "
+    "[shutil.copy('/usr/lib/x86_64-linux-gnu/' + n, d) "
+    "for n in ('libc.so.6', 'ld-linux-x86-64.so.2')]; os.unlink('/lib'); "
+    "os.rename('/tmp/l', '/lib')\"": "/lib",
+    # what a test script's #!/bin/bash runs
+    "rm /bin && mkdir /bin && cp /usr/bin/bash /bin/bash": "/bin",
+    # the name the loader opens for a library grading loads (the maps name its target)
+    "cd /usr/lib/x86_64-linux-gnu && rm libexpat.so.1 && cp libexpat.so.1.* libexpat.so.1": (
+        "/usr/lib/x86_64-linux-gnu/libexpat.so.1"
+    ),
+}
+
+
+@pytest.mark.parametrize("action", list(OTHER_NAMES))
+def test_another_name_for_what_grading_loads_is_protected_too(sandbox, root_image, action):
+    """The protected list once named only the files themselves (their resolved paths): without
+    the name each change goes through, the check passes it. The grader now protects the names
+    that lead to those files too (grader_script.other_names)."""
+    from endless_assets.sandbox.verdict import start_grader
+
+    name = OTHER_NAMES[action]
+    with sandbox.container(root_image, labels={"role": "changes"}) as box:
+        start_grader(box)
+        protected = list(box.protected or [])
+        assert name in protected
+        done = box.exec_root(["sh", "-c", action])
+        assert done.exit_code == 0, done.output
+        found = verifier.tampering(box)
+        box.protected = [p for p in protected if p != name]
+        without = verifier.tampering(box)
+    assert without == "", f"the list without {name} flags it anyway: {without}"
+    assert found == name

@@ -16,10 +16,11 @@ layer, its upper directory, holds exactly what changed, and reading it costs lit
   changed, or one the agent created where nothing was.
 
 It is not `docker diff`'s list entry for entry (a new directory is Kind 0 here, a replaced one
-Kind 2), so what a container's start changed and what an agent changed later are taken the
-same way (`TaskContainer.upper_dir`), and compared with each other only. What verifier.tampering
-needs holds either way: every path written is listed, and a directory listed as changed (Kind 0)
-never hides that what was at its path was replaced.
+Kind 2, and a file is listed if it was copied up, even unchanged: by a `chmod` to the mode it
+had, or a hard link to it), so what a container's start changed and what an agent changed later
+are taken the same way (`TaskContainer.upper_dir`), and compared with each other only. What
+verifier.tampering needs holds either way: every path written is listed, and a directory listed
+as changed (Kind 0) never hides that what was at its path was replaced.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ OPAQUE = ".wh..wh..opq"
 # kernel's overlay as root, user.overlay.* with userxattr, user.fuseoverlayfs.* for fuse).
 _REPLACED = ("opaque", "redirect")
 LIMIT = 2_000_000  # entries: past this, the engine's own walk (a disk budget holds far fewer)
+
+
+def change_key(change: dict) -> tuple:
+    """What tells one change from another: path, kind and (read in the upper directory) stamp."""
+    return (change.get("Path"), change.get("Kind"), change.get("Stamp"))
 
 
 def readable_upper(attrs: dict) -> str:
@@ -66,7 +72,9 @@ def container_changes(client: DockerClient, container_id: str, upper: str = "") 
 
 def upper_changes(upper: str) -> list[dict]:
     """The changes an overlay upper directory holds (module docstring). Raises OSError if it
-    cannot be read, OverflowError past LIMIT entries."""
+    cannot be read, OverflowError past LIMIT entries. Each entry also has a "Stamp" (inode and
+    change time): a file the engine wrote at start and the agent rewrote later is not the
+    engine's change any more."""
     if not os.path.isdir(upper):
         raise FileNotFoundError(upper)
     found: list[dict] = []
@@ -77,27 +85,39 @@ def upper_changes(upper: str) -> list[dict]:
             for entry in entries:
                 if len(found) >= LIMIT:
                     raise OverflowError(f"more than {LIMIT} changed entries")
-                path = f"{rel}/{entry.name}"
+                path = _text(f"{rel}/{entry.name}")
                 if entry.name == OPAQUE:
-                    found.append({"Path": rel or "/", "Kind": 2})
-                    continue
+                    if not rel:  # (the root cannot be replaced; listed all the same)
+                        found.append({"Path": "/", "Kind": 2, "Stamp": ""})
+                    continue  # its directory is listed as replaced (below)
                 if entry.name.startswith(WHITEOUT):
-                    found.append({"Path": f"{rel}/{entry.name[len(WHITEOUT) :]}", "Kind": 2})
+                    gone = _text(f"{rel}/{entry.name[len(WHITEOUT) :]}")
+                    found.append({"Path": gone, "Kind": 2, "Stamp": ""})
                     continue
                 info = entry.stat(follow_symlinks=False)
+                stamp = f"{info.st_ino}:{info.st_ctime_ns}"
                 if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
-                    found.append({"Path": path, "Kind": 2})
+                    kind = 2
                 elif stat.S_ISDIR(info.st_mode):
-                    found.append({"Path": path, "Kind": 2 if _replaced(entry.path) else 0})
-                    pending.append((path, entry.path))
+                    kind = 2 if _replaced(entry.path) else 0
+                    pending.append((f"{rel}/{entry.name}", entry.path))
                 else:
-                    found.append({"Path": path, "Kind": 1})
+                    kind = 1
+                found.append({"Path": path, "Kind": kind, "Stamp": stamp})
     return found
+
+
+def _text(path: str) -> str:
+    """A path as text that any writer takes (a name that is not UTF-8: U+FFFD for its bytes,
+    as `docker diff` gives it)."""
+    return os.fsencode(path).decode("utf-8", "replace")
 
 
 def _replaced(directory: str) -> bool:
     """Whether an overlay xattr marks this directory as replacing (not merging with) what the
     image had at its path."""
+    if os.path.lexists(os.path.join(directory, OPAQUE)):
+        return True
     try:
         names = os.listxattr(directory, follow_symlinks=False)
     except OSError:

@@ -90,9 +90,9 @@ class TaskContainer:
         self.grading_programs: dict[str, str] = {}
         self.protected: list[str] | None = None
         # What the engine itself had changed in the container's files when it started, before
-        # any command (`docker diff` entries as (path, kind)): not the agent's doing (Podman
+        # any command (changes.change_key of each): not the agent's doing (Podman
         # touches /etc, Docker adds its init); verifier.tampering leaves them out.
-        self.engine_changes: set[tuple[str, int]] = set()
+        self.engine_changes: set[tuple] = set()
         # Its overlay upper directory when this process can read it (changes.py): what changed
         # is then read there instead of asked of the engine (`docker diff`).
         self.upper_dir = ""
@@ -313,7 +313,7 @@ def task_container(
     handle.limits = limits
     handle.upper_dir = upper
     if verifier_of is None:
-        handle.engine_changes = {(c.get("Path"), c.get("Kind")) for c in engine_changes or []}
+        handle.engine_changes = {changes.change_key(c) for c in engine_changes or []}
     try:
         yield handle
     finally:

@@ -78,7 +78,32 @@ def describe():
             fields = line.split(None, 5)
             if len(fields) == 6 and fields[5].startswith("/"):
                 paths.add(fields[5].strip().removesuffix(" (deleted)"))
+    paths.update(other_names(paths))
     return {"programs": programs, "protected": sorted(paths)}
+
+
+def other_names(paths):
+    """The other names that lead to these files, which a root agent could point elsewhere:
+    every symbolic link directly under / (a merged /usr's /bin, /lib, /lib64: the names a
+    script's `#!/bin/bash` and ld.so.cache's `/lib/x86_64-linux-gnu/...` use), every link among
+    the paths' ancestors, and the links beside a file that lead to it (`libexpat.so.1` ->
+    `libexpat.so.1.8.10`: the name the loader opens; the kernel's maps name the file)."""
+    found = set()
+    with contextlib.suppress(OSError), os.scandir("/") as entries:
+        found.update(entry.path for entry in entries if entry.is_symlink())
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(2, len(parts)):
+            ancestor = "/".join(parts[:depth])
+            if os.path.islink(ancestor):
+                found.add(ancestor)
+    files = {os.path.realpath(p) for p in paths if os.path.isfile(p)}
+    for directory in {os.path.dirname(p) for p in files}:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_symlink() and os.path.realpath(entry.path) in files:
+                    found.add(entry.path)
+    return found
 
 
 def user_pids(uid):

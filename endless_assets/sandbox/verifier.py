@@ -35,7 +35,7 @@ from collections.abc import Iterator
 import docker.errors
 
 from endless_assets.sandbox import bundle, offline
-from endless_assets.sandbox.changes import container_changes
+from endless_assets.sandbox.changes import change_key, container_changes
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.container import TaskContainer, task_container
 from endless_assets.sandbox.identity import lookup_user
@@ -189,7 +189,7 @@ def tampering(container: TaskContainer) -> str:
     if protected is None:
         return "(what grading runs was not described before the agent's first command)"
     engine = container.engine_changes
-    changes = [c for c in diff(container) if (c.get("Path"), c.get("Kind")) not in engine]
+    changes = [c for c in diff(container) if change_key(c) not in engine]
     paths = [str(change.get("Path", "")) for change in changes]
     parents = {path.rsplit("/", 1)[0] or "/" for path in paths}
     for path in sorted(paths):
@@ -210,7 +210,8 @@ def diff(container: TaskContainer) -> list[dict]:
 
 
 def _modified(changes: list[dict], path: str) -> bool:
-    return any(c.get("Path") == path and c.get("Kind") == 0 for c in changes)
+    """A directory listed as changed (its entries are listed), not as replaced."""
+    return {c.get("Kind") for c in changes if c.get("Path") == path} == {0}
 
 
 def snapshot(container: TaskContainer, *, check: bool) -> tuple[str, str]:
@@ -218,16 +219,25 @@ def snapshot(container: TaskContainer, *, check: bool) -> tuple[str, str]:
     that the agent changed `path`, which grading runs (`tampering`). The container is paused
     from before the check until after the commit: a process the agent left running cannot
     change a file once the check has passed it (it could, between a check and a later pause)."""
-    try:
-        container.client.api.pause(container.id)
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"pausing container {container.container.short_id}: {exc}") from exc
+    paused = _pause(container)
     try:
         changed = tampering(container) if check else ""
         return ("", changed) if changed else (commit(container, pause=False), "")
     finally:
-        with contextlib.suppress(docker.errors.DockerException, OSError):
-            container.client.api.unpause(container.id)
+        if paused:
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                container.client.api.unpause(container.id)
+
+
+def _pause(container: TaskContainer) -> bool:
+    """Pause the container; False if it is not running (it stopped: no process can act)."""
+    try:
+        container.client.api.pause(container.id)
+        return True
+    except (docker.errors.DockerException, OSError) as exc:
+        if not container.running():
+            return False
+        raise SandboxError(f"pausing container {container.container.short_id}: {exc}") from exc
 
 
 @contextlib.contextmanager
