@@ -102,3 +102,19 @@ def test_a_root_agents_process_cannot_change_what_grading_runs_after_the_check(
     assert rollout.termination == "done", rollout.error  # scored, not a harness error
     assert rollout.reward == 0, rollout.verdict
     assert late.acted is False  # the check ran with the container paused
+
+
+def test_a_container_that_stopped_is_checked_and_snapshotted_without_a_pause(sandbox, root_image):
+    """The engine refuses to pause a container that is not running; nothing can act in one, so
+    it is checked and committed as it is (a verdict, not a harness error)."""
+    with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+        start_grader(box)
+        box.exec_root(["sh", "-c", "echo done > /app/out.txt"])
+        box.client.api.kill(box.id)
+        box.client.api.wait(box.id)
+        image, changed = verifier.snapshot(box, check=True)
+        try:
+            assert changed == ""
+            assert box.client.images.get(image).id == image
+        finally:
+            box.client.images.remove(image, force=True)
