@@ -118,3 +118,88 @@ def test_a_container_that_stopped_is_checked_and_snapshotted_without_a_pause(san
             assert box.client.images.get(image).id == image
         finally:
             box.client.images.remove(image, force=True)
+
+
+# A root agent's own `sleep` ahead of the real one on the PATH: what PID 1 runs when its
+# container starts again. It watches the tests directory, which the image shares as a VOLUME
+# with the verifier container (`volumes_from`), and rewrites the test as the verifier writes it.
+WATCHING_SLEEP = """#!/bin/sh
+(while true; do
+  f=/tests/test_outputs.py
+  if [ -f $f ] && ! grep -q forged $f; then printf 'def test_forged():\\n    pass\\n' > $f; fi
+  /usr/bin/sleep 0.001
+done) >/dev/null 2>&1 &
+exec /usr/bin/sleep "$@"
+"""
+PLANT_SLEEP = (
+    f"cat > /usr/local/bin/sleep <<'SLEEPEOF'\n{WATCHING_SLEEP}SLEEPEOF\n"
+    "chmod 755 /usr/local/bin/sleep"
+)
+
+
+def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sandbox):
+    from test_reward_integrity import SCRIPT
+
+    from endless_assets.sandbox.bundle import Verifier, pack
+    from endless_assets.sandbox.identity import identity_dockerfile
+
+    dockerfile = f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests\n"
+    build = sandbox.build(identity_dockerfile(dockerfile, "", ""), {}, network=False)
+    assert build.ok, build.log
+    test = secret_test("pass")
+    spec = Verifier(test=test, script="test.sh", files={"test.sh": SCRIPT})
+
+    # Naive: the agent's container started again before the verdict (the order before halt()).
+    # A race (the watcher must rewrite the test before pytest reads it): any of five tries.
+    naive = []
+    for _ in range(5):
+        with sandbox.container(build.tag, labels={"role": "naive-grader"}) as box:
+            start_grader(box)
+            box.exec_root(["sh", "-c", PLANT_SLEEP])
+            image = verifier.commit(box)
+            with verifier.verifier_container(box, image, box.restart) as checked:
+                grader = _grader_for(checked, verifier.PYCACHE, preload=False)
+                request = verifier._script_request(checked, spec, 60)
+                reply = grader.ask(request, deadline=time.monotonic() + 120)
+        naive.append(verifier.script_verdict(spec.script, reply, 0.0).passed)
+        if naive[-1]:
+            break
+    assert naive[-1], "the watcher never rewrote the test where the container runs"
+
+    with sandbox.container(build.tag, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-watching-sleep", "do nothing useful"),
+            Scripted([PLANT_SLEEP]),
+            pack(spec),
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+        assert box.running()  # started again once the verdict was given
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == 0, rollout.verdict
+
+
+def test_a_task_whose_image_makes_its_tests_and_logs_volumes_is_graded(sandbox):
+    """The verifier empties a tests or reward directory that is a mount point (an image's
+    VOLUME) instead of removing it, which the kernel refuses (EBUSY: a grader error, reward 0
+    for every agent before)."""
+    from test_reward_integrity import SCRIPT
+
+    from endless_assets.sandbox.bundle import Verifier, pack
+    from endless_assets.sandbox.identity import identity_dockerfile
+
+    dockerfile = f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests /logs/verifier\n"
+    build = sandbox.build(identity_dockerfile(dockerfile, "", ""), {}, network=False)
+    assert build.ok, build.log
+    test = "def test_out():\n    assert open('/app/out.txt').read() == 'done\\n'\n"
+    graded = pack(Verifier(test=test, script="test.sh", files={"test.sh": SCRIPT}))
+    with sandbox.container(build.tag, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-volumes", "write done to /app/out.txt"),
+            Scripted(["echo stale > /tests/leftover && echo done > /app/out.txt"]),
+            graded,
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == 1, rollout.verdict

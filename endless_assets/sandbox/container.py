@@ -175,6 +175,19 @@ class TaskContainer:
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
 
+    def halt(self) -> None:
+        """Kill every process in the container; it stays stopped (files and volumes stay) until
+        `restart`."""
+        if self.grader is not None:
+            self.grader.close()
+            self.grader = None
+        try:
+            with suppress(docker.errors.APIError):  # (not running already)
+                self.container.kill()
+            self.container.wait(timeout=60)
+        except (docker.errors.DockerException, OSError) as exc:
+            raise SandboxError(f"stopping container {self.container.short_id}: {exc}") from exc
+
     def raise_if_exited(self) -> None:
         """Raise ContainerExited if the container stopped by itself (see that class); nothing if
         it runs, was stopped by a signal (the engine, a restart, us), or cannot be asked."""

@@ -173,9 +173,16 @@ def stop_new(before):
 
 
 def fresh_directory(path, mode):
-    """`path` as a new, empty directory owned by root (whatever was there is removed)."""
+    """`path` as a new, empty directory owned by root (whatever was there is removed; a mount
+    point, e.g. an image's VOLUME, stays and is emptied)."""
     if os.path.islink(path) or os.path.isfile(path):
         os.unlink(path)
+    elif os.path.ismount(path):
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
     elif os.path.isdir(path):
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)

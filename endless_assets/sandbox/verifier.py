@@ -67,14 +67,33 @@ def grade_in_verifier(
     if spec.script:
         timeout = spec.timeout or timeout
 
+    halted = stop_agent and uid == 0
+
     def stop() -> None:
-        if not stop_agent:
-            return
-        if uid == 0:
-            container.restart()  # every process dies, the files stay
-        else:
+        if halted:
+            # Every process dies, and none starts again (an ENTRYPOINT the agent changed, say,
+            # with a VOLUME the verifier shares) until the verdict is given.
+            container.halt()
+        elif stop_agent:
             stop_agent_processes(container, uid)
 
+    try:
+        return _verdict_in(container, image, stop, spec, uid, timeout, started)
+    finally:
+        if halted:  # for what the caller runs in it next (a stage's next check)
+            with contextlib.suppress(SandboxError):
+                container.restart()
+
+
+def _verdict_in(
+    container: TaskContainer,
+    image: str,
+    stop,
+    spec: bundle.Verifier,
+    uid: int,
+    timeout: float,
+    started: float,
+) -> Verdict:
     with verifier_container(container, image, stop) as box:
         grader = _grader_for(box, pycache_prefix=PYCACHE, preload=not spec.script)
         deadline = time.monotonic() + timeout + 60
