@@ -4,7 +4,7 @@
 `docker diff` walks the container's whole file tree on these machines (Docker 20.10's overlay2
 compares it with the image's: ~29,000 entries of our base image, 0.3-0.5 s, more for larger
 images), however few files changed. When the engine runs on this host with an overlay driver
-and we are root (`disk.layer_dir`: what the disk budget needs too), the container's own overlay
+and we are root (`disk.upper_dir`: what the disk budget needs too), the container's own overlay
 layer, its upper directory, holds exactly what changed, and reading it costs little. It lists:
 
 - every entry in the upper directory (a file, link or device written, created or copied up);
@@ -31,7 +31,6 @@ import stat
 import docker.errors
 
 from endless_assets.sandbox.client import DockerClient, SandboxError
-from endless_assets.sandbox.disk import OVERLAY_DRIVERS
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -44,16 +43,6 @@ LIMIT = 2_000_000  # entries: past this, the engine's own walk (a disk budget ho
 def change_key(change: dict) -> tuple:
     """What tells one change from another: path, kind and (read in the upper directory) stamp."""
     return (change.get("Path"), change.get("Kind"), change.get("Stamp"))
-
-
-def readable_upper(attrs: dict) -> str:
-    """The container's overlay upper directory if this process can read it (the engine runs on
-    this host with an overlay driver, and we are root), else "". `attrs`: its inspect."""
-    driver = attrs.get("GraphDriver") or {}
-    upper = str((driver.get("Data") or {}).get("UpperDir") or "")
-    if driver.get("Name") not in OVERLAY_DRIVERS or not upper or os.geteuid() != 0:
-        return ""
-    return upper if os.path.isdir(upper) else ""
 
 
 def container_changes(client: DockerClient, container_id: str, upper: str = "") -> list[dict]:

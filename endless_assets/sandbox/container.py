@@ -296,8 +296,8 @@ def task_container(
             agent = _identity(client, created["Id"], attrs)
             image_env = identity.image_environment(attrs)
             # A root agent's verdict checks its changes (verifier.tampering) against these.
-            upper = changes.readable_upper(attrs)
             if agent.is_root:
+                upper = disk.upper_dir(attrs)
                 engine_changes = _engine_changes(client, created["Id"], attrs, upper)
         else:
             agent, image_env = verifier_of.agent, verifier_of.image_env

@@ -56,14 +56,21 @@ def check_budget(text: str) -> int:
     return size
 
 
-def layer_dir(inspect: dict) -> str | None:
-    """The container's own overlay layer directory, if this process can mount over it: the
-    engine runs on this host with the overlay2 driver (Podman: overlay), and we are root."""
+def upper_dir(inspect: dict) -> str:
+    """The container's overlay upper directory if this process can reach it: the engine runs on
+    this host with the overlay2 driver (Podman: overlay), and we are root; else ""."""
     driver = inspect.get("GraphDriver") or {}
-    upper = (driver.get("Data") or {}).get("UpperDir", "")
+    upper = str((driver.get("Data") or {}).get("UpperDir") or "")
     if driver.get("Name") not in OVERLAY_DRIVERS or not upper or os.geteuid() != 0:
-        return None
-    if not os.path.isdir(upper) or shutil.which("mkfs.ext4") is None:
+        return ""
+    return upper if os.path.isdir(upper) else ""
+
+
+def layer_dir(inspect: dict) -> str | None:
+    """The container's own overlay layer directory (its upper directory's parent), if this
+    process can mount over it (`upper_dir`, and mkfs.ext4 is here)."""
+    upper = upper_dir(inspect)
+    if not upper or shutil.which("mkfs.ext4") is None:
         return None
     return os.path.dirname(upper)
 

@@ -61,13 +61,12 @@ def grade_in_verifier(
     started: float,
 ) -> Verdict:
     """The verdict in a verifier container (verifier.py)."""
-    image, changed = snapshot(container, check=stop_agent and uid == 0)
+    halted = stop_agent and uid == 0  # a root agent's: checked, and stopped while graded
+    image, changed = snapshot(container, check=halted)
     if changed:
         return _no_verdict(spec, f"the agent changed {changed}, which grading runs", started)
     if spec.script:
         timeout = spec.timeout or timeout
-
-    halted = stop_agent and uid == 0
 
     def stop() -> None:
         if halted:
