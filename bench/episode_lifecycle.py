@@ -6,8 +6,11 @@ included), starting its resident grader, opening the agent's shell, one command,
 and removing the container; and prints the median of each phase and of start + grader + verdict
 + removal, the lifecycle issue 13 asks to keep under 0.5 s. `--warm` takes containers started
 ahead instead (sandbox/warm.py): the start and the grader's start leave the episode's clock.
+`--user root` (or another user of the base image) runs the agent as that user, the way an
+imported task's is (identity.py): a root agent's verdict is a verifier container's. The machine's
+CPU per episode is printed too (cpu.py).
 
-    .venv/bin/python bench/episode_lifecycle.py [--runs 15] [--disk 2g] [--warm]
+    .venv/bin/python bench/episode_lifecycle.py [--runs 15] [--disk 2g] [--warm] [--user root]
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ import argparse
 import statistics
 import time
 
+from cpu import CpuMeter
+
 from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.identity import identity_dockerfile
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.sandbox.shell import ShellSession
 from endless_assets.sandbox.verdict import run_pytest, start_grader
@@ -30,9 +36,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--disk", default="2g")
     parser.add_argument("--warm", action="store_true")
+    parser.add_argument("--user", default="", help="the agent's user (default: ours, uid 1000)")
     args = parser.parse_args()
     sandbox = Sandbox(SandboxConfig(limits=Limits(disk=args.disk), warm=2 if args.warm else 0))
-    build = sandbox.build(f"FROM {sandbox.base.tag}\nRUN echo hello > /home/user/in.txt\n", {})
+    dockerfile = f"FROM {sandbox.base.tag}\nRUN echo hello > /home/user/in.txt\n"
+    if args.user:
+        dockerfile = identity_dockerfile(dockerfile, args.user, "/home/user")
+    build = sandbox.build(dockerfile, {})
     assert build.ok, build.log
     phases: dict[str, list[float]] = {}
 
@@ -41,24 +51,10 @@ def main() -> None:
         phases.setdefault(name, []).append(now - since)
         return now
 
+    meter = CpuMeter()
     try:
-        for _ in range(args.runs + 1):  # the first one warms the caches, and is left out
-            if args.warm:
-                sandbox.expect(build.tag)
-                sandbox.warm.ready(build.tag, 1)
-            t = time.monotonic()
-            with sandbox.container(build.tag, warm=args.warm) as box:
-                t = record("start", t)
-                start_grader(box)
-                t = record("grader start", t)
-                with ShellSession(box) as shell:
-                    t = record("shell open", t)
-                    shell.run(SOLVE, timeout=30)
-                    t = record("command", t)
-                verdict = run_pytest(box, TEST, timeout=60)
-                assert verdict.passed, verdict.output
-                t = record("verdict", t)
-            record("removal", t)
+        with meter:
+            run(args, sandbox, build.tag, record)
     finally:
         sandbox.close()
     medians = {name: statistics.median(values[1:]) for name, values in phases.items()}
@@ -67,8 +63,30 @@ def main() -> None:
     lifecycle = sum(medians[n] for n in ("start", "grader start", "verdict", "removal"))
     print(
         f"start + grader start + verdict + removal: {lifecycle * 1000:.0f} ms "
-        f"(disk budget {args.disk}, {'warm' if args.warm else 'cold'} start, {args.runs} runs)"
+        f"(disk budget {args.disk}, {'warm' if args.warm else 'cold'} start, {args.runs} runs, "
+        f"agent {args.user or 'ours'})"
     )
+    print(meter.report(per=args.runs + 1, unit="episode"))
+
+
+def run(args: argparse.Namespace, sandbox: Sandbox, tag: str, record) -> None:
+    for _ in range(args.runs + 1):  # the first one warms the caches, and is left out
+        if args.warm:
+            sandbox.expect(tag)
+            sandbox.warm.ready(tag, 1)
+        t = time.monotonic()
+        with sandbox.container(tag, warm=args.warm) as box:
+            t = record("start", t)
+            start_grader(box)
+            t = record("grader start", t)
+            with ShellSession(box) as shell:
+                t = record("shell open", t)
+                shell.run(SOLVE, timeout=30)
+                t = record("command", t)
+            verdict = run_pytest(box, TEST, timeout=60)
+            assert verdict.passed, verdict.output
+            t = record("verdict", t)
+        record("removal", t)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ environment at grading; a task graded by its own script is graded offline."""
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
@@ -148,3 +151,25 @@ def test_a_test_script_grades_offline_and_a_step_that_needs_the_network_is_named
         verdict = run_pytest(box, bundle.pack(spec), stop_agent=False)
     assert verdict.status == status, verdict.output
     assert needs in verdict.needs_network and bool(needs) == bool(verdict.needs_network)
+
+
+
+def files_read(sandbox, container_id: str, since: float) -> int:
+    """How many files the engine handed out of this container (its `archive-path` events)."""
+    filters = {"event": "archive-path", "container": container_id}
+    events = sandbox.client.events(since=since, until=time.time(), filters=filters, decode=True)
+    return len(list(events))
+
+
+def test_an_images_identity_is_read_in_its_first_container_and_kept_for_the_next(sandbox):
+    """Reading /etc/passwd and /etc/group through the engine starts two of its archive helpers
+    (~0.1 CPU-s) per container; the identity of an image is the same in every container."""
+    tag = image(sandbox, f"RUN useradd -m -u 1700 keeper\nUSER keeper\nENV RUN={uuid.uuid4()}\n")
+    reads, uids = [], []
+    for _ in range(2):
+        since = time.time()
+        with sandbox.container(tag, labels={"role": "identity"}) as box:
+            uids.append(box.agent.uid)
+            reads.append(files_read(sandbox, box.id, since))
+    assert uids == [1700, 1700]
+    assert reads == [2, 0]

@@ -48,6 +48,13 @@ def client_for(base_url: str, timeout: float) -> DockerClient:
     return DockerClient(base_url=base_url, timeout=timeout, tls=tls if tls else False)
 
 
+def engine_address(client: DockerClient) -> str:
+    """Which engine `client` talks to: its unix socket's path, else its URL (docker-py gives
+    every unix socket the same base URL)."""
+    adapter = getattr(client.api, "_custom_adapter", None)  # docker-py's UnixHTTPAdapter
+    return str(getattr(adapter, "socket_path", "") or client.api.base_url)
+
+
 @functools.cache
 def docker_client(base_url: str | None = None) -> DockerClient:
     """A client for `base_url`, else DOCKER_HOST, else the local socket. Cached per process."""

@@ -18,7 +18,7 @@ from docker import DockerClient
 from docker.models.containers import Container
 
 from endless_assets.sandbox import changes, disk, identity, podman
-from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
+from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels, engine_address
 from endless_assets.sandbox.identity import DEFAULT, AgentIdentity
 from endless_assets.sandbox.seccomp import PROFILE_JSON
 from endless_assets.sandbox.startup import (
@@ -344,7 +344,7 @@ _ENGINE_CHANGES_KEPT = 4096
 def _engine_changes(client: DockerClient, container_id: str, attrs: dict, upper: str) -> list[dict]:
     if upper:  # read where they are, as the check will read the agent's (changes.py)
         return changes.container_changes(client, container_id, upper)
-    key = (str(client.api.base_url), str(attrs.get("Image") or ""))
+    key = (engine_address(client), str(attrs.get("Image") or ""))
     found = _ENGINE_CHANGES.get(key)
     if found is None:
         found = changes.container_changes(client, container_id)
