@@ -153,7 +153,6 @@ def test_a_test_script_grades_offline_and_a_step_that_needs_the_network_is_named
     assert needs in verdict.needs_network and bool(needs) == bool(verdict.needs_network)
 
 
-
 def files_read(sandbox, container_id: str, since: float) -> int:
     """How many files the engine handed out of this container (its `archive-path` events)."""
     filters = {"event": "archive-path", "container": container_id}

@@ -112,7 +112,7 @@ def test_a_container_that_stopped_is_checked_and_snapshotted_without_a_pause(san
         box.exec_root(["sh", "-c", "echo done > /app/out.txt"])
         box.client.api.kill(box.id)
         box.client.api.wait(box.id)
-        image, changed = verifier.snapshot(box, check=True)
+        image, changed, _ = verifier.snapshot(box, check=True)
         try:
             assert changed == ""
             assert box.client.images.get(image).id == image
@@ -174,7 +174,10 @@ def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sand
             pack(spec),
             EpisodeLimits(command_timeout=30, test_timeout=60),
         )
-        assert box.running()  # started again once the verdict was given
+        # Stopped until something is to run in it (a rollout's container never starts again)
+        assert box.halted and not box.running()
+        assert box.exec_root(["true"]).exit_code == 0
+        assert box.running() and not box.halted
     assert rollout.termination == "done", rollout.error
     assert rollout.reward == 0, rollout.verdict
 

@@ -97,6 +97,7 @@ class TaskContainer:
         # is then read there instead of asked of the engine (`docker diff`).
         self.upper_dir = ""
         self.limits = Limits()
+        self.halted = False  # stopped by `halt`: started again before anything runs in it
 
     @property
     def id(self) -> str:
@@ -111,6 +112,7 @@ class TaskContainer:
         user: str = "root",
     ) -> ExecResult:
         """Run a trusted harness command (as root unless `user` says otherwise), clean env."""
+        self.awake()
         started = time.monotonic()
         env = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
         env.update(environment or {})
@@ -174,10 +176,17 @@ class TaskContainer:
                 disk.check_attached(self.disk_layer)
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
+        self.halted = False
+
+    def awake(self) -> None:
+        """Start a halted container's PID 1 again; nothing if it was not halted. Whatever runs
+        something in the container (a command, a shell, a grader) calls this first."""
+        if self.halted:
+            self.restart()
 
     def halt(self) -> None:
         """Kill every process in the container; it stays stopped (files and volumes stay) until
-        `restart`."""
+        something is to run in it (`awake`): a container removed next never starts again."""
         if self.grader is not None:
             self.grader.close()
             self.grader = None
@@ -187,6 +196,7 @@ class TaskContainer:
             self.container.wait(timeout=60)
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"stopping container {self.container.short_id}: {exc}") from exc
+        self.halted = True
 
     def raise_if_exited(self) -> None:
         """Raise ContainerExited if the container stopped by itself (see that class); nothing if

@@ -141,6 +141,7 @@ class ShellSession:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _start(self, wait: float = 30.0) -> None:
+        self.container.awake()
         api = self.container.client.api
         token = secrets.token_hex(8)
         try:

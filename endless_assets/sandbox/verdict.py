@@ -183,6 +183,7 @@ class _Grader:
         self, container: TaskContainer, pycache_prefix: str = "", preload: bool = True
     ) -> None:
         self.container = container
+        container.awake()
         api = container.client.api
         # The source goes on the command line: nothing of the grader is on disk for the agent to
         # change, and /verifier is a tmpfs (which `put_archive` cannot write into). In a

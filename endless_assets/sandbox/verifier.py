@@ -18,10 +18,12 @@ committed (`snapshot`: a process the agent left running could otherwise change a
 check passed it), `tampering` compares the agent's changes (changes.py: read in its overlay upper
 directory, or `docker diff`; less what the engine had changed when the container started: Podman
 touches /etc) with what the first grader described (grader_script.describe): any change there
-(but bytecode caches, which the verifier's interpreter never reads: `-X pycache_prefix`) is a
-verdict of 0 without grading. What remains (see the README's threat model): a program the test
-itself runs as root can still change files the test process loads later, and a test that imports
-the agent's code gives that code the test's powers.
+but to bytecode caches is a verdict of 0 without grading. A bytecode cache the agent wrote or
+removed there (Python writes them as it imports) is never read: the verifier's interpreter then
+keeps its caches on its own tmpfs (`-X pycache_prefix`, compiling what it imports: ~0.6 CPU-s
+more); where the agent changed none, it reads the image's own. What remains (see the README's
+threat model): a program the test itself runs as root can still change files the test process
+loads later, and a test that imports the agent's code gives that code the test's powers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import docker.errors
 
@@ -49,6 +52,15 @@ from endless_assets.sandbox.verdict import (
 
 VERIFIER_REPOSITORY = "endless-verifier"
 PYCACHE = "/verifier/pycache"  # on the verifier's tmpfs: no cache the agent wrote is ever read
+CACHE_DIR = "/__pycache__"
+
+
+class Snapshot(NamedTuple):
+    image: str  # the snapshot's image id ("" when `changed`)
+    changed: str  # the first path the agent changed among what grading runs ("" if none)
+    own_caches: bool  # checked: the agent changed no bytecode cache among what grading loads
+
+
 _SUMMARY = re.compile(r"=+ (?P<body>[^=\n]*\b(?:passed|failed|error|errors)\b[^=\n]*) =+\s*$")
 
 
@@ -62,9 +74,10 @@ def grade_in_verifier(
 ) -> Verdict:
     """The verdict in a verifier container (verifier.py)."""
     halted = stop_agent and uid == 0  # a root agent's: checked, and stopped while graded
-    image, changed = snapshot(container, check=halted)
+    image, changed, own_caches = snapshot(container, check=halted)
     if changed:
         return _no_verdict(spec, f"the agent changed {changed}, which grading runs", started)
+    prefix = "" if own_caches else PYCACHE
     if spec.script:
         timeout = spec.timeout or timeout
 
@@ -76,12 +89,9 @@ def grade_in_verifier(
         elif stop_agent:
             stop_agent_processes(container, uid)
 
-    try:
-        return _verdict_in(container, image, stop, spec, uid, timeout, started)
-    finally:
-        if halted:  # for what the caller runs in it next (a stage's next check)
-            with contextlib.suppress(SandboxError):
-                container.restart()
+    # A halted container starts again when something is to run in it next (a stage's next
+    # check): a rollout's, removed next, never does.
+    return _verdict_in(container, image, stop, spec, uid, timeout, started, prefix)
 
 
 def _verdict_in(
@@ -92,9 +102,10 @@ def _verdict_in(
     uid: int,
     timeout: float,
     started: float,
+    pycache_prefix: str,
 ) -> Verdict:
     with verifier_container(container, image, stop) as box:
-        grader = _grader_for(box, pycache_prefix=PYCACHE, preload=not spec.script)
+        grader = _grader_for(box, pycache_prefix=pycache_prefix, preload=not spec.script)
         deadline = time.monotonic() + timeout + 60
         if not spec.script:
             request = {
@@ -203,22 +214,31 @@ def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
 
 def tampering(container: TaskContainer) -> str:
     """The first path the agent changed among what grading runs or loads; "" if none."""
+    return _check(container)[0]
+
+
+def _check(container: TaskContainer) -> tuple[str, bool]:
+    """(`tampering`, whether the agent left every bytecode cache among what grading loads as it
+    was)."""
     protected = container.protected
     if protected is None:
-        return "(what grading runs was not described before the agent's first command)"
+        return "(what grading runs was not described before the agent's first command)", False
     engine = container.engine_changes
     changes = [c for c in diff(container) if change_key(c) not in engine]
     paths = [str(change.get("Path", "")) for change in changes]
     parents = {path.rsplit("/", 1)[0] or "/" for path in paths}
+    own_caches = True
     for path in sorted(paths):
-        if "/__pycache__" in path or (path in parents and _modified(changes, path)):
-            continue  # a bytecode cache (never read), or a directory whose entries are listed
+        cache = CACHE_DIR in path
+        if not cache and path in parents and _modified(changes, path):
+            continue  # a directory whose entries are listed
         for guarded in protected:
-            if path == guarded or path.startswith(guarded.rstrip("/") + "/"):
-                return path
-            if guarded.startswith(path.rstrip("/") + "/"):
-                return path  # it replaced or removed a directory on the way to `guarded`
-    return ""
+            inside = path == guarded or path.startswith(guarded.rstrip("/") + "/")
+            if cache:  # (never read if so: the verifier's interpreter keeps its own)
+                own_caches = own_caches and not inside
+            elif inside or guarded.startswith(path.rstrip("/") + "/"):
+                return path, False  # or it replaced a directory on the way to `guarded`
+    return "", own_caches
 
 
 def diff(container: TaskContainer) -> list[dict]:
@@ -232,15 +252,17 @@ def _modified(changes: list[dict], path: str) -> bool:
     return {c.get("Kind") for c in changes if c.get("Path") == path} == {0}
 
 
-def snapshot(container: TaskContainer, *, check: bool) -> tuple[str, str]:
-    """(image id, "") of a snapshot of the container's files, or ("", path) when `check` finds
-    that the agent changed `path`, which grading runs (`tampering`). The container is paused
-    from before the check until after the commit: a process the agent left running cannot
-    change a file once the check has passed it (it could, between a check and a later pause)."""
+def snapshot(container: TaskContainer, *, check: bool) -> Snapshot:
+    """A snapshot of the container's files, or none when `check` finds that the agent changed a
+    path that grading runs (`tampering`). The container is paused from before the check until
+    after the commit: a process the agent left running cannot change a file once the check has
+    passed it (it could, between a check and a later pause)."""
     paused = _pause(container)
     try:
-        changed = tampering(container) if check else ""
-        return ("", changed) if changed else (commit(container, pause=False), "")
+        changed, own_caches = _check(container) if check else ("", False)
+        if changed:
+            return Snapshot("", changed, False)
+        return Snapshot(commit(container, pause=False), "", own_caches)
     finally:
         if paused:
             with contextlib.suppress(docker.errors.DockerException, OSError):
