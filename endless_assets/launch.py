@@ -28,10 +28,11 @@ def home_lock(home: Path) -> Iterator[None]:
         yield
 
 
-def ensure_dagster_home() -> Path:
+def ensure_dagster_home(overrides: dict[str, Any] | None = None) -> Path:
     """Use DAGSTER_HOME if set, else ./dagster_home (made absolute; created with our yaml), with
     the instance's storage created: SQLite there, or PostgreSQL when DAGSTER_PG_URL is set
-    (instance.py writes the yaml; InstanceError, in one line, if the URL does not parse or answer).
+    (instance.py writes the yaml, its pools sized by the settings with `overrides` (None: unset)
+    over the environment; InstanceError, in one line, if the URL does not parse or answer).
 
     Dagster creates its schemas when an instance first opens, without a lock of its own: two
     `endless run` started at once on a fresh home both try, and one fails ("table ... already
@@ -53,7 +54,7 @@ def ensure_dagster_home() -> Path:
         home.mkdir(parents=True, exist_ok=True)
         os.environ["DAGSTER_HOME"] = str(home)
         with home_lock(home):
-            note = sync_instance_yaml(home, url, Settings.resolve())
+            note = sync_instance_yaml(home, url, Settings.resolve(**(overrides or {})))
             if note:
                 print(f"endless: {note}", file=sys.stderr)
             try:
@@ -117,7 +118,7 @@ def launch_batch(
     for index in range(shards):
         result = run(jobs.batch_shard_job, extra_tags={TAG: f"{index}/{shards}"})
         state = "done" if result.success else "failed"
-        progress(f"shard {index + 1}/{shards}: run {result.run_id} {state}")
+        progress(f"shard run {TAG}={index}/{shards}: run {result.run_id} {state}")
         if not result.success:
             return result
     return run(jobs.batch_finish_job)
@@ -137,7 +138,7 @@ def launch_job(
     """Run `job` (a module-level function returning the job, so Dagster can reconstruct it) for
     one partition on the DAGSTER_HOME instance. `overrides` are pipeline settings (None: unset);
     `dynamic_partitions` names a dynamic partitions definition to add the batch to first."""
-    home = ensure_dagster_home()
+    home = ensure_dagster_home(overrides)
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
     logging.getLogger("dagster").setLevel(log_level)

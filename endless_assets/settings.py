@@ -103,8 +103,8 @@ class Settings:
     shard_tasks: int = setting(
         1000,
         "ENDLESS_SHARD_TASKS",
-        "`endless run` splits a larger batch into shard runs of at most this many tasks "
-        "(stages II-IV per shard; one partition in the end)",
+        "`endless run` splits a larger batch into shard runs of about this many tasks (a "
+        "task's shard is a hash of its id; stages II-IV per shard; one partition in the end)",
     )
     # The LLM generator (stages I-III). The API key is read from OPENAI_API_KEY when a client is
     # made; it is never a setting and never stored.

@@ -105,14 +105,14 @@ def settings(data_dir: Path, server: ScriptedServer) -> dict:
     }
 
 
-def materialize(data_dir: Path, server: ScriptedServer, selection=None):
+def materialize(data_dir: Path, server: ScriptedServer, selection=None, **changed):
     return dg.materialize(
         [getattr(definitions, name) for name in ASSETS],
         selection=selection,
         partition_key=BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         resources={
-            "pipeline": PipelineSettings(**settings(data_dir, server)),
+            "pipeline": PipelineSettings(**{**settings(data_dir, server), **changed}),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
     )
@@ -155,8 +155,21 @@ def test_a_run_killed_in_stage_four_resumes_with_only_the_attempts_in_flight(tmp
         patch.setattr(procedural, "ALL_FAMILIES", [bf.Good])
         again = Solver()
         with ScriptedServer(again, model=MODEL) as server:
-            rerun = materialize(killed_dir, server, ["solver_rollouts", "filtered_dataset"])
+            # The whole batch again, with one worker (as after losing a machine): what stages
+            # I-IIIb finished is in their journals, and none of it is done again.
+            rerun = materialize(killed_dir, server, workers=1)
         assert rerun.success
+        for stage in (
+            "task_descriptions",
+            "task_environments",
+            "completion_tests",
+            "task_soundness",
+        ):
+            meta = rerun.asset_materializations_for_node(stage)[0].metadata
+            assert meta["recovered_from_journal"].value == TASKS, stage
+        assert not (killed_dir / "journal").exists() or not any(
+            (killed_dir / "journal").rglob(f"batch={BATCH}")
+        )  # the batch is whole in the lake: its journals are gone
         # Every attempt the journal holds is reused; the others run now. The requests sent twice
         # are those of attempts in flight when the process died (or still being graded).
         assert again.served == TOTAL_REQUESTS - journaled * REQUESTS_PER_ATTEMPT
@@ -214,4 +227,5 @@ def test_stage_two_rows_journaled_before_a_failed_write_are_reused_not_rebuilt(t
     assert meta["recovered_from_journal"].value == 3
     stored = lake.read("task_environments", batch).sort("task_id")
     assert stored.equals(from_journal)  # the very rows, build times and timestamps included
-    assert not journal_dir(data_dir, "task_environments", batch).exists()
+    # Kept until the batch's last table is written (a later stage's crash redoes none of it)
+    assert journal_dir(data_dir, "task_environments", batch).exists()

@@ -239,6 +239,9 @@ def _import(
         f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver} "
         f"(k={settings.attempts}), data in {settings.data_dir}"
     )
+    from endless_assets.cli.submit import open_instance
+
+    open_instance(overrides)  # (a DAGSTER_PG_URL that does not answer: one line, exit 2)
     _warn_missing_images(source, batch, mapping, settings, fmt)
     started = time.monotonic()
     result = launch_import(

@@ -67,17 +67,20 @@ def run(
         _fail(str(exc))
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
 
-    open_instance()  # the instance (a DAGSTER_PG_URL that does not answer: one line, exit 2)
+    open_instance(overrides)  # (a DAGSTER_PG_URL that does not answer: one line, exit 2)
     from endless_assets.stages.shards import count_for
 
     shards = count_for(settings.tasks, settings.shard_tasks)
-    sharded = f", in {shards} shard runs of at most {settings.shard_tasks}" if shards > 1 else ""
+    sharded = ""
+    if shards > 1:  # (a task's shard is a hash of its id: shards are about even, not exactly)
+        sharded = f", in {shards} shard runs of about {-(-settings.tasks // shards)} tasks"
     err.print(
         f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks{sharded}, generator "
         f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
     if submit:
+        _claim(settings.data_dir, batch).close()  # (refused now if a run holds the batch)
         if shards > 1:
             submit_sharded(batch, overrides, shards)
         else:
@@ -85,13 +88,17 @@ def run(
         return
     _preflight(settings)
     started = time.monotonic()
-    result = launch_batch(
-        batch,
-        overrides,
-        log_level="WARNING" if quiet else "INFO",
-        shards=shards,
-        progress=err.print,
-    )
+    claim = _claim(settings.data_dir, batch)
+    try:
+        result = launch_batch(
+            batch,
+            overrides,
+            log_level="WARNING" if quiet else "INFO",
+            shards=shards,
+            progress=err.print,
+        )
+    finally:
+        claim.close()
     wall = time.monotonic() - started
     _print_funnel(settings.data_dir, batch)
     if not result.success:
@@ -127,6 +134,28 @@ def _batch_key(date: str | None) -> str:
         last = batches.get_last_partition_key() or today
         _fail(f"--date {date} is not a batch: batches run from {BATCH_START} to {last} (today UTC)")
     return day.isoformat()
+
+
+def _claim(data_dir: str, batch: str):
+    """The batch's launch lock, held while this command launches its runs (batch_lock.py); one
+    line and exit 2 if another `endless run` launches it, or a run of it is going on now, or the
+    data directory cannot be written."""
+    from endless_assets import batch_lock
+    from endless_assets.lake import resolve_data_dir
+
+    where = resolve_data_dir(data_dir)
+    try:
+        claim = batch_lock.acquire(where, batch, holder="endless run", kind="launch")
+    except batch_lock.BatchBusy as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"the data directory {where} cannot be written: {exc.strerror or exc}")
+    try:
+        batch_lock.check_free(where, batch)
+    except batch_lock.BatchBusy as exc:
+        claim.close()
+        _fail(str(exc))
+    return claim
 
 
 def _preflight(settings) -> None:

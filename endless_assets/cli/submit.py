@@ -35,15 +35,17 @@ LAUNCHED_BY = "endless run --submit"
 _RAISED = re.compile(r"^(Error: |[A-Za-z_][\w.]*(Error|Exception)\b.*: )")
 
 
-def open_instance() -> Path:
+def open_instance(overrides: dict[str, Any] | None = None) -> Path:
     """DAGSTER_HOME's instance, made and opened before any work; a DAGSTER_PG_URL that does not
-    parse or answer, or a dagster.yaml that does not load: one line and exit 2."""
+    parse or answer, or a dagster.yaml that does not load: one line and exit 2. `overrides`:
+    the command's settings (None: unset), over the environment's."""
     from endless_assets.instance import InstanceError
     from endless_assets.launch import ensure_dagster_home
+    from endless_assets.settings import SettingsError
 
     try:
-        return ensure_dagster_home()
-    except InstanceError as exc:
+        return ensure_dagster_home(overrides)
+    except (InstanceError, SettingsError) as exc:
         _fail(str(exc))
         raise  # unreachable: _fail exits
 
@@ -61,7 +63,7 @@ def submit_batch(
     from endless_assets.instance import hidden, pg_url, shown
     from endless_assets.launch import batch_run_config
 
-    open_instance()
+    open_instance(overrides)
     run_id = str(uuid.uuid4())
     tags = {"dagster/partition": batch, "endless/launched_by": LAUNCHED_BY, **(extra_tags or {})}
     with tempfile.TemporaryDirectory(prefix="endless-submit-") as tmp:

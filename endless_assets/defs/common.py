@@ -79,6 +79,28 @@ def run_parallel(
     return [r for r in results if r is not None]
 
 
+OPERATIONAL = frozenset(
+    {
+        "data_dir",
+        "workers",
+        "docker_host",
+        "docker_hosts",
+        "warm_containers",
+        "shard_tasks",
+        "llm_concurrency",
+        "llm_timeout",
+        "llm_retries",
+        "llm_backoff",
+        "llm_cache",
+        "rollout_workers",
+        "generator_base_url",
+        "solver_base_url",
+        "auditor_base_url",
+        "reference_judge_base_url",
+    }
+)
+
+
 def resumable(
     pipeline: PipelineSettings,
     settings: Settings,
@@ -89,8 +111,13 @@ def resumable(
     key: str = "task_id",
 ) -> Resumable:
     """Stage I-III work that survives a crash: each finished row is journaled as it finishes and
-    a rerun under the same settings reuses it (stages/journal.py). Rows are keyed by `key`."""
-    scope = fingerprint(settings.as_dict(), generator.name, generator.model, generator.version)
+    a rerun under the same settings reuses it (stages/journal.py). Rows are keyed by `key`.
+    Settings that say where and how fast the work runs, not what it makes (the engines, the
+    endpoints' URLs: the models are named apart, the parallelism, the data directory), are not
+    part of "the same": a batch whose engine was lost is rerun on the others without redoing
+    what is journaled."""
+    made = {k: v for k, v in settings.as_dict().items() if k not in OPERATIONAL}
+    scope = fingerprint(made, generator.name, generator.model, generator.version)
     return Resumable(
         Journal(pipeline.lake().data_dir, table, batch, scope),
         item_key=lambda item: str(item if key == "index" else item.task_id),

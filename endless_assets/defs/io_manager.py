@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import IO
+
 import dagster as dg
 import polars as pl
+from pydantic import PrivateAttr
 
+from endless_assets import batch_lock
 from endless_assets.catalog import rebuild_catalog
 from endless_assets.lake import Lake, LakeError
 from endless_assets.schemas import TABLES, polars_schema
 from endless_assets.stages import shards
-from endless_assets.stages.journal import Journal
+from endless_assets.stages.journal import Journal, clear_batch
 from endless_assets.stages.shards import Shard
 
 
@@ -25,12 +29,34 @@ def column_schema(table: str) -> dg.TableSchema:
 
 
 class ParquetLakeIOManager(dg.ConfigurableIOManager):
-    """Writes each partition of a table-asset to the lake and reads it back for downstream steps."""
+    """Writes each partition of a table asset to the lake and reads it back for downstream steps.
+
+    A run of one batch holds the batch's lock from its start to its end (batch_lock.py): two
+    runs of a batch at once would mix their rows."""
 
     data_dir: str | None = None
+    _lock: IO[str] | None = PrivateAttr(default=None)
 
     def _lake(self) -> Lake:
         return Lake(self.data_dir)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.run
+        batch = run.tags.get("dagster/partition") if run is not None else None
+        if run is None or not batch:
+            return  # (not a run of one batch: nothing it writes is a batch's)
+        shared = shards.parse(run.tags.get(shards.TAG)) is not None
+        try:
+            self._lock = batch_lock.acquire(
+                self._lake().data_dir, batch, holder=f"run {run.run_id}", shared=shared
+            )
+        except batch_lock.BatchBusy as exc:
+            raise dg.Failure(str(exc)) from None
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         if obj is None:
@@ -55,7 +81,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
             )
             return
         path = lake.write(table, batch, obj)
-        Journal(lake.data_dir, table, batch).clear()  # the partition now holds that work
+        _clear_journals(lake, table, batch)
         rebuild_catalog(lake)
         metadata: dict = {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
         if table in TABLES:
@@ -76,6 +102,20 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         if "task_id" not in frame.columns:
             return frame
         return frame.filter(pl.col("task_id").map_elements(shard.owns, return_dtype=pl.Boolean))
+
+
+# The batch's last table: once it is written, every stage's work is in the lake. Until then the
+# journals of stages I-IIIb stay, so that a rerun after a crash in a later stage redoes none of
+# theirs (each stage reads them back under the same settings: stages/journal.py).
+LAST_TABLE = "filtered_dataset"
+ROLLOUTS = "solver_rollouts"  # (stage IV reuses the rollouts its partition holds)
+
+
+def _clear_journals(lake: Lake, table: str, batch: str) -> None:
+    if table == LAST_TABLE:
+        clear_batch(lake.data_dir, batch)
+    elif table == ROLLOUTS:
+        Journal(lake.data_dir, table, batch).clear()
 
 
 def run_shard(context: dg.OutputContext | dg.InputContext) -> Shard | None:

@@ -115,8 +115,8 @@ def _materialize(
     workers = settings.episode_workers
     context.log.info(
         f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
-        f"{len(reusable)} scored rollouts reused ({len(recovered)} recovered from the journal of "
-        f"an interrupted run), {len(todo)} to run, {workers} episodes in "
+        f"{len(reusable)} scored rollouts reused ({len(recovered)} of them from the journal), "
+        f"{len(todo)} to run, {workers} episodes in "
         f"parallel, at most {settings.workers} starting containers or grading at once"
     )
     docker_slots = threading.BoundedSemaphore(max(1, settings.workers))
