@@ -168,3 +168,23 @@ def test_an_unreachable_docker_engine_is_reported_before_the_run(tmp_path):
     assert proc.returncode == 1
     assert "cannot reach a Docker engine at tcp://127.0.0.1:1" in proc.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_a_flag_wins_over_a_bad_value_of_its_setting_in_the_environment(tmp_path, sandbox):
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "ENDLESS_DATA_DIR": str(tmp_path / "data"),
+        "ENDLESS_TASKS": "0",
+        "ENDLESS_K": "-1",
+    }
+    proc = subprocess.run(
+        [*ENDLESS, "run", "--date", "2026-04-02", "--tasks", "1", "--k", "1", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 verified tasks kept" in proc.stdout
