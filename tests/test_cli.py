@@ -188,3 +188,32 @@ def test_a_flag_wins_over_a_bad_value_of_its_setting_in_the_environment(tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 verified tasks kept" in proc.stdout
+
+
+def test_ctrl_c_while_a_sharded_submit_waits_names_the_runs_it_leaves_queued(tmp_path):
+    """No daemon runs here: the queued stage I run never starts, so `--submit` waits on it."""
+    import signal
+
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "ENDLESS_DATA_DIR": str(tmp_path / "data"),
+        "ENDLESS_SHARD_TASKS": "1",
+    }
+    proc = subprocess.Popen(
+        [*ENDLESS, "run", "--date", "2026-04-03", "--tasks", "2", "--submit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    for line in proc.stdout:  # the run is queued once this is said
+        if "submitted as run" in line:
+            run_id = line.split("submitted as run ")[1].split()[0]
+            break
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert f"stopped waiting: run(s) {run_id} stay queued" in " ".join(stderr.split())
+    assert "Traceback" not in stderr

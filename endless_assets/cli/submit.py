@@ -56,8 +56,10 @@ def submit_batch(
     *,
     job: str = "daily_batch",
     extra_tags: dict[str, str] | None = None,
+    queued: list[str] | None = None,
 ) -> str:
-    """Queue `job` (the daily batch job) for `batch`; print and return the run id."""
+    """Queue `job` (the daily batch job) for `batch`; print and return the run id (appended to
+    `queued` as soon as the run is queued)."""
     import dagster as dg
 
     from endless_assets.instance import hidden, pg_url, shown
@@ -90,6 +92,8 @@ def submit_batch(
         if url:
             reason = hidden(reason, url)
         _fail(f"dagster job launch did not queue batch {batch}: {reason}", code=1)
+    if queued is not None:
+        queued.append(run_id)
     with dg.DagsterInstance.get() as instance:
         run = instance.get_run_by_id(run_id)
         status = run.status.value if run else "missing"
@@ -114,23 +118,35 @@ def submit_sharded(batch: str, overrides: dict[str, Any], shards: int) -> None:
     """A sharded batch on the instance: stage I, then every shard run at once (the queue and
     the instance's pools decide how many run together, on which machines), then the whole job.
     Each wave waits for the one before it; a failed run stops here, naming it."""
-    first = submit_batch(batch, overrides, job="batch_stage_one")
-    _wait([first])
-    runs = [
-        submit_batch(batch, overrides, job="batch_shard", extra_tags={SHARD_TAG: f"{i}/{shards}"})
-        for i in range(shards)
-    ]
-    _wait(runs)
-    submit_batch(batch, overrides, job="batch_finish")
+    queued: list[str] = []  # (Ctrl-C names those not done)
+    done: set[str] = set()
+    try:
+        submit_batch(batch, overrides, job="batch_stage_one", queued=queued)
+        _wait(queued[-1:], done)
+        for i in range(shards):
+            tags = {SHARD_TAG: f"{i}/{shards}"}
+            submit_batch(batch, overrides, job="batch_shard", extra_tags=tags, queued=queued)
+        _wait(queued[1:], done)
+        submit_batch(batch, overrides, job="batch_finish", queued=queued)
+    except KeyboardInterrupt:
+        left = [run_id for run_id in queued if run_id not in done]
+        _fail(
+            f"stopped waiting: run(s) {', '.join(left) or '(none)'} stay queued or running on the "
+            "instance (terminate them in the UI, or let them finish); later runs of the batch "
+            "were not queued",
+            code=130,
+        )
 
 
 WAIT_POLL_SECONDS = 5.0
 
 
-def _wait(run_ids: list[str]) -> None:
+def _wait(run_ids: list[str], done: set[str]) -> None:
+    """Until every run succeeded (each added to `done`); one that failed stops here, naming it."""
     import dagster as dg
 
     pending = set(run_ids)
+    total = len(run_ids)
     with dg.DagsterInstance.get() as instance:
         while pending:
             for run_id in sorted(pending):
@@ -146,6 +162,7 @@ def _wait(run_ids: list[str]) -> None:
                     )
                 if run.status == dg.DagsterRunStatus.SUCCESS:
                     pending.discard(run_id)
-                    err.print(f"run {run_id} done; {len(pending)} of {len(run_ids)} to go")
+                    done.add(run_id)
+                    err.print(f"run {run_id} done; {len(pending)} of {total} to go")
             if pending:
                 time.sleep(WAIT_POLL_SECONDS)
