@@ -130,10 +130,19 @@ def _url(url: str) -> Any:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
+    authority = url.split("://", 1)[1].split("/", 1)[0] if "://" in url else ""
+    if authority.count("@") > 1:  # (said without the URL: the password is in it)
+        raise InstanceError(
+            f"{PG_ENV} has more than one '@' before its host: write an '@' in the user or the "
+            "password as %40"
+        )
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
         parsed = None
+        port = authority.rsplit("@", 1)[-1].rpartition("]")[2].partition(":")[2]
+        if port and not port.isdigit():
+            raise InstanceError(f"{PG_ENV}'s port is not a number ({port[:24]!r})") from None
     if parsed is None or parsed.get_backend_name() != "postgresql":
         scheme = f"its scheme is {url.split('://')[0][:24]!r}" if "://" in url else "no scheme://"
         raise InstanceError(

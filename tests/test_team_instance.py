@@ -180,6 +180,8 @@ def test_a_pg_url_that_does_not_parse_or_answer_is_refused_in_one_line_before_an
     closed = free_port()
     bad = {
         "does not parse": f"mysql://u:{PASSWORD}@127.0.0.1/x",
+        "port is not a number": f"postgresql+psycopg2://u:{PASSWORD}@127.0.0.1:notaport/x",
+        "more than one '@' before its host": f"postgresql+psycopg2://u:{PASSWORD}@@127.0.0.1/x",
         "driver that is not installed": f"postgresql://u:{PASSWORD}@127.0.0.1:{postgres.port}/x",
         "Connection refused": f"postgresql+psycopg2://u:{PASSWORD}@127.0.0.1:{closed}/x",
         "password authentication failed": (
