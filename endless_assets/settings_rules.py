@@ -3,6 +3,7 @@ before anything runs)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,15 +16,21 @@ from endless_assets.sandbox.disk import check_budget, parse_size
 # digits, an optional fraction, k/m/g, an optional b (no t, no "gib").
 _MEMORY = re.compile(r"^\d+(?:\.\d+)?[kmg]?b?$", re.IGNORECASE)
 MIN_MEMORY = 6 * 2**20  # the smallest limit Docker accepts
+# The largest values that go to Docker: a limit Docker or the kernel would refuse at every
+# container's start (a 500 error) is refused here, in one line, before anything runs.
+MAX_MEMORY = 2**50  # 1 PiB (Docker reads the limit as an int64 of bytes)
+MAX_DISK = 16 * 2**40  # ext4's largest file (the budget's filesystem is one, disk.py)
+MAX_PIDS = 2**22  # Linux's largest pid_max: a higher pids.max fails at the container's start
+MAX_CPUS = 8192  # Linux's largest CPU count (NR_CPUS); Docker takes nanoCPUs as an int64
 
 
 def _memory_ok(value: str) -> bool:
-    return bool(_MEMORY.match(value)) and parse_size(value) >= MIN_MEMORY
+    return bool(_MEMORY.match(value)) and MIN_MEMORY <= parse_size(value) <= MAX_MEMORY
 
 
 def _disk_ok(value: str) -> bool:
     try:
-        return check_budget(value) >= 0
+        return 0 <= check_budget(value) <= MAX_DISK
     except ValueError:
         return False
 
@@ -50,13 +57,24 @@ def _docker_host_ok(value: str) -> bool:
 
 
 def _docker_hosts_ok(value: str) -> bool:
+    """True, or a SettingsError saying which entry is wrong and how (a duplicate, a slot count)."""
     from endless_assets.sandbox.engines import parse_hosts
 
     try:
         parse_hosts(value, 1)
-    except ValueError:
-        return False
+    except ValueError as exc:
+        raise _refused("docker_hosts", "ENDLESS_DOCKER_HOSTS", value, str(exc)) from None
     return True
+
+
+def _refused(name: str, env: str, value: str, reason: str) -> Exception:
+    """A SettingsError worded as Settings.check words one, with the reason the rule found."""
+    from endless_assets.settings import SettingsError
+
+    origin = f"from {env}"
+    if os.environ.get(env) != value:
+        origin = f"from config; its environment variable is {env}"
+    return SettingsError(f"{name} must be {EXPECTED[name]}, got {value!r} ({origin}): {reason}")
 
 
 def _http_url_ok(value: str) -> bool:
@@ -78,29 +96,41 @@ _POSITIVE = ((lambda v: v > 0), "positive")
 _NOT_NEGATIVE = ((lambda v: v >= 0), "0 or more")
 _SHARE = ((lambda v: 0 <= v <= 1), "between 0 and 1")
 _URL = (_http_url_ok, "empty or an http(s):// URL like http://localhost:8000/v1")
-_COUNTS = ("tasks", "workers", "max_turns", "output_cap", "pids", "max_tokens", "repair_rounds")
+_COUNTS = ("tasks", "workers", "max_turns", "output_cap", "max_tokens", "repair_rounds")
 _COUNTS += ("llm_concurrency", "turn_tokens", "context_tokens", "shard_tasks")
 _NOT_NEGATIVES = ("task_temperature", "test_temperature", "solver_temperature", "llm_retries")
 _NOT_NEGATIVES += ("llm_backoff", "rollout_workers", "warm_containers")
+
+EXPECTED = {
+    "docker_hosts": "empty or comma-separated engine URLs, each with an optional =slots, like "
+    "unix:///run/a.sock=4,tcp://host:2376",
+}
 
 # setting -> (is the value acceptable, what is expected), checked in this order.
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data_dir": (_directory_ok, "a directory, or a path where one can be made (not a file)"),
     **{name: _at_least(1) for name in _COUNTS},
+    "pids": (
+        (lambda v: 1 <= v <= MAX_PIDS),
+        f"at least 1 and at most {MAX_PIDS} (Linux's largest pid_max)",
+    ),
     "k": ((lambda v: v >= 0), "0 (automatic) or more"),
     **{name: _POSITIVE for name in ("command_timeout", "episode_seconds", "llm_timeout")},
-    "cpus": ((lambda v: v >= 0.01), "at least 0.01 (Docker's smallest CPU limit)"),
-    "memory": (_memory_ok, "a size like 1g, 1.5g or 512m (units k, m, g), at least 6m"),
-    "disk": (_disk_ok, "0 (no budget) or a size like 2g or 512m, at least 16m"),
+    "cpus": (
+        (lambda v: 0.01 <= v <= MAX_CPUS),
+        f"at least 0.01 (Docker's smallest CPU limit) and at most {MAX_CPUS}",
+    ),
+    "memory": (
+        _memory_ok,
+        f"a size like 1g, 1.5g or 512m (units k, m, g), at least 6m and at most "
+        f"{MAX_MEMORY >> 30}g",
+    ),
+    "disk": (_disk_ok, "0 (no budget) or a size like 2g or 512m, at least 16m and at most 16t"),
     "docker_host": (
         _docker_host_ok,
         "empty or a Docker engine URL like unix:///var/run/docker.sock or tcp://host:2375",
     ),
-    "docker_hosts": (
-        _docker_hosts_ok,
-        "empty or comma-separated engine URLs, each with an optional =slots, like "
-        "unix:///run/a.sock=4,tcp://host:2376",
-    ),
+    "docker_hosts": (_docker_hosts_ok, EXPECTED["docker_hosts"]),
     "generator_base_url": _URL,
     **{name: _URL for name in ("solver_base_url", "auditor_base_url")},
     "reference_judge_base_url": _URL,

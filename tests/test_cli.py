@@ -165,7 +165,7 @@ def test_an_unreachable_docker_engine_is_reported_before_the_run(tmp_path):
         cwd=ROOT,
         check=False,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert "cannot reach a Docker engine at tcp://127.0.0.1:1" in proc.stderr
     assert not (tmp_path / "data").exists()
 

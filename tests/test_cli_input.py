@@ -2,7 +2,8 @@
 writes nothing: no lake, no Dagster instance, no run.
 
 Every test points DOCKER_HOST at a socket that does not exist, so a value that slipped through
-validation would end at the Docker preflight (exit 1) instead of starting a batch."""
+validation would end at the Docker preflight ("cannot reach a Docker engine", not the line the
+test expects) instead of starting a batch."""
 
 from __future__ import annotations
 
@@ -83,6 +84,11 @@ BAD_SETTINGS = [
     ("ENDLESS_CPUS", str(10 * (os.cpu_count() or 1)), "at most"),
     ("ENDLESS_EPISODE_SECONDS", "inf", "float"),
     ("ENDLESS_PIDS", "-5", "at least 1"),
+    ("ENDLESS_PIDS", "99999999999999999999999", "at most 4194304"),  # Docker: a 500 at start
+    ("ENDLESS_DOCKER_HOSTS", "unix:///a.sock,unix://a.sock", "are one engine, listed twice"),
+    ("ENDLESS_DOCKER_HOSTS", "=4", "no engine URL before its '='"),
+    ("ENDLESS_DOCKER_HOSTS", "unix:///a.sock=4=5", "more than one '='"),
+    ("ENDLESS_DOCKER_HOSTS", "unix:///a.sock=99999999999999999999", "from 1 to 1024"),
     ("ENDLESS_TASKS", "2.5", "int"),
     ("ENDLESS_LLM_RETRIES", "-1", "0 or more"),
     ("ENDLESS_TASK_TEMPERATURE", "-0.5", "0 or more"),
@@ -133,7 +139,13 @@ def test_memory_is_accepted_exactly_in_the_forms_docker_reads():
 
 @pytest.mark.parametrize(
     ("env", "value"),
-    [("ENDLESS_MEMORY", "lots"), ("ENDLESS_MEMORY", "2t"), ("ENDLESS_CPUS", "nan")],
+    [
+        ("ENDLESS_MEMORY", "lots"),
+        ("ENDLESS_MEMORY", "2t"),
+        ("ENDLESS_CPUS", "nan"),
+        ("ENDLESS_PIDS", "99999999999999999999999"),
+        ("ENDLESS_DOCKER_HOSTS", "unix:///var/run/docker.sock,unix://var/run/docker.sock"),
+    ],
 )
 def test_endless_run_refuses_a_bad_setting_in_one_line_before_docker_or_dagster(
     tmp_path, env, value

@@ -89,3 +89,47 @@ def test_the_launchpad_describes_every_setting_from_its_one_declaration():
     for f in FIELDS:
         assert not config[f.name].is_required
         assert f.help in config[f.name].description and f.env in config[f.name].description
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("pids", 99999999999999999999999, "at most 4194304"),
+        ("pids", 4194305, "at most 4194304"),
+        ("memory", "9000000000g", "at most 1048576g"),
+        ("disk", "17t", "at most 16t"),
+        ("disk", "99999999999999999999", "at most 16t"),
+        ("cpus", 1e300, "at most 8192"),
+    ],
+)
+def test_a_limit_docker_would_refuse_at_every_container_start_is_refused_up_front(
+    name, value, expected
+):
+    remote = "tcp://node:2376"  # (a local engine caps cpus at this machine's cores already)
+    with pytest.raises(SettingsError, match=f"{name} must be .*{expected}"):
+        Settings.resolve(**{name: value}, docker_hosts=remote)
+
+
+def test_the_largest_limits_docker_takes_are_accepted():
+    settings = Settings.resolve(
+        pids=4194304, memory="1048576g", disk="16t", cpus=8192, docker_hosts="tcp://node:2376"
+    )
+    assert (settings.pids, settings.memory, settings.disk, settings.cpus) == (
+        4194304,
+        "1048576g",
+        "16t",
+        8192,
+    )
+
+
+def test_a_wrong_engine_pool_names_the_reason_and_where_it_came_from(monkeypatch):
+    hosts = "unix:///a.sock=4,unix://a.sock"
+    monkeypatch.setenv("ENDLESS_DOCKER_HOSTS", hosts)
+    with pytest.raises(SettingsError) as caught:
+        Settings.resolve()
+    message = str(caught.value)
+    assert f"got {hosts!r} (from ENDLESS_DOCKER_HOSTS)" in message
+    assert message.endswith("'unix:///a.sock' and 'unix://a.sock' are one engine, listed twice")
+    monkeypatch.delenv("ENDLESS_DOCKER_HOSTS")
+    with pytest.raises(SettingsError, match="from config; its environment variable is ENDLESS_"):
+        Settings.resolve(docker_hosts="=4")

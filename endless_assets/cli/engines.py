@@ -3,33 +3,65 @@ the run's check that every engine of the pool answers and accepts the run's limi
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from endless_assets.cli.app import _fail, app, err, out, resolved_settings
 
 
 def _sandbox(settings: Any):
+    """The sandbox over the settings' engines. An engine of a pool that does not answer: one
+    warning line; none answering (or an engine URL this machine cannot use): one error line,
+    exit 2 (the fix is in the settings or the engine, named in the line)."""
     from endless_assets.sandbox.client import SandboxError
     from endless_assets.sandbox.container import Limits
     from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+    from endless_assets.settings import SettingsError
 
-    config = SandboxConfig(
-        docker_host=settings.docker_host or None,
-        limits=Limits(
-            memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
-        ),
-        engines=settings.engine_specs if settings.docker_hosts.strip() else (),
-    )
     try:
-        return Sandbox(config)
-    except SandboxError as exc:
-        _fail(str(exc), code=1)
+        config = SandboxConfig(
+            docker_host=settings.docker_host or None,
+            limits=Limits(
+                memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
+            ),
+            engines=settings.engine_specs if settings.docker_hosts.strip() else (),
+        )
+        with _pool_warnings_on_stderr():
+            return Sandbox(config)
+    except (SandboxError, SettingsError) as exc:
+        _fail(str(exc))
+
+
+class _WarningLine(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        message = escape(record.getMessage())
+        err.print(f"[yellow]warning:[/] {message}", soft_wrap=True, highlight=False)
+
+
+@contextmanager
+def _pool_warnings_on_stderr() -> Iterator[None]:
+    """The engine pool's warnings at set-up (an engine left out), as this CLI's warning lines,
+    each once (not also through the logging's own last-resort output)."""
+    from endless_assets.sandbox import engines
+
+    logger = logging.getLogger(engines.__name__)
+    handler, propagate = _WarningLine(logging.WARNING), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def check_engines(settings: Any) -> None:
-    """Every engine answers (a pool goes on without one that does not, with a warning), and
+    """Every engine answers (a pool goes on without one that does not, with one warning), and
     accepts a container with the run's limits (a disk budget it cannot enforce, more CPUs than
     a remote engine has would make every container fail)."""
     from endless_assets.sandbox.base_image import base_image_tag
@@ -40,9 +72,6 @@ def check_engines(settings: Any) -> None:
     for engine in sandbox.pool.engines:
         if engine not in sandbox.pool.up:
             err.print(f"[yellow]warning:[/] sandbox engine {engine.name} is down: not used")
-    for spec in settings.engine_specs:
-        if all(e.spec.url != spec.url for e in sandbox.pool.engines):
-            err.print(f"[yellow]warning:[/] sandbox engine {spec.name} does not answer: not used")
     tag = base_image_tag()
     holding = [e for e in sandbox.pool.up if e.has_image(tag)]
     if not holding:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import socket
 import time
 from typing import Any
@@ -32,6 +33,15 @@ class RetriesExhausted(SandboxError):
     again on the same engine would only repeat those tries."""
 
 
+PING_SECONDS = 5.0  # an engine that does not answer a ping within this is down
+WORK_SECONDS = 300.0  # a request of real work (a build step's stream, a container's start)
+
+
+class EngineConfigError(SandboxError):
+    """An engine URL this machine cannot use at all (not an engine that is down): e.g. an
+    ssh:// engine without the OpenSSH client."""
+
+
 def tls_for(base_url: str) -> Any:
     """Client TLS for a `tcp://` engine, as docker-py reads it for DOCKER_HOST
     (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH); None where those are unset or the URL is not tcp."""
@@ -40,12 +50,64 @@ def tls_for(base_url: str) -> Any:
     return docker.utils.kwargs_from_env().get("tls")
 
 
-def client_for(base_url: str, timeout: float) -> DockerClient:
-    """A client for one engine URL ("" = DOCKER_HOST or the local socket)."""
-    if not base_url:
-        return docker.from_env(timeout=timeout)
-    tls = tls_for(base_url)
-    return DockerClient(base_url=base_url, timeout=timeout, tls=tls if tls else False)
+def client_for(base_url: str, timeout: float, version: str | None = None) -> DockerClient:
+    """A client for one engine URL ("" = DOCKER_HOST or the local socket). Without `version`,
+    docker-py asks the engine for its API version here, within `timeout`. An ssh:// engine is
+    reached through the system's `ssh` (its config, keys and agent), as the docker CLI does."""
+    url = base_url or os.environ.get("DOCKER_HOST", "")
+    if not base_url and not url.startswith("ssh://"):
+        return docker.from_env(timeout=timeout, version=version)
+    if url.startswith("ssh://"):
+        if shutil.which("ssh") is None:
+            raise EngineConfigError(
+                f"ssh:// engines need the OpenSSH client (ssh) on PATH, for {url}: install it "
+                "(e.g. the openssh-client package)"
+            )
+        try:
+            return DockerClient(base_url=url, timeout=timeout, version=version, use_ssh_client=True)
+        except docker.errors.DockerException as exc:
+            if "paramiko" not in str(exc):
+                raise
+            raise EngineConfigError(
+                f"ssh:// engines need docker-py's ssh support, for {url}: "
+                "pip install 'docker[ssh]' (it brings paramiko)"
+            ) from exc
+    tls = tls_for(url)
+    return DockerClient(base_url=url, timeout=timeout, version=version, tls=tls if tls else False)
+
+
+def connect(base_url: str, timeout: float = WORK_SECONDS) -> DockerClient:
+    """A client for real work (requests may take `timeout`) to an engine that has just answered
+    a short ping (PING_SECONDS): an engine that accepts connections and never answers costs
+    seconds, not minutes. SandboxError naming the engine and why, else."""
+    where = base_url or os.environ.get("DOCKER_HOST") or "the local socket"
+    try:
+        probe = client_for(base_url, PING_SECONDS)
+        try:
+            probe.ping()
+            version = probe.api.api_version
+        finally:
+            probe.close()
+        return client_for(base_url, timeout, version=version)
+    except EngineConfigError:
+        raise
+    except (docker.errors.DockerException, OSError, ValueError) as exc:
+        raise SandboxError(f"cannot reach a Docker engine at {where}: {why_down(exc)}") from exc
+
+
+def why_down(exc: BaseException) -> str:
+    """Why an engine did not answer, in a few words (not docker-py's whole chain)."""
+    text = str(exc).removeprefix("Error while fetching server API version: ")
+    if "timed out" in text.lower():
+        return f"no answer within {PING_SECONDS:g} s"
+    for known, words in (
+        ("No such file or directory", "no such socket"),
+        ("Connection refused", "connection refused"),
+        ("Permission denied", "permission denied"),
+    ):
+        if known in text:
+            return words
+    return text
 
 
 def engine_address(client: DockerClient) -> str:
@@ -57,17 +119,14 @@ def engine_address(client: DockerClient) -> str:
 
 @functools.cache
 def docker_client(base_url: str | None = None) -> DockerClient:
-    """A client for `base_url`, else DOCKER_HOST, else the local socket. Cached per process."""
+    """A client for `base_url`, else DOCKER_HOST, else the local socket (`connect`). Cached per
+    process."""
     try:
-        client = client_for(base_url or "", 300)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        where = base_url or os.environ.get("DOCKER_HOST") or "the local socket"
-        raise SandboxError(
-            f"cannot reach a Docker engine at {where}: {exc}. "
-            "Run scripts/ensure-docker.sh or set DOCKER_HOST."
-        ) from exc
-    return client
+        return connect(base_url or "")
+    except EngineConfigError:
+        raise
+    except SandboxError as exc:
+        raise SandboxError(f"{exc}. Run scripts/ensure-docker.sh or set DOCKER_HOST.") from exc
 
 
 ENGINE_WAIT_SECONDS = 60.0

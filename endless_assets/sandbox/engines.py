@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -28,14 +30,17 @@ from docker.utils import parse_host
 from endless_assets.sandbox import podman
 from endless_assets.sandbox.client import (
     ENGINE_WAIT_SECONDS,
+    PING_SECONDS,
+    EngineConfigError,
     SandboxError,
     client_for,
-    docker_client,
+    connect,
 )
 
 log = logging.getLogger(__name__)
 
-PING_SECONDS = 5.0  # an engine that does not answer a ping within this is drained
+MAX_SLOTS = 1024  # slots of one engine: containers at once, far above what one machine runs
+_SLOTS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -49,28 +54,49 @@ class EngineSpec:
 
 
 def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
-    """`docker_hosts` as engine specs. ValueError naming the entry that is wrong."""
+    """`docker_hosts` as engine specs. ValueError naming the entry that is wrong, and how."""
     specs: list[EngineSpec] = []
+    seen: dict[str, str] = {}  # engine_key -> the URL as written first
     for raw in text.split(","):
         entry = raw.strip()
         if not entry:
             continue
-        url, sep, slots_text = entry.rpartition("=") if "=" in entry else (entry, "", "")
-        url = url.strip()
+        url, sep, slots_text = (part.strip() for part in entry.partition("="))
+        if not url:
+            raise ValueError(f"{entry!r} has no engine URL before its '='")
+        if "=" in slots_text:
+            raise ValueError(f"{entry!r} has more than one '=' (an engine URL, then =slots)")
+        slots = default_slots
         if sep:
-            if not slots_text.strip().isdigit() or int(slots_text) < 1:
-                raise ValueError(f"{entry!r}: the slot count after '=' must be a whole number ≥ 1")
+            if not _SLOTS.fullmatch(slots_text) or not 1 <= int(slots_text) <= MAX_SLOTS:
+                raise ValueError(
+                    f"{entry!r}: the slot count after '=' must be a whole number from 1 to "
+                    f"{MAX_SLOTS}"
+                )
             slots = int(slots_text)
-        else:
-            slots = default_slots
         try:
-            parse_host(url)
+            key = engine_key(url)
         except Exception as exc:  # DockerException, or ValueError for a bad port
             raise ValueError(f"{entry!r} is not an engine URL ({exc})") from None
-        if any(s.url == url for s in specs):
-            raise ValueError(f"{url!r} is listed twice")
+        if key in seen:
+            if seen[key] == url:
+                raise ValueError(f"{url!r} is listed twice")
+            raise ValueError(f"{seen[key]!r} and {url!r} are one engine, listed twice")
+        seen[key] = url
         specs.append(EngineSpec(url, slots))
+    if text.strip() and not specs:
+        raise ValueError("it lists no engine URL")
     return tuple(specs)
+
+
+def engine_key(url: str) -> str:
+    """The engine `url` points at, however it is written: docker-py's reading of it, with a unix
+    socket's path made canonical (`unix://var/run/docker.sock`, which docker-py reads as
+    /var/run/docker.sock, is `unix:///var/run/docker.sock`; symlinks resolved)."""
+    host = parse_host(url)
+    if host.startswith("http+unix://"):
+        return "unix://" + os.path.realpath("/" + host.removeprefix("http+unix://").lstrip("/"))
+    return host
 
 
 @dataclass(eq=False)
@@ -121,16 +147,21 @@ class EnginePool:
         self.specs = specs
         self._lock = threading.Lock()
         self.engines: list[Engine] = []
+        self.unused: dict[str, str] = {}  # engine -> why it did not answer at set-up
         for spec in specs:
             try:
-                self.engines.append(Engine(spec, docker_client(spec.url or None)))
+                self.engines.append(Engine(spec, connect(spec.url)))
+            except EngineConfigError:
+                raise
             except SandboxError as exc:
                 if len(specs) == 1:
-                    raise
+                    raise SandboxError(f"{exc}. {engine_hint()}") from exc
+                self.unused[spec.name] = str(exc)
                 log.warning(f"sandbox engine {spec.name} is not used: {exc}")
         if not self.engines:
-            names = ", ".join(s.name for s in specs)
-            raise SandboxError(f"no sandbox engine answers (tried {names})")
+            raise SandboxError(
+                f"no sandbox engine answers ({'; '.join(self.unused.values())}). {engine_hint()}"
+            )
 
     @property
     def up(self) -> list[Engine]:
@@ -196,17 +227,29 @@ class EnginePool:
 
     def report(self) -> list[dict]:
         """Per engine: its URL (credentials never appear in engine URLs we accept), slots,
-        work placed, and whether it is up; for run metadata."""
-        return [
-            {
-                "engine": e.name,
-                "slots": e.spec.slots,
-                "placed": e.placed,
-                "up": e.up,
-                "down_reason": e.down_reason,
-            }
-            for e in self.engines
-        ]
+        work placed, and whether it is up (an engine that did not answer at set-up, last);
+        for run metadata."""
+        rows = [_row(e.spec, e.placed, e.up, e.down_reason) for e in self.engines]
+        unused = [s for s in self.specs if s.name in self.unused]
+        return rows + [_row(s, 0, False, self.unused[s.name]) for s in unused]
+
+
+def _row(spec: EngineSpec, placed: int, up: bool, down_reason: str) -> dict:
+    return {
+        "engine": spec.name,
+        "slots": spec.slots,
+        "placed": placed,
+        "up": up,
+        "down_reason": down_reason,
+    }
+
+
+def engine_hint() -> str:
+    """What to fix when no engine answers: the pool's setting when it is set, else the one
+    engine's."""
+    if os.environ.get("ENDLESS_DOCKER_HOSTS", "").strip():
+        return "Check the engines of ENDLESS_DOCKER_HOSTS."
+    return "Run scripts/ensure-docker.sh or set DOCKER_HOST."
 
 
 _pools: dict[tuple[EngineSpec, ...], EnginePool] = {}
