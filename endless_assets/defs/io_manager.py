@@ -13,7 +13,7 @@ from endless_assets.catalog import rebuild_catalog
 from endless_assets.lake import Lake, LakeError
 from endless_assets.schemas import TABLES, polars_schema
 from endless_assets.stages import shards
-from endless_assets.stages.journal import Journal, clear_batch
+from endless_assets.stages.journal import Journal
 from endless_assets.stages.shards import Shard
 
 
@@ -36,6 +36,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
 
     data_dir: str | None = None
     _lock: IO[str] | None = PrivateAttr(default=None)
+    _written: set[tuple[str, str]] = PrivateAttr(default_factory=set)  # (table, batch)
 
     def _lake(self) -> Lake:
         return Lake(self.data_dir)
@@ -54,9 +55,19 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
             raise dg.Failure(str(exc)) from None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        """The journals of the partitions this run wrote go once the run ended without a failure
+        (the partitions hold that work); after a failure they stay, so that the rerun redoes
+        nothing they hold, in the stages that failed or in those before (stages/journal.py). A
+        run killed outright never gets here: its journals stay too."""
+        try:
+            if self._written and _ended_well(context):
+                for table, batch in self._written:
+                    Journal(self._lake().data_dir, table, batch).clear()
+        finally:
+            self._written.clear()
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
 
     def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
         if obj is None:
@@ -81,7 +92,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
             )
             return
         path = lake.write(table, batch, obj)
-        _clear_journals(lake, table, batch)
+        self._written.add((table, batch))  # its journal goes if the run ends well
         rebuild_catalog(lake)
         metadata: dict = {"path": dg.MetadataValue.path(str(path)), "dagster/row_count": obj.height}
         if table in TABLES:
@@ -104,18 +115,20 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         return frame.filter(pl.col("task_id").map_elements(shard.owns, return_dtype=pl.Boolean))
 
 
-# The batch's last table: once it is written, every stage's work is in the lake. Until then the
-# journals of stages I-IIIb stay, so that a rerun after a crash in a later stage redoes none of
-# theirs (each stage reads them back under the same settings: stages/journal.py).
-LAST_TABLE = "filtered_dataset"
-ROLLOUTS = "solver_rollouts"  # (stage IV reuses the rollouts its partition holds)
+_FAILED = {
+    dg.DagsterEventType.STEP_FAILURE,
+    dg.DagsterEventType.RUN_FAILURE,
+    dg.DagsterEventType.RUN_CANCELING,
+    dg.DagsterEventType.RUN_CANCELED,
+}
 
 
-def _clear_journals(lake: Lake, table: str, batch: str) -> None:
-    if table == LAST_TABLE:
-        clear_batch(lake.data_dir, batch)
-    elif table == ROLLOUTS:
-        Journal(lake.data_dir, table, batch).clear()
+def _ended_well(context: dg.InitResourceContext) -> bool:
+    """No step of the run failed and nobody stopped it (what its event log says so far)."""
+    if context.instance is None or context.run is None:
+        return False
+    found = context.instance.get_records_for_run(context.run.run_id, of_type=_FAILED, limit=1)
+    return not found.records
 
 
 def run_shard(context: dg.OutputContext | dg.InputContext) -> Shard | None:

@@ -4,9 +4,9 @@ A stage writes its partition only at its end. Until then, every finished row is 
 `<data_dir>/journal/<table>/batch=<key>/` as one small Parquet file (written to a temporary name,
 fsynced, renamed), so a `kill -9`, an out-of-memory kill or a lost node loses at most the work in
 flight. The next run of the stage reads the journal back as if the rows were stored, and runs only
-what is missing. The IO manager removes a batch's journals once its last table is written (the
-whole batch is in the lake then; stage IV's, once its partition is: it reuses what that holds), so
-a run killed in stage IV is rerun without redoing stages I-IIIb.
+what is missing. The IO manager removes the journals of the partitions a run wrote once that run
+ended without a failure; after a failure or a kill they stay, so a run killed in stage IV is rerun
+without redoing stages I-IIIb either.
 """
 
 from __future__ import annotations
@@ -31,14 +31,6 @@ Row = dict[str, Any]
 
 def journal_dir(data_dir: Path, table: str, batch: str) -> Path:
     return Path(data_dir) / "journal" / table / f"batch={batch}"
-
-
-def clear_batch(data_dir: Path, batch: str) -> None:
-    """Remove the journals of every table of one batch."""
-    root = Path(data_dir) / "journal"
-    if root.is_dir():
-        for table in root.iterdir():
-            shutil.rmtree(journal_dir(data_dir, table.name, batch), ignore_errors=True)
 
 
 def fingerprint(*parts: object) -> str:
