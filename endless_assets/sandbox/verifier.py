@@ -52,7 +52,7 @@ from endless_assets.sandbox.verdict import (
 
 VERIFIER_REPOSITORY = "endless-verifier"
 PYCACHE = "/verifier/pycache"  # on the verifier's tmpfs: no cache the agent wrote is ever read
-CACHE_DIR = "/__pycache__"
+CACHE_DIR = "__pycache__"
 
 
 class Snapshot(NamedTuple):
@@ -229,7 +229,7 @@ def _check(container: TaskContainer) -> tuple[str, bool]:
     parents = {path.rsplit("/", 1)[0] or "/" for path in paths}
     own_caches = True
     for path in sorted(paths):
-        cache = CACHE_DIR in path
+        cache = _is_cache(path)
         if not cache and path in parents and _modified(changes, path):
             continue  # a directory whose entries are listed
         for guarded in protected:
@@ -239,6 +239,14 @@ def _check(container: TaskContainer) -> tuple[str, bool]:
             elif inside or guarded.startswith(path.rstrip("/") + "/"):
                 return path, False  # or it replaced a directory on the way to `guarded`
     return "", own_caches
+
+
+def _is_cache(path: str) -> bool:
+    """A bytecode cache directory or what is in one: a path with a `__pycache__` component.
+    Not a name that merely contains it: a site directory's `__pycache__.pth` runs its `import`
+    lines in every interpreter that starts."""
+    parts = path.split("/")
+    return CACHE_DIR in parts
 
 
 def diff(container: TaskContainer) -> list[dict]:
