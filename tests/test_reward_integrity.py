@@ -581,7 +581,8 @@ def test_no_process_in_a_task_container_can_trace_another(container):
 # from a verifier container (sandbox/verifier.py): each row is first tried where that defence is
 # missing (`own`: our grader in the agent's own container; `unchecked`: a verifier container
 # without the check of what the agent changed; `caches_read`: one that reads the image's bytecode
-# caches whatever the agent changed; `script_here`: the task's test.sh run in the
+# caches whatever the agent changed; `moved_prefix`: one whose interpreter is not compared with
+# the first grader's; `script_here`: the task's test.sh run in the
 # agent's own container, reward files read as they are), where it earns 1, then against ours.
 
 ROOT_WATCHER = (
@@ -627,6 +628,15 @@ PLANT_PTH = (
     "d=$(python3 -c 'import os, _pytest as p; print(os.path.dirname(os.path.dirname(p.__file__)))')"
     f" && echo '{PTH_LINE}' > $d/__pycache__.pth"
 )
+# A copy of the standard library (and of pytest's site directory) where the interpreter looks
+# for its prefix before its own (a lib/ beside it), with a sitecustomize.py in it.
+PLANT_PREFIX = (
+    "py=$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))') && "
+    "v=$(python3 -c 'import sys; print(\"python%d.%d\" % sys.version_info[:2])') && "
+    "e=$(dirname $py) && mkdir -p $e/lib/python3 && cp -a /usr/lib/$v $e/lib/ && "
+    "cp -a /usr/lib/python3/dist-packages $e/lib/python3/ && "
+    + write("$e/lib/$v/sitecustomize.py", SITECUSTOMIZE)
+)
 SCRIPT = (
     "#!/bin/bash\ncd / && python3 -m pytest -q /tests/test_outputs.py\n"
     "if [ $? -eq 0 ]; then r=1; else r=0; fi\nmkdir -p /logs/verifier\n"
@@ -637,7 +647,7 @@ SCRIPT = (
 @dataclass(frozen=True)
 class RootRoute:
     commands: list[str]
-    naive: str  # own | unchecked | caches_read | script_here
+    naive: str  # own | unchecked | caches_read | moved_prefix | script_here
     script: bool = False  # the task is graded by its own test.sh
 
 
@@ -653,6 +663,9 @@ ROOT_ROUTES: dict[str, RootRoute] = {
     ),
     "root: a .pth file named like a bytecode cache marks every test passed": (
         RootRoute([PLANT_PTH], naive="unchecked")
+    ),
+    "root: a standard library copied where the interpreter looks first marks every test passed": (
+        RootRoute([PLANT_PREFIX], naive="moved_prefix")
     ),
     "root: a reward.json left where the verifier reads rewards (it wins over reward.txt)": (
         RootRoute(
@@ -694,6 +707,8 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
     else:
         with verifier_container(box, commit(box), lambda: None) as verifier:
             prefix = "" if route.naive == "caches_read" else PYCACHE
+            if route.naive == "moved_prefix":  # (no comparison with the first interpreter's)
+                verifier.interpreter = None
             reply = _grader_for(verifier, prefix).ask(request, deadline=time.monotonic() + 120)
     verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
     return 1 if verdict.passed else 0

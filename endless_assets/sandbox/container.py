@@ -89,6 +89,8 @@ class TaskContainer:
         # command (verifier.py refuses to grade a root agent that changed any of it).
         self.grading_programs: dict[str, str] = {}
         self.protected: list[str] | None = None
+        # The first grader's interpreter: its prefixes and sys.path (a later one must match).
+        self.interpreter: list[str] | None = None
         # What the engine itself had changed in the container's files when it started, before
         # any command (changes.change_key of each): not the agent's doing (Podman
         # touches /etc, Docker adds its init); verifier.tampering leaves them out.

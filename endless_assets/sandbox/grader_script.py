@@ -78,8 +78,15 @@ def describe():
             fields = line.split(None, 5)
             if len(fields) == 6 and fields[5].startswith("/"):
                 paths.add(fields[5].strip().removesuffix(" (deleted)"))
+    # Where the interpreter looks before any sys.path entry exists, to find its prefix: a
+    # pyvenv.cfg beside it or one level up, a build directory's marker, a lib/ beside it.
+    here = os.path.dirname(programs["python"])
+    for name in ("pyvenv.cfg", "pybuilddir.txt", "lib", "lib64", "Modules"):
+        paths.add(os.path.join(here, name))
+    paths.add(os.path.join(os.path.dirname(here), "pyvenv.cfg"))
     paths.update(other_names(paths))
-    return {"programs": programs, "protected": sorted(paths)}
+    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
+    return {"programs": programs, "protected": sorted(paths), "interpreter": interpreter}
 
 
 def other_names(paths):

@@ -155,6 +155,10 @@ def parse_verdict(
     )
 
 
+class InterpreterMoved(SandboxError):
+    """A later grader's interpreter has another prefix or path than the first one had."""
+
+
 class GraderGone(SandboxError):
     """The grader process died (its stream ended)."""
 
@@ -223,6 +227,13 @@ class _Grader:
         if container.protected is None:  # the first grader, before any agent command
             container.protected = [str(p) for p in hello.get("protected") or []]
             container.grading_programs = dict(hello.get("programs") or {})
+            container.interpreter = hello.get("interpreter")
+        elif container.interpreter not in (None, hello.get("interpreter")):
+            self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)
+            raise InterpreterMoved(
+                "the grader's interpreter finds its library elsewhere than before the agent's "
+                f"first command: {hello.get('interpreter')!r:.300}"
+            )
 
     def ask(self, request: dict, *, deadline: float) -> dict:
         try:

@@ -44,6 +44,7 @@ from endless_assets.sandbox.container import TaskContainer, task_container
 from endless_assets.sandbox.identity import lookup_user
 from endless_assets.sandbox.verdict import (
     OUTPUT_TAIL,
+    InterpreterMoved,
     Verdict,
     _grader_for,
     parse_verdict,
@@ -105,7 +106,10 @@ def _verdict_in(
     pycache_prefix: str,
 ) -> Verdict:
     with verifier_container(container, image, stop) as box:
-        grader = _grader_for(box, pycache_prefix=pycache_prefix, preload=not spec.script)
+        try:
+            grader = _grader_for(box, pycache_prefix=pycache_prefix, preload=not spec.script)
+        except InterpreterMoved as exc:
+            return _no_verdict(spec, str(exc), started)
         deadline = time.monotonic() + timeout + 60
         if not spec.script:
             request = {
@@ -307,6 +311,7 @@ def verifier_container(container: TaskContainer, image: str, stop_agent) -> Iter
         ) as box:
             box.grading_programs = dict(programs)
             box.protected = container.protected
+            box.interpreter = container.interpreter
             yield box
     finally:
         with contextlib.suppress(docker.errors.DockerException, OSError):
