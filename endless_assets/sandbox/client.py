@@ -110,11 +110,16 @@ def why_down(exc: BaseException) -> str:
     return text
 
 
+def socket_path(client: DockerClient) -> str:
+    """The unix socket `client` talks to ("" for a tcp or ssh engine)."""
+    adapter = getattr(client.api, "_custom_adapter", None)  # docker-py's UnixHTTPAdapter
+    return str(getattr(adapter, "socket_path", "") or "")
+
+
 def engine_address(client: DockerClient) -> str:
     """Which engine `client` talks to: its unix socket's path, else its URL (docker-py gives
     every unix socket the same base URL)."""
-    adapter = getattr(client.api, "_custom_adapter", None)  # docker-py's UnixHTTPAdapter
-    return str(getattr(adapter, "socket_path", "") or client.api.base_url)
+    return socket_path(client) or str(client.api.base_url)
 
 
 @functools.cache

@@ -42,7 +42,7 @@ import docker.errors
 import docker.types
 from docker import DockerClient
 
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.client import SandboxError, socket_path
 
 DOCKER = "docker"
 PODMAN = "podman"
@@ -118,12 +118,6 @@ def short_name(tag: str) -> str:
         if tag.startswith(prefix):
             return tag[len(prefix) :]
     return tag
-
-
-def socket_path(client: DockerClient) -> str:
-    """The unix socket `client` talks to ("" for a tcp or ssh engine)."""
-    adapter = getattr(client.api, "_custom_adapter", None)  # docker-py's UnixHTTPAdapter
-    return str(getattr(adapter, "socket_path", "") or "")
 
 
 def engine_on_this_host(client: DockerClient) -> bool:
