@@ -111,6 +111,20 @@ def source_tasks(src: Path) -> None:
         script=BOILERPLATE,
         toml=TOML,
     )
+    harbor(  # a reference solution that installs under /usr/local and configures /etc: an
+        # honest root agent may do the same (the verifier allows what the reference changes)
+        src / "root_installs",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\n",
+        test="import subprocess\n\n\ndef test_installed():\n"
+        "    out = subprocess.run(['greet'], capture_output=True, text=True).stdout\n"
+        "    assert out == open('/etc/greet.conf').read() == 'hello\\n'\n"
+        "    import greetlib\n\n    assert greetlib.X == 1\n",
+        solve="printf '#!/bin/sh\\necho hello\\n' > /usr/local/bin/greet\n"
+        "chmod 755 /usr/local/bin/greet && echo hello > /etc/greet.conf\n"
+        "d=/usr/local/lib/python3.11/dist-packages/greetlib\n"
+        "mkdir -p $d && echo 'X = 1' > $d/__init__.py\n",
+        script=BOILERPLATE,
+    )
     harbor(
         src / "agent_user",
         dockerfile="FROM ubuntu:22.04\nRUN useradd -m -u 1600 worker\nWORKDIR /home/worker\n",
@@ -250,6 +264,7 @@ def rows(lake: Lake, table: str) -> dict[str, dict]:
 
 SOUND = {
     "root_app",
+    "root_installs",
     "agent_user",
     "image_user",
     "image_env",

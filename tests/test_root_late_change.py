@@ -112,29 +112,27 @@ def test_a_container_that_stopped_is_checked_and_snapshotted_without_a_pause(san
         box.exec_root(["sh", "-c", "echo done > /app/out.txt"])
         box.client.api.kill(box.id)
         box.client.api.wait(box.id)
-        image, changed, _ = verifier.snapshot(box, check=True)
+        image, finding = verifier.snapshot(box, check=True)
         try:
-            assert changed == ""
+            assert finding.tampered == ()
             assert box.client.images.get(image).id == image
         finally:
             box.client.images.remove(image, force=True)
 
 
-# A root agent's own `sleep` ahead of the real one on the PATH: what PID 1 runs when its
-# container starts again. It watches the tests directory, which the image shares as a VOLUME
-# with the verifier container (`volumes_from`), and rewrites the test as the verifier writes it.
-WATCHING_SLEEP = """#!/bin/sh
+# A root agent's own version of the image's ENTRYPOINT (in /app: the agent's to change, not a
+# system location): what PID 1 runs when its container starts again. It watches the tests
+# directory, which the image shares as a VOLUME with the verifier container (`volumes_from`),
+# and rewrites the test as the verifier writes it.
+WATCHING_ENTRY = """#!/bin/sh
 (while true; do
   f=/tests/test_outputs.py
   if [ -f $f ] && ! grep -q forged $f; then printf 'def test_forged():\\n    pass\\n' > $f; fi
   /usr/bin/sleep 0.001
 done) >/dev/null 2>&1 &
-exec /usr/bin/sleep "$@"
+exec "$@"
 """
-PLANT_SLEEP = (
-    f"cat > /usr/local/bin/sleep <<'SLEEPEOF'\n{WATCHING_SLEEP}SLEEPEOF\n"
-    "chmod 755 /usr/local/bin/sleep"
-)
+PLANT_SLEEP = f"cat > /app/entry.sh <<'SLEEPEOF'\n{WATCHING_ENTRY}SLEEPEOF\n"
 
 
 def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sandbox):
@@ -142,8 +140,13 @@ def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sand
 
     from endless_assets.sandbox.bundle import Verifier, pack
     from endless_assets.sandbox.identity import identity_dockerfile
+    from endless_assets.sandbox.script_route import script_request, script_verdict
 
-    dockerfile = f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests\n"
+    dockerfile = (
+        f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests\n"
+        "RUN printf '#!/bin/sh\\nexec \"$@\"\\n' > /app/entry.sh && chmod 755 /app/entry.sh\n"
+        'ENTRYPOINT ["/app/entry.sh"]\n'
+    )
     build = sandbox.build(identity_dockerfile(dockerfile, "", ""), {}, network=False)
     assert build.ok, build.log
     test = secret_test("pass")
@@ -159,9 +162,9 @@ def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sand
             image = verifier.commit(box)
             with verifier.verifier_container(box, image, box.restart) as checked:
                 grader = _grader_for(checked, verifier.PYCACHE, preload=False)
-                request = verifier._script_request(checked, spec, 60)
+                request = script_request(checked, spec, 60, own_caches=False)
                 reply = grader.ask(request, deadline=time.monotonic() + 120)
-        naive.append(verifier.script_verdict(spec.script, reply, 0.0).passed)
+        naive.append(script_verdict(spec.script, reply, 0.0).passed)
         if naive[-1]:
             break
     assert naive[-1], "the watcher never rewrote the test where the container runs"

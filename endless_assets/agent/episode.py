@@ -164,8 +164,11 @@ def run_episode_in(
     limits: EpisodeLimits = EpisodeLimits(),
     started: float | None = None,
     docker_slots: threading.Semaphore | None = None,
+    *,
+    learn: bool = False,
 ) -> Rollout:
-    """One episode in an existing container (the caller owns and removes it), then graded."""
+    """One episode in an existing container (the caller owns and removes it), then graded.
+    `learn`: the reference solution's episode in stage III (verdict.run_pytest)."""
     started = time.monotonic() if started is None else started
     rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
     rollout.prompt_version = policy.prompt_version
@@ -185,7 +188,9 @@ def run_episode_in(
         ):
             rollout.termination = _loop(shell, policy, rollout, limits, started, queued)
         with docker_slots or contextlib.nullcontext():
-            verdict = run_pytest(container, completion_test, timeout=limits.test_timeout)
+            verdict = run_pytest(
+                container, completion_test, timeout=limits.test_timeout, learn=learn
+            )
         rollout.verdict = verdict
         rollout.reward = 1 if verdict.passed else 0
     except (SandboxError, PolicyUnavailable) as exc:

@@ -45,6 +45,7 @@ from endless_assets.export.output import staged_directory, write_text
 from endless_assets.export.tasks import ExportError
 from endless_assets.export.toml_text import dumps
 from endless_assets.models import Task
+from endless_assets.sandbox import bundle
 from endless_assets.sandbox.identity import is_default, strip_identity
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
@@ -172,11 +173,11 @@ def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool
         for rel, data in spec.binary.items():
             files[f"tests/{rel}"] = (base64.b64decode(data), False)
     elif is_default(task.agent_user, task.workdir):  # our agent: our grader
-        files[f"tests/{COMPLETION_TEST}"] = (task.completion_test or "", False)
+        files[f"tests/{COMPLETION_TEST}"] = (bundle.portable(task.completion_test), False)
         files["tests/test.sh"] = (grader_script(), True)
         files[f"tests/{GRADER_FILE}"] = (GRADER_SOURCE, False)
     else:
-        files[f"tests/{COMPLETION_TEST}"] = (task.completion_test or "", False)
+        files[f"tests/{COMPLETION_TEST}"] = (bundle.portable(task.completion_test), False)
         files["tests/test.sh"] = (PYTEST_SH.format(test=COMPLETION_TEST), True)
     if task.reference_solution.strip():
         # A task kept without one (imported, solved by a model) ships no solution/.
@@ -247,7 +248,11 @@ def _check_written(directory: Path, task: Task, base_image: str) -> None:
         name
         for name, ours, theirs in (
             ("instruction", task.instruction.strip(), back.instruction.strip()),
-            ("completion test", task.completion_test, back.completion_test),
+            (
+                "completion test",
+                bundle.portable(task.completion_test),
+                bundle.portable(back.completion_test),
+            ),
             ("initial test", task.initial_test, initial or ""),
             (
                 "solution",

@@ -35,6 +35,7 @@ from endless_assets.export.output import staged_directory, write_text
 from endless_assets.export.tasks import ExportError
 from endless_assets.export.tb_import import REWARD_ENDING
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
+from endless_assets.sandbox import bundle
 from endless_assets.sandbox.identity import is_default
 from endless_assets.sandbox.verdict import GRADER_SOURCE
 
@@ -164,7 +165,7 @@ def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool
             files[f"tests/{rel}"] = (base64.b64decode(data), False)
     else:
         files["run-tests.sh"] = (RUN_TESTS if ours else PYTEST_RUN_TESTS, True)
-        files[f"tests/{TEST_FILE}"] = (task.completion_test or "", False)
+        files[f"tests/{TEST_FILE}"] = (bundle.portable(task.completion_test), False)
         if ours:
             files[f"tests/{GRADER_FILE}"] = (GRADER_SOURCE, False)
     files.update(context)

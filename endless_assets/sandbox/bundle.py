@@ -16,6 +16,7 @@ grader (verdict.py) unpacks it; exports unpack it back into a tests directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -34,6 +35,9 @@ class Verifier:
     user: str = ""  # who runs the script ("": the image's USER, root when unset)
     env: dict[str, str] = field(default_factory=dict)  # added to the image's environment
     timeout: float = 0.0  # seconds the script may take (0: the caller's default)
+    # What the reference solution changes in the system locations (system_paths.py): path ->
+    # sha256 where grading loads it, else "". A root agent may change these and nothing else.
+    allowed: dict[str, str] = field(default_factory=dict)
 
     def all_files(self) -> dict[str, str]:
         """The text files of the tests directory, the pytest file included."""
@@ -50,6 +54,31 @@ def pack(verifier: Verifier) -> str:
         verifier.test if not verifier.test or verifier.test.endswith("\n") else verifier.test + "\n"
     )
     return body + MARK + json.dumps(payload, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def allow(text: str, changes: dict[str, str]) -> str:
+    """The completion test `text`, carrying `changes` (the reference solution's in the system
+    locations, system_paths.py) as what an agent may change there; unchanged when there are none
+    and it carries none."""
+    verifier = unpack(text)
+    if verifier is None:
+        if not changes:
+            return text
+        verifier = Verifier(test=text)
+    if verifier.allowed == changes:
+        return text
+    return pack(dataclasses.replace(verifier, allowed=dict(changes)))
+
+
+def portable(text: str | None) -> str:
+    """The completion test as an export carries it: without what this lake learned of the
+    reference solution's changes (`allow`), which a task read back learns again."""
+    verifier = unpack(text)
+    if verifier is None or not verifier.allowed:
+        return text or ""
+    if not verifier.script:  # a pytest file that carried nothing else
+        return verifier.test
+    return pack(dataclasses.replace(verifier, allowed={}))
 
 
 def unpack(text: str | None) -> Verifier | None:

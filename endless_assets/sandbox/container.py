@@ -17,8 +17,8 @@ import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
-from endless_assets.sandbox import changes, disk, identity, podman
-from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels, engine_address
+from endless_assets.sandbox import changes, disk, identity, podman, read_only
+from endless_assets.sandbox.client import TASK_KIND, SandboxError, base_labels
 from endless_assets.sandbox.identity import DEFAULT, AgentIdentity
 from endless_assets.sandbox.seccomp import PROFILE_JSON
 from endless_assets.sandbox.startup import (
@@ -91,6 +91,11 @@ class TaskContainer:
         self.protected: list[str] | None = None
         # The first grader's interpreter: its prefixes and sys.path (a later one must match).
         self.interpreter: list[str] | None = None
+        # The system locations the first grader named (grader_describe.py): what a root agent
+        # must leave as the task's reference solution does, read-only in its verifier; and
+        # which of the loader's files the image lacks.
+        self.system: list[str] = []
+        self.absent: list[str] = []
         # What the engine itself had changed in the container's files when it started, before
         # any command (changes.change_key of each): not the agent's doing (Podman
         # touches /etc, Docker adds its init); verifier.tampering leaves them out.
@@ -111,9 +116,10 @@ class TaskContainer:
         *,
         environment: dict[str, str] | None = None,
         workdir: str = "/",
-        user: str = "root",
+        user: str = "0",
     ) -> ExecResult:
-        """Run a trusted harness command (as root unless `user` says otherwise), clean env."""
+        """Run a trusted harness command (as root unless `user` says otherwise: a uid, never a
+        name, which the engine would look up in the container's /etc/passwd), clean env."""
         self.awake()
         started = time.monotonic()
         env = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
@@ -245,11 +251,13 @@ def task_container(
     labels: dict[str, str] | None = None,
     verifier_of: TaskContainer | None = None,
     command: list[str] | None = None,
+    read_only_paths: list[str] | None = None,
 ) -> Iterator[TaskContainer]:
     """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it.
 
     `verifier_of`: a verifier for that (agent's) container, from a snapshot of it (verifier.py):
-    no ENTRYPOINT runs, that container's volumes are mounted, its agent and environment hold."""
+    no ENTRYPOINT runs, that container's volumes are mounted, its agent and environment hold;
+    `read_only_paths` are read-only in it (read_only.py)."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
     extra: dict = {}
@@ -282,12 +290,15 @@ def task_container(
             ],
             **extra,
         )
+        if verifier_of is not None and read_only_paths is not None:
+            local = bool(verifier_of.upper_dir)
+            read_only.apply(host_config, read_only_paths, verifier_of.absent, local)
         create = functools.partial(
             api.create_container,
             image,
             command=command or COMMAND,
             name=name,
-            user="root",
+            user="0",  # (a name would be looked up in the container's own /etc/passwd)
             detach=True,
             labels=base_labels(kind=TASK_KIND, **(labels or {})),
             network_disabled=True,
@@ -307,10 +318,11 @@ def task_container(
         if verifier_of is None:
             agent = _identity(client, created["Id"], attrs)
             image_env = identity.image_environment(attrs)
-            # A root agent's verdict checks its changes (verifier.tampering) against these.
-            if agent.is_root:
+            # A verifier's check of the agent's changes (verifier.py) leaves these out: a root
+            # agent's, and an imported task's, whose own script may grade it there.
+            if agent.is_root or not agent.ours:
                 upper = disk.upper_dir(attrs)
-                engine_changes = _engine_changes(client, created["Id"], attrs, upper)
+                engine_changes = changes.engine_changes(client, created["Id"], attrs, upper)
         else:
             agent, image_env = verifier_of.agent, verifier_of.image_env
     except SandboxError:  # it stopped at start (ContainerExited: by itself)
@@ -343,27 +355,6 @@ def task_container(
         yield handle
     finally:
         handle.remove()
-
-
-# What an engine changes in a new container's files before any command (its mount points, its
-# init, Podman's /etc), by engine and image: the same for every container of an image, so asked
-# once (a `docker diff` costs 0.3-0.5 s on these machines). Not needed where the container's
-# upper directory can be read (changes.py).
-_ENGINE_CHANGES: dict[tuple[str, str], list[dict]] = {}
-_ENGINE_CHANGES_KEPT = 4096
-
-
-def _engine_changes(client: DockerClient, container_id: str, attrs: dict, upper: str) -> list[dict]:
-    if upper:  # read where they are, as the check will read the agent's (changes.py)
-        return changes.container_changes(client, container_id, upper)
-    key = (engine_address(client), str(attrs.get("Image") or ""))
-    found = _ENGINE_CHANGES.get(key)
-    if found is None:
-        found = changes.container_changes(client, container_id)
-        if len(_ENGINE_CHANGES) >= _ENGINE_CHANGES_KEPT:
-            _ENGINE_CHANGES.clear()
-        _ENGINE_CHANGES[key] = found
-    return found
 
 
 def _identity(client: DockerClient, container_id: str, attrs: dict) -> AgentIdentity:

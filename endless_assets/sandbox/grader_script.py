@@ -1,20 +1,15 @@
-"""The grader's script route and its self-description: the part of the grader's source that runs
-before grader.py's (verdict.GRADER_SOURCE is this file followed by grader.py; standard library
+"""The grader's script route: the part of the grader's source that runs between the
+self-description (grader_describe.py) and grader.py's (verdict.GRADER_SOURCE; standard library
 only, nothing on disk).
 
 Script route (request op "script"): the way Harbor's verifier grades, in a verifier container
 (verifier.py: a fresh container of a snapshot of the agent's, where no process of the agent runs).
 The task's tests directory is written afresh (whatever the agent left at that path is removed
 first), so are the reward directory and a directory of offline stand-ins for the usual
-installation steps (offline.py); the script runs as the verifier's user in the image's working
-directory with the image's environment, in its own session, for at most its timeout; then every
-process it left is killed and the reward is read: `reward.json` (a number, or an object with
-`reward` or a single number), else `reward.txt`.
-
-Self-description (`describe`, sent with the grader's hello): the interpreter, the files it has
-loaded, its module search path, the dynamic loader and its configuration, and the programs the
-harness runs by name. Seen before any agent command ran, it is what a root agent must not
-change for a verdict in a snapshot of its container to mean anything (verifier.py).
+installation steps and for the programs that start pytest (offline.py); the script runs as the
+verifier's user in the image's working directory with the image's environment, in its own
+session, for at most its timeout; then every process it left is killed and the reward is read:
+`reward.json` (a number, or an object with `reward` or a single number), else `reward.txt`.
 """
 
 import base64
@@ -24,93 +19,10 @@ import os
 import select
 import shutil
 import signal
-import sys
 import time
 
-HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 REWARD_LIMIT = 65536
-LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
-
-
-def elf_interpreter(path):
-    """The dynamic loader an ELF executable names (PT_INTERP), or ""."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
-                return ""
-            order = "little" if head[5] == 1 else "big"
-            phoff = int.from_bytes(head[32:40], order)
-            phentsize = int.from_bytes(head[54:56], order)
-            phnum = int.from_bytes(head[56:58], order)
-            for index in range(min(phnum, 64)):
-                fh.seek(phoff + index * phentsize)
-                entry = fh.read(phentsize)
-                if int.from_bytes(entry[0:4], order) == 3:  # PT_INTERP
-                    offset = int.from_bytes(entry[8:16], order)
-                    size = int.from_bytes(entry[32:40], order)
-                    fh.seek(offset)
-                    return fh.read(min(size, 4096)).rstrip(b"\0").decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return ""
-
-
-def describe():
-    """What grading here runs and loads (see the module docstring)."""
-    paths = set(LOADER_FILES)
-    programs = {"python": os.path.realpath(sys.executable)}
-    for name in ("env", "sleep", "bash", "sh"):
-        found = shutil.which(name, path=HARNESS_PATH)
-        if found:
-            programs[name] = found
-    import site
-
-    search = [*filter(None, sys.path), *site.getsitepackages(), os.path.dirname(os.__file__)]
-    for path in [sys.executable, *programs.values(), *search]:
-        paths.update((path, os.path.realpath(path)))
-    paths.update(link_targets([p for p in search if os.path.isdir(p)]))
-    interpreter = elf_interpreter(os.path.realpath(sys.executable))
-    if interpreter:
-        paths.update((interpreter, os.path.realpath(interpreter)))
-    with contextlib.suppress(OSError), open("/proc/self/maps") as fh:
-        for line in fh:
-            fields = line.split(None, 5)
-            if len(fields) == 6 and fields[5].startswith("/"):
-                paths.add(fields[5].strip().removesuffix(" (deleted)"))
-    # Where the interpreter looks before any sys.path entry exists, to find its prefix: a
-    # pyvenv.cfg beside it or one level up, a build directory's marker, a lib/ beside it.
-    here = os.path.dirname(programs["python"])
-    for name in ("pyvenv.cfg", "pybuilddir.txt", "lib", "lib64", "Modules"):
-        paths.add(os.path.join(here, name))
-    paths.add(os.path.join(os.path.dirname(here), "pyvenv.cfg"))
-    paths.update(other_names(paths))
-    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
-    return {"programs": programs, "protected": sorted(paths), "interpreter": interpreter}
-
-
-def other_names(paths):
-    """The other names that lead to these files, which a root agent could point elsewhere:
-    every symbolic link directly under / (a merged /usr's /bin, /lib, /lib64: the names a
-    script's `#!/bin/bash` and ld.so.cache's `/lib/x86_64-linux-gnu/...` use), every link among
-    the paths' ancestors, and the links beside a file that lead to it (`libexpat.so.1` ->
-    `libexpat.so.1.8.10`: the name the loader opens; the kernel's maps name the file)."""
-    found = set()
-    with contextlib.suppress(OSError), os.scandir("/") as entries:
-        found.update(entry.path for entry in entries if entry.is_symlink())
-    for path in paths:
-        parts = path.split("/")
-        for depth in range(2, len(parts)):
-            ancestor = "/".join(parts[:depth])
-            if os.path.islink(ancestor):
-                found.add(ancestor)
-    files = {os.path.realpath(p) for p in paths if os.path.isfile(p)}
-    for directory in {os.path.dirname(p) for p in files}:
-        with contextlib.suppress(OSError), os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.is_symlink() and os.path.realpath(entry.path) in files:
-                    found.add(entry.path)
-    return found
+HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # (grader_describe.py's)
 
 
 def user_pids(uid):
@@ -140,25 +52,6 @@ def stop_user(uid):
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def link_targets(directories, limit=100_000):
-    """Where the symbolic links under `directories` lead (Debian's stdlib sitecustomize.py is a
-    link into /etc): writing through a link changes its target, not the link."""
-    found, seen = set(), 0
-    pending = list(directories)
-    while pending and seen < limit:
-        try:
-            entries = list(os.scandir(pending.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            if entry.is_symlink():
-                found.add(os.path.realpath(entry.path))
-            elif entry.is_dir(follow_symlinks=False):
-                pending.append(entry.path)
-    return found
 
 
 def process_ids():
@@ -271,6 +164,7 @@ def _run_script(request, workspace):
     env = dict(request["env"])
     env["PATH"] = offline + ":" + env.get("PATH", HARNESS_PATH)
     env["ENDLESS_OFFLINE_REPORT"] = report
+    env.update(python_environment(workspace, offline, tests, env, request.get("own_caches")))
     script = os.path.join(tests, request["script"])
     with open(script, "rb") as fh:
         shebang = fh.read(2) == b"#!"
@@ -315,6 +209,25 @@ def _run_script(request, workspace):
         "needs_network": needs_network[:500],
         "output": tail(output),
     }
+
+
+def python_environment(workspace, offline, tests, env, own_caches):
+    """What every Python the script starts gets (offline_pytest.py): no user site directory,
+    our sitecustomize first, the tests directory for the pytest runner, and bytecode caches of
+    its own unless the agent left every one among what grading loads as it was."""
+    found = {"ENDLESS_TESTS_DIR": tests}
+    guard = os.path.join(offline, "pyguard")
+    if os.path.isfile(os.path.join(guard, "sitecustomize.py")):
+        theirs = env.get("PYTHONPATH", "")
+        found["PYTHONPATH"] = guard + (":" + theirs if theirs else "")
+        found["ENDLESS_PYTHONPATH"] = theirs
+        found["PYTHONNOUSERSITE"] = "1"
+    if not own_caches:
+        caches = os.path.join(workspace, "pycache")
+        os.makedirs(caches, mode=0o755)
+        os.chmod(caches, 0o1777)
+        found["PYTHONPYCACHEPREFIX"] = caches
+    return found
 
 
 def wait_for(pid, timeout):

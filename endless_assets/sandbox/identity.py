@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import docker.errors
 
@@ -46,10 +46,35 @@ class AgentIdentity:
     name: str = ""  # the user's name ("" for a uid without a passwd entry)
     ours: bool = True  # our own tasks' identity (no labels on the image)
     image_user: str = ""  # the image's own USER ("" when it sets none)
+    # The image's /etc/passwd and /etc/group as the first container of it had them, before any
+    # agent command: names are looked up there, never in files an agent may have edited.
+    passwd: str = field(default="", repr=False, compare=False)
+    group: str = field(default="", repr=False, compare=False)
 
     @property
     def is_root(self) -> bool:
         return self.uid == 0
+
+    @property
+    def exec_user(self) -> str:
+        """What every `docker exec` and container of this agent gets: numbers, never a name the
+        engine would look up in the container's /etc/passwd (which a root agent may rename or
+        delete). A uid alone keeps the user's supplementary groups; uid:gid where the task
+        named a group."""
+        return f"{self.uid}:{self.gid}" if ":" in self.user else str(self.uid)
+
+    def lookup(self, user: str) -> tuple[int, int, str]:
+        """uid, gid and home of a Docker user spec, from the image's own files (`passwd`);
+        root needs none. ValueError if the image has no such user."""
+        if user in ("", "root", "0", "0:0"):
+            entry = next(
+                (e for e in (ln.split(":") for ln in self.passwd.splitlines()) if e[2:3] == ["0"]),
+                None,
+            )
+            home = entry[5] if entry is not None and len(entry) > 5 and entry[5] else "/root"
+            return 0, 0, home
+        uid, gid, home, _ = _lookup(user, self.passwd, self.group)
+        return uid, gid, home
 
 
 DEFAULT = AgentIdentity(AGENT_USER, 1000, 1000, AGENT_HOME, AGENT_HOME, AGENT_USER, ours=True)
@@ -129,16 +154,9 @@ def _resolve(client, container_id: str, attrs: dict, labels: dict) -> AgentIdent
     passwd = _read(client, container_id, "/etc/passwd")
     groups = _read(client, container_id, "/etc/group")
     uid, gid, home, name = _lookup(user, passwd, groups)
-    return AgentIdentity(user, uid, gid, home, workdir, name, ours=False, image_user=image_user)
-
-
-def lookup_user(client, container_id: str, user: str) -> tuple[int, int, str]:
-    """uid, gid and home of a Docker user spec in a container; ValueError if it has no such
-    user."""
-    passwd = _read(client, container_id, "/etc/passwd")
-    groups = _read(client, container_id, "/etc/group")
-    uid, gid, home, _ = _lookup(user, passwd, groups)
-    return uid, gid, home
+    return AgentIdentity(
+        user, uid, gid, home, workdir, name, False, image_user, passwd=passwd, group=groups
+    )
 
 
 def image_environment(attrs: dict) -> dict[str, str]:

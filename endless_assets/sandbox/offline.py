@@ -14,6 +14,12 @@ and writes itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then
 
 from __future__ import annotations
 
+import shlex
+
+from endless_assets.sandbox import offline_pytest
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 _PRELUDE = r"""#!/bin/sh
 # endless: an offline stand-in (grading has no network), see endless_assets/sandbox/offline.py
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,9 +27,11 @@ report() {
   printf '%s\n' "$*" >> "${ENDLESS_OFFLINE_REPORT:-/dev/null}"
   echo "endless offline: $*" >&2
 }
+# What a program's name means here: the image's own PATH (its ENV line), never the script's,
+# which may lead through a directory the agent wrote.
 real() {
   old_ifs=$IFS; IFS=:
-  for d in $PATH; do
+  for d in $IMAGE_PATH; do
     if [ "$d" != "$here" ] && [ -x "$d/$1" ]; then IFS=$old_ifs; echo "$d/$1"; return 0; fi
   done
   IFS=$old_ifs; return 1
@@ -59,11 +67,12 @@ exit 0
 """
 )
 
-_UV_INSTALLER = r"""mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
-cat > "$HOME/.local/bin/env" <<'ENDLESS_ENV'
-case ":${PATH}:" in *":$HOME/.local/bin:"*) ;; *) export PATH="$HOME/.local/bin:$PATH" ;; esac
-ENDLESS_ENV
-cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
+# The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
+# first on PATH already; the real one would put ~/.local/bin first). Where the image's own
+# ~/.local/bin is read-only at grading (a system location: verifier.py), what it has serves.
+_UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
+  echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
+  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"; } 2>/dev/null
 echo "endless offline: uv is served by the image's python and pytest"
 """
 
@@ -95,11 +104,11 @@ exit 6
 
 _PYTHON_TOOL = (
     _PRELUDE
-    + r"""if ! command -v python3 >/dev/null 2>&1; then
+    + r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
   report "$(basename "$0") $*: the image has no python3 to serve it"
   exit 127
 fi
-exec python3 "$here/endless_offline.py" "$(basename "$0")" "$@"
+exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
 """
 )
 
@@ -197,7 +206,8 @@ def run(words, args):
         return 0
     command = re.split(r"[<>=@]", rest[0], maxsplit=1)[0]
     if command in ("pytest", "py.test"):
-        os.execvp(sys.executable, [sys.executable, "-m", "pytest", *rest[1:]])
+        runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "endless_pytest.py")
+        os.execv(sys.executable, [sys.executable, "-s", runner, *rest[1:]])
     if command in ("python", "python3"):
         os.execvp(sys.executable, [sys.executable, *rest[1:]])
     try:
@@ -261,14 +271,23 @@ sys.exit(main(sys.argv[1], sys.argv[2:]))
 '''
 
 
-def shims() -> dict[str, str]:
-    """Program name -> its stand-in (all put first on the test script's PATH)."""
+def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
+    """Program name -> its stand-in (all put first on the test script's PATH). `python`: the
+    interpreter the stand-ins of uv, uvx and pip run, by absolute path (the one the first grader
+    ran, before the agent's first command); `image_path`: the image's own PATH, where every
+    stand-in finds the programs it hands over to (offline_pytest.py)."""
+    settings = f"TRUSTED_PY={shlex.quote(python)}\nIMAGE_PATH={shlex.quote(image_path)}\n"
+    prelude = _PRELUDE.replace("here=$(", settings + "here=$(", 1)
+
+    def shell(text: str) -> str:
+        return text.replace(_PRELUDE, prelude, 1) if text.startswith(_PRELUDE) else prelude + text
+
     fetch = _FETCH.replace(
         'out=""\n',
         f"installer=$(cat <<'ENDLESS_INSTALLER'\n{_UV_INSTALLER}ENDLESS_INSTALLER\n)\nout=\"\"\n",
         1,
     ).replace('"$INSTALLER"', '"$installer"')
-    return {
+    found = {
         "apt-get": _APT,
         "apt": _APT,
         "curl": fetch,
@@ -277,5 +296,9 @@ def shims() -> dict[str, str]:
         "uvx": _PYTHON_TOOL,
         "pip": _PYTHON_TOOL,
         "pip3": _PYTHON_TOOL,
-        "endless_offline.py": _TOOL_PY,
     }
+    found = {name: shell(text) for name, text in found.items()}
+    for name, text in offline_pytest.stand_ins().items():
+        found[name] = text if "." in name else shell(text)
+    found["endless_offline.py"] = _TOOL_PY
+    return found

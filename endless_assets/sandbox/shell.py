@@ -110,7 +110,7 @@ class ShellSession:
         do-nothing control, then costs no `docker exec`)."""
         agent = container.agent
         self.container = container
-        self.user = user or agent.user
+        self.user = user or agent.exec_user
         # Kills every process of the agent without a fork (the container's grader does it): a
         # new shell cannot start while the agent's processes fill the pids limit.
         self.stop_agent = stop_agent

@@ -200,7 +200,7 @@ class RootShell:
 
     def __init__(self, box: TaskContainer) -> None:
         env = {"HOME": "/root", "USER": "root", "LOGNAME": "root", "PATH": ROOT_PATH}
-        self.session = ShellSession(box, user="root", cwd="/", output_cap=200_000, env=env)
+        self.session = ShellSession(box, user="0", cwd="/", output_cap=200_000, env=env)
 
     def run(self, script: str, *, timeout: float) -> ExecResult:
         result = self.session.run(f"(\n{script}\n)", timeout=timeout)

@@ -23,7 +23,7 @@ import secrets
 import select
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker.errors
@@ -34,11 +34,15 @@ from endless_assets.sandbox.container import TaskContainer
 from endless_assets.sandbox.shell_stream import FrameDecoder
 
 _HERE = Path(__file__).parent
-# One program: the script route and self-description first, then the grader proper (see
+# One program: the self-description and the script route first, then the grader proper (see
 # grader.py's `_op`).
-GRADER_SOURCE = (_HERE / "grader_script.py").read_text() + "\n" + (_HERE / "grader.py").read_text()
+GRADER_SOURCE = "\n".join(
+    (_HERE / name).read_text() for name in ("grader_describe.py", "grader_script.py", "grader.py")
+)
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT_HOME = "/root"  # the grader's HOME: set, so that nothing looks root up at its start (NSS)
+PATH_DIRS = "ENDLESS_PATH_DIRS"  # the image's PATH, for the self-description's system locations
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Verdict:
     reward: float | None = None  # what the script wrote
     needs_network: str = ""  # a grading step that needs the network (offline.py), if one failed
     detail: str = ""  # why there is no verdict of the test's own (no reward file, tampering)
+    # (the reference solution's episode, learning) what it changed in the system locations
+    system_changes: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         if self.script:
@@ -77,10 +83,13 @@ def run_pytest(
     timeout: float = 180,
     stop_agent: bool = True,
     agent_uid: int | None = None,
+    learn: bool = False,
 ) -> Verdict:
     """Run `test_source` in isolation as the agent's uid (see grader.py) and return the verdict.
     `stop_agent`: kill the agent's processes first (False where no agent has run yet).
-    `agent_uid`: the container's agent's (identity.py) unless given."""
+    `agent_uid`: the container's agent's (identity.py) unless given. `learn`: the reference
+    solution's episode; a verdict in a verifier container then reports what it changed in the
+    system locations (`system_changes`) instead of holding them against it (verifier.py)."""
     started = time.monotonic()
     uid = container.agent.uid if agent_uid is None else agent_uid
     spec = bundle.unpack(test_source)
@@ -88,7 +97,7 @@ def run_pytest(
         spec = spec or bundle.Verifier(test=test_source, test_name=filename)
         from endless_assets.sandbox.verifier import grade_in_verifier  # (it imports this module)
 
-        return grade_in_verifier(container, spec, uid, timeout, stop_agent, started)
+        return grade_in_verifier(container, spec, uid, timeout, stop_agent, started, learn=learn)
     request: dict = {
         "id": secrets.token_hex(6),
         "filename": spec.test_name if spec else filename,
@@ -194,7 +203,9 @@ class _Grader:
         # verifier container, the programs are those the first grader named.
         programs = container.grading_programs
         env, python = programs.get("env", "env"), programs.get("python", "python3")
-        command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", python, "-I", "-B"]
+        image_path = container.image_env.get("PATH", "")
+        command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", f"HOME={ROOT_HOME}"]
+        command += [f"{PATH_DIRS}={image_path}", python, "-I", "-B"]
         if pycache_prefix:
             command += ["-X", f"pycache_prefix={pycache_prefix}"]
         try:
@@ -205,7 +216,7 @@ class _Grader:
                 stdout=True,
                 stderr=True,
                 tty=False,
-                user="root",
+                user="0",  # a uid: the engine looks a name up in the container's /etc/passwd
                 workdir="/",
             )["Id"]
             raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
@@ -228,6 +239,8 @@ class _Grader:
             container.protected = [str(p) for p in hello.get("protected") or []]
             container.grading_programs = dict(hello.get("programs") or {})
             container.interpreter = hello.get("interpreter")
+            container.system = [str(p) for p in hello.get("system") or []]
+            container.absent = [str(p) for p in hello.get("absent") or []]
         elif container.interpreter not in (None, hello.get("interpreter")):
             self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)
             raise InterpreterMoved(

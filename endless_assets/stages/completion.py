@@ -12,6 +12,7 @@ from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator
 from endless_assets.models import Task
+from endless_assets.sandbox import bundle
 from endless_assets.sandbox.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.sandbox.verdict import Verdict, run_pytest
@@ -66,7 +67,7 @@ def check_completion_test(
             if initial.status == "failed":
                 noop = run_episode_in(box, task, NoopPolicy(), test, limits)
                 if noop.reward == 0:
-                    oracle = run_episode_in(box, task, OraclePolicy(), test, limits)
+                    oracle = run_episode_in(box, task, OraclePolicy(), test, limits, learn=True)
         for episode in (noop, oracle):
             if episode is not None and episode.termination == "harness_error":
                 raise SandboxError(episode.error)
@@ -90,6 +91,9 @@ def check_completion_test(
         assert oracle is not None
         outcome.passes_with_reference = oracle.reward == 1
         if outcome.passes_with_reference:
+            # What it changed in the system locations, an honest agent may change too
+            # (system_paths.py): the completion test carries it to every later verdict.
+            outcome.completion_test = bundle.allow(test, oracle.verdict.system_changes)
             return None
         detail = oracle.verdict.summary() if oracle.verdict else oracle.termination
         tail = oracle.verdict.output[-FEEDBACK_LIMIT:] if oracle.verdict else ""

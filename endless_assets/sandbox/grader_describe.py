@@ -1,0 +1,157 @@
+"""The grader's self-description, sent with its hello (grader.py): what grading runs and loads, and
+the system locations a root agent must leave as the task's reference solution leaves them.
+
+Part of the grader's source (verdict.GRADER_SOURCE: this file, grader_script.py, then
+grader.py; standard library only, nothing on disk). Seen before any agent command ran, it is
+what a verdict in a snapshot of the agent's container holds the agent's changes against
+(verifier.py, system_paths.py):
+
+- `protected`: the interpreter, the files it has loaded, its module search path, the dynamic
+  loader and its configuration, the programs the harness runs by name, and the other names that
+  lead to them;
+- `system`: the system locations: the library, binary and interpreter trees (/usr, /lib*, /bin,
+  /sbin), the loader's and NSS's configuration, /etc/alternatives and /etc/python*, every
+  directory on the image's PATH ($ENDLESS_PATH_DIRS, the image's own PATH), the tool and
+  library directories of root's home (~/.local/bin, ~/.local/lib, ~/.cargo/bin, ~/bin), each
+  with its resolved path and the links leading to it. The verifier mounts them read-only.
+"""
+
+import contextlib
+import os
+import shutil
+import sys
+
+HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d")
+SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = (*LOADER_FILES, "/etc/nsswitch.conf", "/etc/host.conf", "/etc/alternatives")
+HOME_TOOLS = (".local/bin", ".local/lib", ".cargo/bin", "bin")
+PATH_DIRS_VARIABLE = "ENDLESS_PATH_DIRS"
+
+
+def elf_interpreter(path):
+    """The dynamic loader an ELF executable names (PT_INTERP), or ""."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
+                return ""
+            order = "little" if head[5] == 1 else "big"
+            phoff = int.from_bytes(head[32:40], order)
+            phentsize = int.from_bytes(head[54:56], order)
+            phnum = int.from_bytes(head[56:58], order)
+            for index in range(min(phnum, 64)):
+                fh.seek(phoff + index * phentsize)
+                entry = fh.read(phentsize)
+                if int.from_bytes(entry[0:4], order) == 3:  # PT_INTERP
+                    offset = int.from_bytes(entry[8:16], order)
+                    size = int.from_bytes(entry[32:40], order)
+                    fh.seek(offset)
+                    return fh.read(min(size, 4096)).rstrip(b"\0").decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return ""
+
+
+def describe():
+    """What grading here runs and loads, and the system locations (see the module docstring)."""
+    paths = set(LOADER_FILES)
+    programs = {"python": os.path.realpath(sys.executable)}
+    for name in ("env", "sleep", "bash", "sh"):
+        found = shutil.which(name, path=HARNESS_PATH)
+        if found:
+            programs[name] = found
+    import site
+
+    search = [*filter(None, sys.path), *site.getsitepackages(), os.path.dirname(os.__file__)]
+    for path in [sys.executable, *programs.values(), *search]:
+        paths.update((path, os.path.realpath(path)))
+    paths.update(link_targets([p for p in search if os.path.isdir(p)]))
+    interpreter = elf_interpreter(os.path.realpath(sys.executable))
+    if interpreter:
+        paths.update((interpreter, os.path.realpath(interpreter)))
+    with contextlib.suppress(OSError), open("/proc/self/maps") as fh:
+        for line in fh:
+            fields = line.split(None, 5)
+            if len(fields) == 6 and fields[5].startswith("/"):
+                paths.add(fields[5].strip().removesuffix(" (deleted)"))
+    # Where the interpreter looks before any sys.path entry exists, to find its prefix: a
+    # pyvenv.cfg beside it or one level up, a build directory's marker, a lib/ beside it.
+    here = os.path.dirname(programs["python"])
+    for name in ("pyvenv.cfg", "pybuilddir.txt", "lib", "lib64", "Modules"):
+        paths.add(os.path.join(here, name))
+    paths.add(os.path.join(os.path.dirname(here), "pyvenv.cfg"))
+    paths.update(other_names(paths))
+    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
+    return {
+        "programs": programs,
+        "protected": sorted(paths),
+        "interpreter": interpreter,
+        "system": system_locations(paths),
+        "absent": [p for p in LOADER_FILES if not os.path.lexists(p)],
+    }
+
+
+def system_locations(protected):
+    """The system locations (module docstring), as absolute paths, resolved and not."""
+    found = set(SYSTEM_TREES) | set(SYSTEM_FILES)
+    with contextlib.suppress(OSError), os.scandir("/etc") as entries:
+        found.update(e.path for e in entries if e.name.startswith("python"))
+    for directory in os.environ.get(PATH_DIRS_VARIABLE, "").split(":"):
+        if directory.startswith("/"):
+            found.add(os.path.normpath(directory))
+    homes = {"/root"}
+    with contextlib.suppress(KeyError, ImportError, OSError):
+        import pwd
+
+        homes.add(pwd.getpwuid(0).pw_dir or "/root")
+    for home in homes:
+        found.update(os.path.join(home, sub) for sub in HOME_TOOLS)
+    # The interpreter's own trees, wherever they are (a virtualenv under /opt, say).
+    found.update(p for p in protected if os.path.isdir(p) and p != "/")
+    found.update(os.path.realpath(p) for p in list(found))
+    found.update(other_names(found))
+    return sorted(p for p in found if p != "/")
+
+
+def other_names(paths):
+    """The other names that lead to these files, which a root agent could point elsewhere:
+    every symbolic link directly under / (a merged /usr's /bin, /lib, /lib64: the names a
+    script's `#!/bin/bash` and ld.so.cache's `/lib/x86_64-linux-gnu/...` use), every link among
+    the paths' ancestors, and the links beside a file that lead to it (`libexpat.so.1` ->
+    `libexpat.so.1.8.10`: the name the loader opens; the kernel's maps name the file)."""
+    found = set()
+    with contextlib.suppress(OSError), os.scandir("/") as entries:
+        found.update(entry.path for entry in entries if entry.is_symlink())
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(2, len(parts)):
+            ancestor = "/".join(parts[:depth])
+            if os.path.islink(ancestor):
+                found.add(ancestor)
+    files = {os.path.realpath(p) for p in paths if os.path.isfile(p)}
+    for directory in {os.path.dirname(p) for p in files}:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.is_symlink() and os.path.realpath(entry.path) in files:
+                    found.add(entry.path)
+    return found
+
+
+def link_targets(directories, limit=100_000):
+    """Where the symbolic links under `directories` lead (Debian's stdlib sitecustomize.py is a
+    link into /etc): writing through a link changes its target, not the link."""
+    found, seen = set(), 0
+    pending = list(directories)
+    while pending and seen < limit:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.is_symlink():
+                found.add(os.path.realpath(entry.path))
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return found

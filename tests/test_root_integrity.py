@@ -1,0 +1,322 @@
+"""A root agent (an imported task's image with no USER) cannot forge its reward either. One row
+per route, each first tried against the verifier as it was before system locations were held
+against the reference solution (`todays_reward`: a verifier container of a snapshot of the
+agent's, checked only against what the first grader had loaded, writable, with the stand-ins
+that ran `python3` by name and started pytest as the script asked), where it earns 1, then
+against ours (a whole episode), where it earns 0, scored: a verdict, never a harness error.
+
+The forging library (hostile_libs.py) is what a policy paid only for reward would write: its
+constructor, once in any Python process, makes every outcome report say nothing failed and the
+process exit 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+
+import docker.errors
+import pytest
+from hostile_libs import compile_forger, plant
+from test_reward_integrity import Scripted, secret_test
+
+from endless_assets.agent.episode import EpisodeLimits, run_episode_in
+from endless_assets.agent.policies import EpisodeTask
+from endless_assets.sandbox import offline, offline_pytest, verifier
+from endless_assets.sandbox.bundle import Verifier, allow, pack
+from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.script_route import script_request, script_verdict
+from endless_assets.sandbox.shell import ShellSession
+from endless_assets.sandbox.verdict import _grader_for, parse_verdict, run_pytest, start_grader
+
+LIB = "/usr/lib/x86_64-linux-gnu"
+USER_SITE = "/root/.local/lib/python3.11/site-packages"
+REWARD = "if [ $? -eq 0 ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
+UVX = (
+    "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/install.sh | sh\nsource $HOME/.local/bin/env\n"
+    "uvx pytest /tests/test_outputs.py\n" + REWARD
+)
+PYTEST_BY_NAME = "#!/bin/bash\npytest /tests/test_outputs.py\n" + REWARD
+PYTHON_M = "#!/bin/bash\npython3 -m pytest /tests/test_outputs.py\n" + REWARD
+FROM_APP = "#!/bin/bash\ncd /app && python3 -m pytest /tests/test_outputs.py\n" + REWARD
+PASSING_MAIN = "raise SystemExit(0)\n"
+CONFTEST = (
+    "import _pytest.reports as r\n"
+    "r.BaseReport.failed = property(lambda self: False)\n"
+    "r.BaseReport.passed = property(lambda self: True)\n"
+)
+SHIM = "#!/bin/sh\nexit 0\n"
+
+
+def write(path: str, text: str, mode: str = "644") -> str:
+    head = f"mkdir -p $(dirname {path}) && cat > {path} <<'ENDOFFILE' && chmod {mode} {path}"
+    return f"{head}\n{text}ENDOFFILE"
+
+
+def python_file(text: str) -> str:
+    from hostile_libs import FORGE_PATCH
+
+    return text.replace("{forge}", FORGE_PATCH)
+
+
+@dataclass(frozen=True)
+class Route:
+    commands: list[str]  # "{forger}" / "{sqlite_forger}": the library's path, planted first
+    test: str = ""  # the pytest file (secret_test("pass") unless given)
+    script: str = ""  # the task's own tests/test.sh ("": our grader runs the pytest file)
+    image: str = "root"  # root | pythonpath (ENV PYTHONPATH=/app)
+    tampered: str = ""  # ours: the verdict names this path as tampering ("": it fails)
+
+
+ROUTES: dict[str, Route] = {
+    "a shared library that importing pytest loads (libuuid), replaced": Route(
+        ["cp {forger} " + LIB + "/libuuid.so.1.3.0"], tampered=f"{LIB}/libuuid.so.1.3.0"
+    ),
+    "an NSS module named in nsswitch.conf (a test that uses tmp_path looks its user up)": Route(
+        [
+            "cp {forger} " + LIB + "/libnss_forge.so.2",
+            "sed -i 's/^passwd:.*/passwd: forge files/' /etc/nsswitch.conf",
+        ],
+        test=secret_test("pass").replace("def test_answer():", "def test_answer(tmp_path):"),
+        tampered="/etc/nsswitch.conf",
+    ),
+    "a library the test loads lazily (libsqlite3's link, re-pointed)": Route(
+        ["ln -sf {sqlite_forger} " + LIB + "/libsqlite3.so.0"],
+        test=secret_test("import sqlite3"),
+        tampered=f"{LIB}/libsqlite3.so.0",
+    ),
+    "test.sh runs uvx pytest: the stand-in ran python3 by name, a shim answered first": Route(
+        [write("/usr/local/bin/python3", SHIM, "755")],
+        script=UVX,
+        tampered="/usr/local/bin/python3",
+    ),
+    "test.sh runs pytest by name: a shim first on the PATH": Route(
+        [write("/usr/local/bin/pytest", SHIM, "755")],
+        script=PYTEST_BY_NAME,
+        tampered="/usr/local/bin/pytest",
+    ),
+    "a .pth file in root's user site directory (test.sh's python3 -m pytest)": Route(
+        [
+            write(f"{USER_SITE}/zz_forge.py", python_file("{forge}")),
+            write(f"{USER_SITE}/zz.pth", "import zz_forge\n"),
+        ],
+        script=PYTHON_M,
+        tampered="/root/.local/lib",
+    ),
+    "a pytest.ini and conftest.py at / (pytest looks there above /tests)": Route(
+        [write("/pytest.ini", "[pytest]\n"), write("/conftest.py", CONFTEST)],
+        script=PYTEST_BY_NAME,
+    ),
+    "a pytest.py in the working directory of python3 -m pytest": Route(
+        [write("/app/pytest.py", PASSING_MAIN)], script=FROM_APP
+    ),
+    "a sitecustomize.py in the image's PYTHONPATH directory (/app)": Route(
+        [write("/app/sitecustomize.py", python_file("{forge}"))],
+        script=PYTHON_M,
+        image="pythonpath",
+    ),
+    "the agent's program, run by the test, swaps a library the test loads after it": Route(
+        [write("/app/solve.sh", "ln -sf {sqlite_forger} " + LIB + "/libsqlite3.so.0\n")],
+        test=secret_test("subprocess.run(['sh', '/app/solve.sh'])\nimport sqlite3"),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def forgers(tmp_path_factory) -> dict[str, bytes]:
+    work = tmp_path_factory.mktemp("hostile")
+    return {
+        "forger": compile_forger(work),
+        "sqlite_forger": compile_forger(work, needs="libsqlite3.so.0.8.6"),
+    }
+
+
+@pytest.fixture(scope="module")
+def images(sandbox, root_image) -> dict[str, str]:
+    dockerfile = f"FROM {sandbox.base.tag}\nWORKDIR /app\nENV PYTHONPATH=/app\n"
+    build = sandbox.build(identity_dockerfile(dockerfile, "", ""), {}, network=False)
+    assert build.ok, build.log
+    return {"root": root_image, "pythonpath": build.tag}
+
+
+def commands_of(route: Route, forgers: dict[str, bytes]) -> list[str]:
+    planted = {name: f"/tmp/.{name}.so" for name in forgers}
+    commands = [plant(data, planted[name]) for name, data in forgers.items()]
+    return commands + [c.format(**planted) for c in route.commands]
+
+
+def graded(route: Route) -> str:
+    test = route.test or secret_test("pass")
+    if not route.script:
+        return test
+    return pack(Verifier(test=test, script="test.sh", files={"test.sh": route.script}))
+
+
+def todays_reward(box: TaskContainer, commands: list[str], completion_test: str) -> int:
+    """The verifier before: the check held the agent's changes only against what the first
+    grader had loaded, the verifier's files were writable, the stand-ins ran python3 by name."""
+    from endless_assets.sandbox import bundle
+
+    spec = bundle.unpack(completion_test) or Verifier(test=completion_test)
+    start_grader(box, completion_test)
+    with ShellSession(box) as shell:
+        for command in commands:
+            shell.run(command, timeout=60)
+    box.system = []  # (what the first grader loaded, no system location besides)
+    finding = verifier.check_changes(box, {})
+    if finding.tampered:
+        return 0
+    image = verifier.commit(box)
+    prefix = "" if finding.own_caches else verifier.PYCACHE
+    with verifier.verifier_container(box, image, box.halt, read_only=False) as checked:
+        grader = _grader_for(checked, prefix, preload=not spec.script)
+        deadline = time.monotonic() + 120
+        if not spec.script:
+            request = {"id": "t", "filename": spec.test_name, "test": spec.test, "timeout": 60}
+            request.update(agent_uid=0, stop_agent=False, verifier=True, env=checked.image_env)
+            reply = grader.ask(request, deadline=deadline)
+            return int(parse_verdict(reply["exit_code"], reply["counts"], "", 0.0).passed)
+        request = script_request(checked, spec, 60, own_caches=finding.own_caches)
+        path = checked.image_env.get("PATH", offline.DEFAULT_PATH)
+        ours = offline_pytest.stand_ins()
+        shims = offline.shims("python3", path)
+        request["shims"] = {n: t for n, t in shims.items() if n not in ours}
+        reply = grader.ask(request, deadline=deadline)
+    return int(script_verdict(spec.script, reply, 0.0).passed)
+
+
+@pytest.mark.parametrize("name", list(ROUTES))
+def test_a_root_agents_route_that_forged_a_reward_earns_zero_scored(sandbox, images, forgers, name):
+    route = ROUTES[name]
+    commands = commands_of(route, forgers)
+    test = graded(route)
+    image = images[route.image]
+    with sandbox.container(image, labels={"role": "naive-grader"}) as box:
+        assert box.agent.uid == 0
+        naive = todays_reward(box, commands, test)
+    assert naive == 1, "the route does not work against the verifier as it was"
+
+    with sandbox.container(image, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-root-integrity", "do nothing useful"),
+            Scripted(commands),
+            test,
+            EpisodeLimits(command_timeout=60, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error  # scored, not a harness error
+    assert rollout.reward == 0, rollout.verdict
+    if route.tampered:
+        assert rollout.verdict.status == "tampered", rollout.verdict
+        assert route.tampered in rollout.verdict.detail, rollout.verdict.detail
+
+
+# -- identities: numbers, never names looked up in the agent's /etc/passwd --------------------
+
+PASSWD_DODGES = {
+    "root renamed in /etc/passwd": "sed -i 's/^root:/rooty:/' /etc/passwd",
+    "root's line deleted from /etc/passwd": "sed -i '/^root:/d' /etc/passwd",
+}
+
+
+@pytest.mark.parametrize("name", list(PASSWD_DODGES))
+def test_a_root_agent_that_edits_etc_passwd_gets_its_zero_not_a_harness_error(
+    sandbox, root_image, name
+):
+    command = PASSWD_DODGES[name]
+    with sandbox.container(root_image, labels={"role": "naive-grader"}) as box:
+        start_grader(box)
+        box.exec_root(["sh", "-c", command])
+        image = verifier.commit(box)
+        api = box.client.api
+        created = api.create_container(image, ["true"], user="root", network_disabled=True)
+        try:  # the verifier as it was: created as the user named "root"
+            with pytest.raises(docker.errors.APIError, match="unable to find user root"):
+                api.start(created["Id"])
+        finally:
+            api.remove_container(created["Id"], force=True)
+            box.client.images.remove(image, force=True)
+
+    with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-passwd", "write done to /app/out.txt"),
+            Scripted([command]),
+            "def test_out():\n    assert open('/app/out.txt').read() == 'done\\n'\n",
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == 0 and rollout.verdict.status == "failed", rollout.verdict
+
+
+def test_an_etc_passwd_that_is_a_fifo_is_tampering_not_a_hung_verifier(sandbox, root_image):
+    fifo = "rm /etc/passwd && mkfifo /etc/passwd"
+    with sandbox.container(root_image, labels={"role": "naive-grader"}) as box:
+        box.exec_root(["sh", "-c", fifo])
+        # The engine opens /etc/passwd to start any process in the container: it waits for a
+        # writer that never comes (bounded here only so that the test ends).
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(["docker", "exec", box.id, "true"], timeout=20, capture_output=True)
+
+    with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+        rollout = run_episode_in(
+            box,
+            EpisodeTask("et-fifo", "do nothing useful"),
+            Scripted([fifo]),
+            secret_test("pass"),
+            EpisodeLimits(command_timeout=30, test_timeout=60),
+        )
+    assert rollout.termination == "done", rollout.error
+    assert rollout.reward == 0 and rollout.verdict.status == "tampered", rollout.verdict
+    assert "/etc/passwd is no longer a regular file" in rollout.verdict.detail
+
+
+# -- what the reference solution changes, an honest agent may change ---------------------------
+
+INSTALL = (
+    "printf '#!/bin/sh\\necho hello\\n' > /usr/local/bin/greet && chmod 755 /usr/local/bin/greet"
+    " && mkdir -p /usr/local/lib/python3.11/dist-packages/greetlib"
+    " && echo 'X = 1' > /usr/local/lib/python3.11/dist-packages/greetlib/__init__.py"
+)
+INSTALLED = (
+    "import subprocess\n\n\ndef test_installed():\n"
+    "    assert subprocess.run(['greet'], capture_output=True, text=True).stdout == 'hello\\n'\n"
+    "    import greetlib\n\n    assert greetlib.X == 1\n"
+)
+
+
+def test_an_agent_may_change_what_the_reference_changes_and_nothing_else(sandbox, root_image):
+    limits = EpisodeLimits(command_timeout=30, test_timeout=60)
+    task = EpisodeTask("et-install", "install greet")
+    with sandbox.container(root_image, labels={"role": "reference"}) as box:
+        reference = run_episode_in(box, task, Scripted([INSTALL]), INSTALLED, limits, learn=True)
+    assert reference.reward == 1, reference.verdict
+    changes = reference.verdict.system_changes
+    assert "/usr/local/bin/greet" in changes
+    module = "/usr/local/lib/python3.11/dist-packages/greetlib/__init__.py"
+    assert len(changes[module]) == 64  # grading loads it: its sha256
+    test = allow(INSTALLED, changes)
+
+    def reward(commands: list[str]) -> tuple[int | None, str]:
+        with sandbox.container(root_image, labels={"role": "integrity"}) as box:
+            rollout = run_episode_in(box, task, Scripted(commands), test, limits)
+        assert rollout.termination == "done", rollout.error
+        return rollout.reward, rollout.verdict.detail if rollout.verdict else ""
+
+    assert reward([INSTALL]) == (1, "")  # the same changes: an honest agent
+    more, why = reward([INSTALL, write("/usr/local/bin/helper", SHIM, "755")])
+    assert more == 0 and "/usr/local/bin/helper" in why, why
+    other, why = reward([INSTALL, f"echo 'X = 1  # mine' > {module}"])
+    assert other == 0 and "is not the reference solution's" in why, why
+
+
+def test_what_the_reference_changes_is_tampering_where_the_test_does_not_carry_it(
+    sandbox, root_image
+):
+    with sandbox.container(root_image, labels={"role": "reference"}) as box:
+        start_grader(box, INSTALLED)
+        box.exec_root(["sh", "-c", INSTALL])
+        strict = run_pytest(box, INSTALLED, timeout=60)
+    assert strict.status == "tampered" and "/usr/local/bin/greet" in strict.detail
