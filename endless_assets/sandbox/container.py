@@ -96,6 +96,7 @@ class TaskContainer:
         # which of the loader's files the image lacks.
         self.system: list[str] = []
         self.absent: list[str] = []
+        self.read_only: list[str] = []  # what the engine was asked to make read-only here
         # What the engine itself had changed in the container's files when it started, before
         # any command (changes.change_key of each): not the agent's doing (Podman
         # touches /etc, Docker adds its init); verifier.tampering leaves them out.
@@ -315,6 +316,8 @@ def task_container(
         if layer:
             disk.check_attached(layer)
         attrs = await_command(client, created["Id"])
+        if read_only_paths and podman.is_podman(client):  # (its Docker API ignores them)
+            read_only.remount(int((attrs.get("State") or {}).get("Pid") or 0), read_only_paths)
         if verifier_of is None:
             agent = _identity(client, created["Id"], attrs)
             image_env = identity.image_environment(attrs)
@@ -349,6 +352,7 @@ def task_container(
     handle = TaskContainer(container, client, layer or "", agent, image_env)
     handle.limits = limits
     handle.upper_dir = upper
+    handle.read_only = list(read_only_paths or [])
     if verifier_of is None:
         handle.engine_changes = {changes.change_key(c) for c in engine_changes or []}
     try:

@@ -27,6 +27,7 @@ SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = (*LOADER_FILES, "/etc/nsswitch.conf", "/etc/host.conf", "/etc/alternatives")
 HOME_TOOLS = (".local/bin", ".local/lib", ".cargo/bin", "bin")
 PATH_DIRS_VARIABLE = "ENDLESS_PATH_DIRS"
+READ_ONLY_VARIABLE = "ENDLESS_READ_ONLY"
 
 
 def elf_interpreter(path):
@@ -89,7 +90,19 @@ def describe():
         "interpreter": interpreter,
         "system": system_locations(paths),
         "absent": [p for p in LOADER_FILES if not os.path.lexists(p)],
+        "writable": writable(os.environ.get(READ_ONLY_VARIABLE, "")),
     }
+
+
+def writable(paths):
+    """Which of these paths (":"-separated: those a verifier asked the engine to make read-only)
+    are on a writable mount: an engine that ignored the request."""
+    found = []
+    for path in filter(None, paths.split(":")):
+        with contextlib.suppress(OSError):
+            if not os.statvfs(path).f_flag & os.ST_RDONLY:
+                found.append(path)
+    return found
 
 
 def system_locations(protected):

@@ -37,3 +37,48 @@ def empty_file() -> str:
         os.chmod(staging, 0o444)
         os.replace(staging, EMPTY_FILE)
     return EMPTY_FILE
+
+
+# Run on this host in a process of its own (setns needs a single thread): enters the container's
+# mount namespace and root through its PID 1, and makes each path a read-only bind of itself
+# (Docker's runc does the same for ReadonlyPaths). Only system calls: nothing of the container's
+# runs, and the paths resolve inside its root.
+_REMOUNT = r"""
+import ctypes, json, os, sys
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, CLONE_NEWNS = 32, 4096, 16384, 0x20000
+libc = ctypes.CDLL(None, use_errno=True)
+pid, paths = int(sys.argv[1]), json.loads(sys.argv[2])
+root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)
+namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+if libc.setns(namespace, CLONE_NEWNS) != 0:
+    raise SystemExit(f"setns: errno {ctypes.get_errno()}")
+os.fchdir(root)
+os.chroot(".")
+os.chdir("/")
+for path in paths:
+    if not os.path.exists(path):
+        continue
+    if libc.mount(path.encode(), path.encode(), None, MS_BIND | MS_REC, None) != 0:
+        raise SystemExit(f"bind {path}: errno {ctypes.get_errno()}")
+    flags = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if libc.mount(None, path.encode(), None, flags | MS_BIND | MS_REMOUNT | MS_RDONLY, None):
+        raise SystemExit(f"read-only {path}: errno {ctypes.get_errno()}")
+"""
+
+
+def remount(pid: int, paths: list[str]) -> None:
+    """Make `paths` read-only in the running container whose PID 1 is `pid` on this host (for
+    an engine that ignores ReadonlyPaths: Podman's Docker API). Raises OSError if it fails."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _REMOUNT, str(pid), json.dumps(paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise OSError(f"making the verifier's system locations read-only: {done.stderr[-300:]}")

@@ -43,6 +43,7 @@ OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 ROOT_HOME = "/root"  # the grader's HOME: set, so that nothing looks root up at its start (NSS)
 PATH_DIRS = "ENDLESS_PATH_DIRS"  # the image's PATH, for the self-description's system locations
+READ_ONLY = "ENDLESS_READ_ONLY"  # what the engine was asked to make read-only, checked
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,8 @@ class _Grader:
         env, python = programs.get("env", "env"), programs.get("python", "python3")
         image_path = container.image_env.get("PATH", "")
         command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", f"HOME={ROOT_HOME}"]
-        command += [f"{PATH_DIRS}={image_path}", python, "-I", "-B"]
+        command += [f"{PATH_DIRS}={image_path}", f"{READ_ONLY}={':'.join(container.read_only)}"]
+        command += [python, "-I", "-B"]
         if pycache_prefix:
             command += ["-X", f"pycache_prefix={pycache_prefix}"]
         try:
@@ -235,6 +237,12 @@ class _Grader:
         if not isinstance(hello, dict) or hello.get("ready") is not True:
             self.close()
             raise GraderGone(f"the grader did not start: {first[:500]!r}")
+        if hello.get("writable"):
+            self.close()
+            raise SandboxError(
+                "the engine did not make the verifier's system locations read-only: "
+                + ", ".join(hello["writable"][:5])
+            )
         if container.protected is None:  # the first grader, before any agent command
             container.protected = [str(p) for p in hello.get("protected") or []]
             container.grading_programs = dict(hello.get("programs") or {})
