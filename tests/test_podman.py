@@ -34,6 +34,7 @@ from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
 from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.engines import EngineSpec
 from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.images import build_task_image
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.sandbox.shell import ShellSession
 from endless_assets.sandbox.verdict import run_pytest
@@ -150,6 +151,42 @@ def test_a_build_on_podman_reaches_a_network_only_when_asked(on_podman):
         on_podman.remove_image(build.tag)
     assert seen[False] == ["lo"]
     assert len(seen[True]) > 1
+
+
+def test_a_fork_bomb_in_a_build_on_podman_stops_at_the_pids_limit(podman_url, on_podman):
+    """Podman's build endpoint takes no process limit: the build's cgroup parent of ours
+    (build_cgroup.py) holds its steps to it, as on Docker."""
+    small = Sandbox(SandboxConfig(docker_host=podman_url, limits=Limits(memory="256m", pids=64)))
+    bomb = f"echo {secrets.token_hex(4)} && timeout 60 sh -c 'f(){{ f|f; }}; f'"
+    build = small.build(f"FROM {small.base.tag}\nRUN {bomb}\n", {}, network=False)
+    assert not build.ok
+    assert "Cannot fork" in build.log
+    assert build.log.endswith(
+        "the build's processes reached their limit (64): a step could not fork"
+    )
+
+
+def test_a_build_on_podman_past_its_budget_is_stopped_with_the_step_it_was_running(on_podman):
+    """Podman goes on running a step whose build's connection closed: the step's processes
+    are killed in the build's cgroup (none is left on this host)."""
+    run = secrets.token_hex(8)
+    build = build_task_image(
+        on_podman.client,
+        f"FROM {on_podman.base.tag}\nRUN yes {run}\n",
+        {},
+        base_image_id=on_podman.base.image_id,
+        network=False,
+        limits=Limits(memory="256m", cpus=0.2, pids=64),
+        budget=5,
+    )
+    assert not build.ok
+    assert build.log.endswith("the build ran past its budget of 5 s and was cancelled")
+    running = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if run.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                running.append(pid)
+    assert not running, "the cancelled step still runs"
 
 
 @pytest.mark.parametrize(

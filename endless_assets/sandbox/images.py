@@ -16,16 +16,19 @@ import urllib3.exceptions
 from docker import DockerClient
 
 from endless_assets.models import content_hash
-from endless_assets.sandbox import podman
+from endless_assets.sandbox import build_cgroup, build_limits, podman
+from endless_assets.sandbox.build_limits import Budget, BuildLimits
 from endless_assets.sandbox.client import (
     RetriesExhausted,
     SandboxError,
     wait_for_engine,
 )
+from endless_assets.sandbox.container import Limits
 from endless_assets.sandbox.podman import short_name
 
 REPOSITORY = "endless-task"
 BUILD_LOG_LIMIT = 6000
+BUILD_BUDGET = 1800.0  # seconds a whole build may take (its steps print or not)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -49,6 +52,7 @@ _HOUSEKEEPING = re.compile(
     r"|^--> (?:Using cache )?[0-9a-f]{11,64}$\n?",  # Podman's
     re.MULTILINE,
 )
+_RUNNING = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$", re.MULTILINE)  # Docker's
 
 
 def failing_step_log(text: str) -> str:
@@ -137,7 +141,7 @@ _ENGINE_FAULT = re.compile(
 
 # Podman's word for a RUN step's exit code (Docker's errorDetail carries a `code` instead); its
 # error quotes the step, which may say anything.
-_RUN_EXIT = re.compile(r"^building at STEP .*: while running runtime: exit status \d+\s*$", re.S)
+_RUN_EXIT = re.compile(r"^building at STEP .*: while running runtime: exit status (\d+)\s*$", re.S)
 
 
 class _EngineFault(Exception):
@@ -156,6 +160,8 @@ def build_task_image(
     base_image_id: str,
     network: bool = True,
     timeout: float = 600,
+    limits: Limits | None = None,
+    budget: float = BUILD_BUDGET,
 ) -> BuildResult:
     """Build (or reuse) the image for a Dockerfile. A failed build is a result, not an exception.
 
@@ -166,7 +172,10 @@ def build_task_image(
     at most BUILD_ATTEMPTS times, then raises SandboxError: a harness error, never a rejection.
 
     `network=True` lets RUN steps reach the package registries during the build (host network);
-    containers started from the image at run time never get a network.
+    containers started from the image at run time never get a network. Every RUN step gets the
+    memory, CPU and process limits of a task container (`limits`, see build_limits.py): a step
+    that reaches one fails the build, which says so. A build still running after `budget`
+    seconds is cancelled and rejected (`timeout` is how long a step may print nothing).
 
     The image carries no labels of ours (its repository name, `endless-task`, says what it is;
     containers get the labels): Docker's legacy builder adds build labels as one more step,
@@ -188,7 +197,7 @@ def build_task_image(
                 wait_for_engine(client)
             try:
                 ok, image_id, log = _build_once(
-                    client, tag, dockerfile, context_files, network, timeout
+                    client, tag, dockerfile, context_files, network, timeout, limits, budget
                 )
             except _EngineFault as exc:
                 fault = str(exc)
@@ -207,50 +216,27 @@ def _build_once(
     context_files: dict[str, str],
     network: bool,
     timeout: float,
+    limits: Limits | None,
+    budget: float,
 ) -> tuple[bool, str, str]:
     """One build: (ok, image id, log). Raises _EngineFault for what the engine broke."""
-    chunks: list[str] = []
-    error = ""
-    try:
+    caps = BuildLimits.of(limits or Limits())
+    deadline = time.monotonic() + budget
+    steps = _StepLog()
+    with build_cgroup.build_cgroup(client, caps) as group:
+        params = caps.params()
+        if group is not None:
+            params["cgroupparent"] = group.parent
         context = build_context(dockerfile, context_files)
-        if podman.is_podman(client):  # (its Docker API would give RUN steps the host network)
-            stream = podman.build(client, context, tag, network, timeout)
-        else:
-            stream = client.api.build(
-                fileobj=context,
-                custom_context=True,
-                tag=tag,
-                rm=True,
-                forcerm=True,
-                decode=True,
-                network_mode="host" if network else "none",
-                timeout=timeout,
-            )
-        for chunk in stream:
-            if "stream" in chunk:
-                chunks.append(chunk["stream"])
-            if "error" in chunk:
-                error = chunk.get("error", "")
-                chunks.append(error)
-                detail = chunk.get("errorDetail") or {}
-                # A RUN step's own exit code: the Dockerfile's failure, whatever its output says.
-                if "code" not in detail and not _RUN_EXIT.search(error) and is_engine_fault(error):
-                    raise _EngineFault(error)
-    except docker.errors.APIError as exc:
-        message = str(exc.explanation or exc)
-        if exc.is_server_error() or is_engine_fault(message):
-            raise _EngineFault(f"{exc.status_code}: {message}") from exc
-        # A malformed Dockerfile is reported by the API (4xx) before any step runs.
-        return False, "", message
-    except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError) as exc:
-        # A step silent for that long (or an engine that hangs): not tried again.
-        raise SandboxError(f"docker build sent nothing for {timeout:.0f} s: {exc}") from exc
-    except (docker.errors.DockerException, OSError, urllib3.exceptions.HTTPError) as exc:
-        # The connection to the engine broke (requests' errors are OSErrors).
-        raise _EngineFault(f"the connection to the engine broke: {exc}") from exc
-    text = _ANSI.sub("", "".join(chunks))
+        error, code, over = _stream(client, tag, context, network, timeout, params, steps, deadline)
+        reached = group.reached() if group is not None else set()
+    text = _ANSI.sub("", steps.text())
+    if over:
+        cut = f"the build ran past its budget of {budget:g} s and was cancelled"
+        return False, "", "\n".join(filter(None, [failing_step_log(text), cut]))
     if error:
-        return False, "", failing_step_log(text)
+        reason = caps.reason(reached, code, measured=group is not None)
+        return False, "", "\n".join(filter(None, [failing_step_log(text), reason]))
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound:
@@ -258,6 +244,96 @@ def _build_once(
     except (docker.errors.DockerException, OSError) as exc:
         raise _EngineFault(f"looking up the built image failed: {exc}") from exc
     return True, image.id, ""
+
+
+def _stream(
+    client: DockerClient,
+    tag: str,
+    context: io.BytesIO,
+    network: bool,
+    timeout: float,
+    params: dict[str, str],
+    steps: _StepLog,
+    deadline: float,
+) -> tuple[str, int | None, bool]:
+    """Run one build, its output into `steps`: (its error, the failed step's exit code if it
+    says one, whether it ran out of budget). Raises _EngineFault for what the engine broke. A
+    build cut short leaves no step's container behind."""
+    error, code = "", None
+    running: list[str] = []  # the build containers it started (Docker names them)
+    finished = False
+    try:
+        if podman.is_podman(client):  # (its Docker API would give RUN steps the host network)
+            response = podman.build(client, context, tag, network, timeout, params)
+        else:
+            response = build_limits.docker_build(client, context, tag, network, timeout, params)
+        with Budget(response, deadline) as clock:
+            try:
+                for chunk in client.api._stream_helper(response, decode=True):
+                    if clock.over():
+                        break
+                    if "stream" in chunk:
+                        steps.add(chunk["stream"])
+                        running += _RUNNING.findall(chunk["stream"])
+                    if "error" in chunk:
+                        error = chunk.get("error", "")
+                        steps.add(error)
+                        detail = chunk.get("errorDetail") or {}
+                        run_exit = _RUN_EXIT.search(error)
+                        code = detail.get("code", int(run_exit.group(1)) if run_exit else None)
+                        # A RUN step's own exit code: the Dockerfile's failure, whatever it says.
+                        if code is None and is_engine_fault(error):
+                            raise _EngineFault(error)
+            except Exception:
+                if not clock.expired.is_set():
+                    raise
+                # Whatever the read raised once the budget closed it: the budget's doing.
+            finally:
+                response.close()  # (before the end of its output: the engine cancels the build)
+        finished = not clock.expired.is_set()
+        return error, code, clock.expired.is_set()
+    except docker.errors.APIError as exc:
+        message = str(exc.explanation or exc)
+        if exc.is_server_error() or is_engine_fault(message):
+            raise _EngineFault(f"{exc.status_code}: {message}") from exc
+        # A malformed Dockerfile is reported by the API (4xx) before any step runs.
+        finished = True
+        return message, None, False
+    except (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError) as exc:
+        # A step silent for that long (or an engine that hangs): not tried again.
+        raise SandboxError(f"docker build sent nothing for {timeout:.0f} s: {exc}") from exc
+    except (docker.errors.DockerException, OSError, urllib3.exceptions.HTTPError) as exc:
+        # The connection to the engine broke (requests' errors are OSErrors).
+        raise _EngineFault(f"the connection to the engine broke: {exc}") from exc
+    finally:
+        if not finished:  # the engine removes a cancelled build's container in its own time
+            build_limits.ensure_gone(client, running[-1:])  # (the others' steps ended)
+
+
+class _StepLog:
+    """A build's output as far as a rejection needs it: the current step, from its first line,
+    with at most KEEP characters of its tail (a step that prints forever costs no memory)."""
+
+    KEEP = 4 * BUILD_LOG_LIMIT
+
+    def __init__(self) -> None:
+        self.head = ""
+        self.body: list[str] = []
+        self.size = 0
+
+    def add(self, text: str) -> None:
+        starts = [m.start() for m in _STEP.finditer(text)]
+        if starts:
+            self.head, self.body, self.size = text[starts[-1] :], [], 0
+            return
+        self.body.append(text)
+        self.size += len(text)
+        if self.size > 2 * self.KEEP:
+            tail = "".join(self.body)[-self.KEEP :]
+            self.body, self.size = [tail], len(tail)
+
+    def text(self) -> str:
+        return self.head + "".join(self.body)
 
 
 def prune_task_images(

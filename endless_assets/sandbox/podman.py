@@ -13,7 +13,8 @@ decided here, not by probes scattered through the sandbox:
   Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`);
 - rlimits: rootful Podman raises every container's open files and processes, which fails where
   the engine's own hard limits are lower (`ulimits`);
-- builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked;
+- builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
+  and the build's memory and CPU limits (no process limit: build_cgroup.py is Docker's);
 - image names: Podman lists local images as `localhost/<name>` or
   `docker.io/library/<name>` (`short_name`);
 - the disk budget: Podman's overlay layer has the shape of Docker's overlay2 (disk.py), but its
@@ -35,11 +36,11 @@ import struct
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
 
 import docker
 import docker.errors
 import docker.types
+import requests
 from docker import DockerClient
 
 from endless_assets.sandbox.client import SandboxError, socket_path
@@ -252,15 +253,18 @@ def build(
     tag: str,
     network: bool,
     timeout: float,
-) -> Iterator[dict]:
+    limits: dict[str, str],
+) -> requests.Response:
     """Build `context` (a tar with a Dockerfile) as `tag` through Podman's own build endpoint;
-    its JSON chunks, as docker-py's `api.build(decode=True)` yields them. Podman's Docker API
+    its response streams JSON chunks, as Docker's build endpoint does. Podman's Docker API
     runs every RUN step in the host's network namespace whatever `networkmode` says (4.3), so
     a build without a network would reach the host; its own endpoint disables the network (a
     namespace of its own with only loopback) or shares the host's, as asked. OCI isolation
-    (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`)."""
+    (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`), and
+    `limits` (build_limits.BuildLimits.params: memory, swap, CPU quota; the endpoint takes no
+    process limit)."""
     api = client.api
-    limits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in ulimits(client)]
+    rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in ulimits(client)]
     params = {
         "t": tag,
         "dockerfile": json.dumps(["Dockerfile"]),
@@ -271,9 +275,10 @@ def build(
         "networkmode": "2" if network else "1",  # buildah's NetworkEnabled, NetworkDisabled
         "nsoptions": json.dumps([{"Name": "network", "Host": network, "Path": ""}]),
         "outputformat": DOCKER_FORMAT,
-        "ulimits": json.dumps(limits),
+        "ulimits": json.dumps(rlimits),
+        **limits,
     }
-    response = api._post(  # docker-py has no call for it; its own plumbing, as api.build does
+    return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
         api._url("/libpod/build"),
         params=params,
         data=context,
@@ -281,7 +286,6 @@ def build(
         stream=True,
         timeout=timeout,
     )
-    return api._stream_helper(response, decode=True)
 
 
 def tag_imported(client: DockerClient, reply: object, tag: str) -> None:

@@ -148,6 +148,7 @@ class Sandbox:
                 base_image_id=base.image_id,
                 network=network,
                 timeout=self.config.build_timeout,
+                limits=self.config.limits,  # a build's RUN steps get a task container's limits
             )
         if result.ok:
             engine.images.add(result.tag)
