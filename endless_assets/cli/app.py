@@ -58,9 +58,15 @@ def print_frame(
     for name in frame.columns:
         numeric = frame.schema[name].is_numeric()
         table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-    for row in frame.iter_rows():
-        table.add_row(*[_cell(v) for v in row])
-    out.print(table)
+    rows = [[_cell(v) for v in row] for row in frame.iter_rows()]
+    for row in rows:
+        table.add_row(*row)
+    if out.is_terminal:
+        out.print(table)
+        return
+    # Piped or redirected: as wide as the table needs, so that no cell is cut or folded.
+    widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(frame.columns)]
+    Console(width=max(80, sum(widths) + 3 * len(widths) + 1), soft_wrap=True).print(table)
 
 
 def _flat(frame: pl.DataFrame) -> pl.DataFrame:

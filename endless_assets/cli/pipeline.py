@@ -220,7 +220,9 @@ def sql(
 
 
 @app.command()
-def settings() -> None:
+def settings(
+    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+) -> None:
     """Print every setting with its environment variable, default and current value."""
     from endless_assets.settings import FIELDS
 
@@ -234,7 +236,7 @@ def settings() -> None:
             "meaning": [f.help for f in FIELDS],
         }
     )
-    print_frame(frame)
+    print_frame(frame, format)
 
 
 @app.command()
