@@ -298,6 +298,27 @@ def test_the_reject_reason_follows_from_the_tallies(reference, noop, required, r
 
 
 @pytest.mark.parametrize(
+    ("reference", "earlier", "required", "reason"),
+    [
+        # A test that passes at random: the reference passed stage III's run, then none here.
+        (0, True, False, "flaky: reference passed 1 of 4 (stage III's run included)"),
+        (0, True, True, "flaky: reference passed 1 of 4 (stage III's run included)"),
+        (3, True, False, ""),
+        (3, False, False, "flaky: reference passed 3 of 4 (stage III's run included)"),
+        (0, False, False, ""),  # the LLM path, failing everywhere: stage IV decides
+    ],
+)
+def test_stage_iiis_run_of_the_reference_counts_with_the_repeated_ones(
+    reference, earlier, required, reason
+):
+    outcome = _tallied(reference, 0)
+    outcome.earlier_reference = earlier
+    outcome.decide(reference_required=required)
+    assert outcome.reject_reason == reason
+    assert (outcome.reference_runs, outcome.reference_passes) == (4, reference + earlier)
+
+
+@pytest.mark.parametrize(
     ("script", "steps"),
     [
         ("a; b\nc && \\\n  d\n", ["a", "b", "c && \\\n  d"]),

@@ -39,12 +39,22 @@ def build_task_soundness(spec: StageSpec) -> dg.AssetsDefinition:
         completion_tests: pl.DataFrame,
     ):
         tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests)
-        return _materialize(StageRun(context, pipeline, spec, TABLE), tasks)
+        earlier = dict(
+            zip(
+                completion_tests["task_id"].to_list(),
+                completion_tests["passes_with_reference"].to_list(),
+                strict=True,
+            )
+        )
+        return _materialize(StageRun(context, pipeline, spec, TABLE), tasks, earlier)
 
     return task_soundness
 
 
-def _materialize(run: StageRun, tasks: list[Task]) -> dg.MaterializeResult:
+def _materialize(
+    run: StageRun, tasks: list[Task], earlier: dict[str, bool | None]
+) -> dg.MaterializeResult:
+    """`earlier`: whether each task's reference passed stage III's run (soundness.py)."""
     settings = run.settings
     run.context.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness})")
     auditor = Auditor.from_settings(settings) if settings.soundness == "full" else None
@@ -64,6 +74,7 @@ def _materialize(run: StageRun, tasks: list[Task]) -> dg.MaterializeResult:
             reference_required=required,
             docker_slots=run.slots,
             probes=settings.soundness == "full",
+            earlier_reference=earlier.get(task.task_id),
         )
         if auditor is None or outcome.status != OK:
             why = "the offline probes did not find the task sound"
@@ -82,7 +93,7 @@ def _materialize(run: StageRun, tasks: list[Task]) -> dg.MaterializeResult:
         for r in rows
         if r["status"] == OK
         and r["repeats"]
-        and (r["hackable"] or r["noop_passes"] or 0 < r["reference_passes"] < r["repeats"])
+        and (r["hackable"] or r["noop_passes"] or 0 < r["reference_passes"] < r["reference_runs"])
     ]
     probed = [r for r in rows if r["repeats"]]
     scores = [r["mutation_score"] for r in probed if r["mutation_score"] is not None]

@@ -4,7 +4,9 @@ Three kinds of evidence offline (no model), and a fourth with one, per task:
 
 1. Repeated controls. The do-nothing episode and the reference solution each run `repeats`
    times, like stage III runs them once, each first in a fresh container in some lanes and
-   after the other control in others; any disagreement between runs is `flaky: ...`.
+   after the other control in others; any disagreement between runs is `flaky: ...`. Stage
+   III's run of the reference is one more (`earlier_reference`): a test that passed it there
+   and fails it every time here is flaky too, not a reference that fails.
 2. Shortcut probes (stages/probes.py): end states that never do the task (output stubs with
    wrong content, touched files, a blanket chmod, the setup steps alone, planted pytest hooks).
    A completion test that passes one, in a fresh container too, is `hackable: <probe>`; a test
@@ -66,6 +68,8 @@ class SoundnessOutcome:
     seconds: float = 0.0
     cpu_seconds: float | None = None  # the containers' own CPU (None: cgroups not visible)
     audit: AuditOutcome = field(default_factory=lambda: AuditOutcome.skipped("not run"))
+    # Stage III's run of the reference (None: not known), counted with the repeated ones
+    earlier_reference: bool | None = None
 
     def decide(self, min_mutation_score: float = 0.0, reference_required: bool = True) -> None:
         """Tally the probes and set status and reason (again, e.g. with another keep band). The
@@ -88,13 +92,18 @@ class SoundnessOutcome:
         runs, ref, noop = self.repeats, self.reference_passes, self.noop_passes
         if self.ablations_run and ref == runs:
             self.mutation_score = self.ablations_rejected / self.ablations_run
+        if self.earlier_reference is not None:  # every run of the same check is evidence
+            self.reference_runs += 1
+            self.reference_passes += self.earlier_reference
         reasons: list[tuple[str, str]] = []
-        if 0 < ref < runs:
-            reasons.append(("flaky", f"reference passed {ref} of {runs}"))
+        ref_runs, ref = self.reference_runs, self.reference_passes
+        if 0 < ref < ref_runs:
+            included = " (stage III's run included)" if self.earlier_reference is not None else ""
+            reasons.append(("flaky", f"reference passed {ref} of {ref_runs}{included}"))
         if 0 < noop < runs:
             reasons.append(("flaky", f"{DO_NOTHING} passed {noop} of {runs}"))
         if ref == 0 and reference_required:
-            reasons.append(("reference_fails", f"the reference passed 0 of {runs} runs"))
+            reasons.append(("reference_fails", f"the reference passed 0 of {ref_runs} runs"))
         if noop == runs:
             reasons.append(("hackable", DO_NOTHING))
         reasons += [("hackable", name) for name in self.hackable]
@@ -180,6 +189,7 @@ def check_soundness(
     docker_slots: AbstractContextManager[Any] | None = None,
     engine_retries: int = 2,
     probes: bool = True,
+    earlier_reference: bool | None = None,
 ) -> SoundnessOutcome:
     """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
     stage III settled) in containers of `image_tag`; see the module's docstring.
@@ -189,9 +199,11 @@ def check_soundness(
     accepts a reference that fails every run (stage IV's solver decides solvability); a
     reference that passes some runs and fails others is flaky either way. `probes=False` runs
     the repeated controls only (e.g. to re-validate kept tasks on a rebuilt image).
+    `earlier_reference`: whether the reference passed stage III's run (None: unknown).
     """
     started = time.monotonic()
     outcome = SoundnessOutcome(task_id=task.task_id, status=REJECTED, repeats=max(1, repeats))
+    outcome.earlier_reference = earlier_reference
     if not task.completion_test:
         outcome.reject_reason = "no_completion_test: stage III left the task without one"
         return outcome
