@@ -115,12 +115,20 @@ def sweep(
         bool, typer.Option("--all", help="also containers of live processes")
     ] = False,
 ) -> None:
-    """Remove leftover task containers (those whose creating process is gone), on every engine."""
-    from endless_assets.sandbox.client import sweep_containers
+    """Remove leftover task containers (those whose creating process is gone), on every engine,
+    and release the disk budgets mounted for them."""
+    from endless_assets.sandbox import leftovers
 
-    sandbox = _sandbox(resolved_settings())
-    removed = sum(sweep_containers(e.client, everything=all_containers) for e in sandbox.pool.up)
-    out.print(f"removed {removed} container(s)")
+    sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
+    for engine in sandbox.pool.up:
+        leftovers.sweep(engine.client, everything=all_containers)
+    done = leftovers.totals()
+    loops = f", detached {done.loops} loop device(s)" if done.loops else ""
+    out.print(
+        f"removed {done.containers} container(s), released {done.mounts} disk budget(s){loops}"
+    )
+    for line in done.left:
+        err.print(f"[yellow]warning:[/] the engine kept {escape(line)}; the next sweep tries again")
 
 
 @app.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shutil
@@ -14,8 +13,6 @@ import docker
 import docker.errors
 import docker.utils
 from docker import DockerClient
-
-from endless_assets.sandbox import disk
 
 PROJECT_LABEL = "endless.project"
 PROJECT = "endless"
@@ -161,7 +158,9 @@ def base_labels(**extra: str) -> dict[str, str]:
     return labels
 
 
-def _owner_alive(owner: str) -> bool:
+def owner_alive(owner: str) -> bool:
+    """Whether the process an owner label names (host:pid) may still be running: a process of
+    another host is taken to be."""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's container: not ours to judge
@@ -175,42 +174,11 @@ def _owner_alive(owner: str) -> bool:
 
 
 def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
-    """Remove project containers whose creating process is gone (or all of them). Returns count."""
-    removed = 0
-    # Only task containers: a container inherits its image's labels, so containers that others
-    # start from images built on ours (e.g. exported tasks run by Harbor) carry the project
-    # label too, with the image builder as owner; they are not ours to remove.
-    # Sparse: no per-container inspect, which would race with containers that other processes
-    # remove between the listing and the inspect (NotFound from the listing itself).
-    containers = client.containers.list(
-        all=True,
-        sparse=True,
-        filters={"label": [f"{PROJECT_LABEL}={PROJECT}", f"{KIND_LABEL}={TASK_KIND}"]},
-    )
-    for container in containers:
-        owner = (container.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
-        if everything or not _owner_alive(owner):
-            try:
-                _release_disk(client, container.id)
-                client.api.remove_container(container.id, force=True, v=True)
-                removed += 1
-            except (docker.errors.NotFound, OSError):
-                pass  # gone already, or its disk still busy: the next sweep tries again
-            except docker.errors.APIError as exc:
-                if "already in progress" not in str(exc):
-                    raise
-    return removed
+    """Remove the task containers of processes that are gone (or all of them), with the disk
+    budgets mounted for them (leftovers.py). Returns how many containers were removed."""
+    from endless_assets.sandbox import leftovers  # it imports this module
 
-
-def _release_disk(client: DockerClient, container_id: str) -> None:
-    """A container with a disk budget (disk.py) is stopped and its filesystem unmounted before
-    Docker removes its layer."""
-    layer = disk.layer_dir(client.api.inspect_container(container_id))
-    if layer and os.path.ismount(layer):
-        with contextlib.suppress(docker.errors.APIError):
-            client.api.kill(container_id)
-        client.api.wait(container_id, timeout=60)
-        disk.release(layer)
+    return leftovers.sweep(client, everything=everything).containers
 
 
 def project_containers(client: DockerClient) -> list[str]:

@@ -25,6 +25,8 @@ import shutil
 import subprocess
 import tempfile
 
+from endless_assets.sandbox import mounts
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 NO_BUDGET = ("0", "none", "off", "unlimited")
@@ -78,7 +80,7 @@ def layer_dir(inspect: dict) -> str | None:
 def attach(layer: str, size: int) -> None:
     """Cover `layer` (a created, not yet started container's) with an ext4 filesystem of `size`
     bytes holding the same entries, loop-mounted. Raises OSError or CalledProcessError."""
-    image = os.path.join(layer, "endless-disk.img")
+    image = os.path.join(layer, mounts.IMAGE_NAME)
     mode = os.stat(layer).st_mode & 0o7777
     with tempfile.TemporaryDirectory(prefix="endless-layer-") as staging:
         for entry in os.listdir(layer):
@@ -112,13 +114,19 @@ def check_attached(layer: str) -> None:
 def release(layer: str) -> None:
     """Unmount the budget's filesystem from `layer` if it is mounted (lazily: a process that
     still holds it does not keep the container from being removed). One the engine unmounted
-    meanwhile (Podman, see `check_attached`) is released already."""
-    if layer and os.path.ismount(layer):
+    meanwhile (Podman, see `check_attached`) is released already; one hidden under the engine's
+    own mount of its data root (mounts.py) is released too."""
+    if not layer:
+        return
+    if os.path.ismount(layer):
         try:
             _run(["umount", "-l", layer])
         except OSError:
             if os.path.ismount(layer):
                 raise
+    real = os.path.realpath(layer)
+    found = mounts.budgets(os.path.dirname(real))
+    mounts.unmount_all([m for budget in found if budget.layer == real for m in budget.mounts])
 
 
 def _run(cmd: list[str]) -> None:

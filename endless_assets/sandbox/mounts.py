@@ -1,0 +1,230 @@
+"""The disk budgets (disk.py) mounted on this host, as the kernel lists them, and their release.
+
+A budget is an ext4 filesystem in `<layer>/endless-disk.img`, loop-mounted over `<layer>`: the
+loop device's backing file (/sys/block/loop*/loop/backing_file) names the image, and the mount
+table (/proc/self/mountinfo) has that device mounted at the image's directory. Found that way,
+a budget is found whatever the engine still says about its container (dead, being removed, gone,
+its layer's diff/ deleted) and wherever the mount hangs in the mount tree.
+
+Hidden budgets: a Docker engine that bind-mounted its own data root over itself at start (the
+root was on a private mount) unmounts that bind when it stops. A budget mounted while the engine
+was down lands on the directory under the bind; the engine's bind at its next start does not
+carry it, and hides it: the layer directory the engine sees is another view of the same
+directory, on which nothing is mounted. The engine's removal of the container then fails on
+that directory ("device or resource busy": a mount sits on it) and leaves the container dead,
+and `umount <layer>` reaches the bind's view, where nothing is mounted. Such a budget is reached
+through the mount it hangs on: a handle of its parent directory (name_to_handle_at) opened on
+that mount (open_by_handle_at), then its directory looked up from there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+from dataclasses import dataclass
+from glob import glob
+
+IMAGE_NAME = "endless-disk.img"  # the budget's filesystem image, in the layer it covers
+_ESCAPE = re.compile(r"\\([0-7]{3})")  # mountinfo writes space, tab, newline, \ as \ooo
+_DELETED = " (deleted)"  # how the kernel names a backing file that was unlinked
+_MNT_DETACH = 2
+_AT_FDCWD = -100
+_HANDLE_BYTES = 128  # MAX_HANDLE_SZ
+_LOOP_CLR_FD = 0x4C01
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of /proc/self/mountinfo."""
+
+    id: int
+    parent: int
+    device: str  # major:minor
+    point: str
+    fstype: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A budget's loop device, the layer directory its image is in and where the device is
+    mounted over it: nowhere when a mount failed half-way or was detached."""
+
+    loop: str  # /dev/loopN
+    device: str  # major:minor
+    layer: str
+    mounts: tuple[Mount, ...]
+
+
+def mount_table() -> list[Mount]:
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as fh:
+        lines = fh.read().splitlines()
+    table = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 7 or "-" not in fields:
+            continue
+        fstype = fields[fields.index("-") + 1]
+        point = _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+        table.append(Mount(int(fields[0]), int(fields[1]), fields[2], point, fstype))
+    return table
+
+
+def budgets(overlay_dir: str) -> list[Budget]:
+    """Every budget whose layer is a directory of `overlay_dir` (an engine's overlay2 or
+    overlay directory), mounted or not."""
+    table = mount_table()
+    found = []
+    for backing_path in glob("/sys/block/loop*/loop/backing_file"):
+        block = os.path.dirname(os.path.dirname(backing_path))
+        try:
+            with open(backing_path, encoding="utf-8", errors="surrogateescape") as fh:
+                backing = fh.read().rstrip("\n").removesuffix(_DELETED)
+            with open(os.path.join(block, "dev")) as fh:
+                device = fh.read().strip()
+        except OSError:  # detached meanwhile
+            continue
+        layer = os.path.dirname(backing)
+        if os.path.basename(backing) != IMAGE_NAME or os.path.dirname(layer) != overlay_dir:
+            continue
+        mounted = tuple(m for m in table if m.device == device and m.point == layer)
+        found.append(Budget(f"/dev/{os.path.basename(block)}", device, layer, mounted))
+    return found
+
+
+def still_mounted(mount: Mount) -> bool:
+    return mount in mount_table()
+
+
+def unmount(mount: Mount) -> bool:
+    """Detach `mount` (lazily: a process that still holds it keeps only its own view), visible
+    or hidden (see the module docstring). False if it cannot be reached (e.g. another mount is
+    stacked on it: that one first) or is gone already."""
+    table = {m.id: m for m in mount_table()}
+    if table.get(mount.id) != mount:
+        return False
+    fd = _open_mount(mount, table)
+    if fd < 0:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.umount2(f"/proc/self/fd/{fd}".encode(), _MNT_DETACH) != 0:
+            return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def unmount_all(mounts: list[Mount]) -> int:
+    """Detach every mount of `mounts` that can be reached, those stacked on others first (one
+    pass per level); how many were detached."""
+    left, done = list(mounts), 0
+    while left:
+        progress = [m for m in left if unmount(m)]
+        if not progress:
+            break
+        done += len(progress)
+        left = [m for m in left if m not in progress and still_mounted(m)]
+    return done
+
+
+def detach_loop(budget: Budget) -> bool:
+    """Detach the loop device of a budget that nothing mounts (LOOP_CLR_FD): its image's blocks
+    are freed with it. False if it is still there afterwards (a filesystem of it that was
+    detached lazily is still held: it goes when that is let go) or is no longer that budget's
+    (detached meanwhile, or another image's now)."""
+    sysfs = f"/sys/block/{os.path.basename(budget.loop)}/loop/backing_file"
+    try:
+        fd = os.open(budget.loop, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        try:
+            with open(sysfs, encoding="utf-8", errors="surrogateescape") as fh:
+                backing = fh.read().rstrip("\n").removesuffix(_DELETED)
+        except OSError:
+            return False
+        mounted = any(m.device == budget.device for m in mount_table())
+        if mounted or backing != os.path.join(budget.layer, IMAGE_NAME):
+            return False
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ioctl(fd, _LOOP_CLR_FD, 0) != 0:
+            return False
+    finally:
+        os.close(fd)  # the last close of a device cleared with no other opener detaches it
+    return not os.path.exists(sysfs)
+
+
+def _open_mount(mount: Mount, table: dict[int, Mount]) -> int:
+    """An O_PATH descriptor of `mount`'s root, or -1. Through its mount point's path when that
+    leads to it; else (hidden) from the mount it hangs on."""
+    try:
+        fd = os.open(mount.point, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        fd = -1
+    if fd >= 0 and _mount_id(fd) == mount.id:
+        return fd
+    if fd >= 0:
+        os.close(fd)
+    parent = table.get(mount.parent)
+    if parent is None or parent.device != _device_at(os.path.dirname(mount.point), table):
+        return -1
+    try:
+        directory = _open_on(parent, os.path.dirname(mount.point))
+    except OSError:
+        return -1
+    try:
+        fd = os.open(os.path.basename(mount.point), os.O_PATH | os.O_DIRECTORY, dir_fd=directory)
+    except OSError:
+        return -1
+    finally:
+        os.close(directory)
+    if _mount_id(fd) == mount.id:
+        return fd
+    os.close(fd)
+    return -1
+
+
+def _open_on(parent: Mount, path: str) -> int:
+    """`path`'s directory as it is on the mount `parent` (not on whatever covers it there)."""
+    anchor = os.open(parent.point, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _mount_id(anchor) != parent.id:
+            raise OSError(f"the mount at {parent.point} is covered")
+        libc = ctypes.CDLL(None, use_errno=True)
+        handle = ctypes.create_string_buffer(8 + _HANDLE_BYTES)
+        struct.pack_into("Ii", handle, 0, _HANDLE_BYTES, 0)
+        mount_id = ctypes.c_int()
+        if libc.name_to_handle_at(_AT_FDCWD, path.encode(), handle, ctypes.byref(mount_id), 0):
+            raise OSError(ctypes.get_errno(), f"name_to_handle_at {path}")
+        fd = libc.open_by_handle_at(anchor, handle, os.O_PATH | os.O_DIRECTORY)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), f"open_by_handle_at {path}")
+    finally:
+        os.close(anchor)
+    if _mount_id(fd) != parent.id:
+        os.close(fd)
+        raise OSError(f"{path} is not on the mount at {parent.point}")
+    return fd
+
+
+def _device_at(path: str, table: dict[int, Mount]) -> str:
+    """The device of the filesystem `path` is on (major:minor), "" if it cannot be told."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return ""
+    try:
+        found = table.get(_mount_id(fd))
+    finally:
+        os.close(fd)
+    return found.device if found else ""
+
+
+def _mount_id(fd: int) -> int:
+    with open(f"/proc/self/fdinfo/{fd}") as fh:
+        for line in fh:
+            if line.startswith("mnt_id:"):
+                return int(line.split()[1])
+    return -1
