@@ -1,4 +1,5 @@
-"""Launch a batch through Dagster from Python: the same job, executor and instance as the UI."""
+"""Launch a batch through Dagster from Python: the same job, code location, executor and instance
+as the UI."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import functools
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -16,6 +18,19 @@ from typing import Any
 import dagster as dg
 
 DEFAULT_DAGSTER_HOME = "dagster_home"
+
+# The code location every process of the instance knows the jobs by (workspace.yaml's, and the
+# Helm chart's in deploy/helm/values.yaml): a run names it, and the UI and the daemon find its job
+# by that name.
+LOCATION = "endless"
+DEFS_ATTRIBUTE = "defs"  # the Definitions object of the module the location loads
+WORKSPACE_YAML = f"""\
+load_from:
+  - python_module:
+      module_name: endless_assets.definitions
+      location_name: {LOCATION}
+"""
+PROJECT_WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
 
 INIT_LOCK = ".endless-init.lock"
 
@@ -103,29 +118,73 @@ def launch_batch(
     """Materialize one partition of the daily batch job, as the UI would, on this instance. With
     `shards` > 1: stage I, then one run per shard, then the whole job (stages/shards.py); the
     first failing run's result is returned."""
-    from endless_assets.defs import jobs
     from endless_assets.stages.shards import TAG
 
     run = functools.partial(
         launch_job, batch=batch, overrides=overrides, launched_by="endless run", log_level=log_level
     )
     if shards <= 1:
-        return run(jobs.daily_batch_job)
-    result = run(jobs.batch_stage_one_job)
+        return run("daily_batch")
+    result = run("batch_stage_one")
     progress(f"stage I: run {result.run_id} {'done' if result.success else 'failed'}")
     if not result.success:
         return result
     for index in range(shards):
-        result = run(jobs.batch_shard_job, extra_tags={TAG: f"{index}/{shards}"})
+        result = run("batch_shard", extra_tags={TAG: f"{index}/{shards}"})
         state = "done" if result.success else "failed"
         progress(f"shard run {TAG}={index}/{shards}: run {result.run_id} {state}")
         if not result.success:
             return result
-    return run(jobs.batch_finish_job)
+    return run("batch_finish")
+
+
+@contextmanager
+def workspace_file() -> Iterator[Path]:
+    """The workspace every process of the instance knows the code by: the checkout's
+    workspace.yaml, or (an installed package, no checkout) the same location in a file of its
+    own for as long as the caller needs it."""
+    if PROJECT_WORKSPACE.exists():
+        yield PROJECT_WORKSPACE
+        return
+    with tempfile.TemporaryDirectory(prefix="endless-workspace-") as tmp:
+        path = Path(tmp) / "workspace.yaml"
+        path.write_text(WORKSPACE_YAML)
+        yield path
+
+
+@dataclass(frozen=True)
+class LocatedJob:
+    """A job of the `endless` code location as the UI and the daemon know it: the remote origin
+    (location and repository names: what the UI matches a run to its job by, and the hidden
+    repository tag its Runs tab, the timeline and re-execution filter on) and the Python origin
+    its steps are rebuilt from (the module workspace.yaml loads, its `defs`)."""
+
+    job: Any  # ReconstructableJob
+    remote_origin: Any  # RemoteJobOrigin
+
+
+def locate(job_name: str) -> LocatedJob:
+    from dagster._core.code_pointer import ModuleCodePointer
+    from dagster._core.definitions.reconstruct import ReconstructableRepository
+    from dagster._core.remote_origin import RemoteRepositoryOrigin
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
+
+    from endless_assets.definitions import defs
+
+    with workspace_file() as workspace:
+        origins = {o.location_name: o for o in location_origins_from_yaml_paths([str(workspace)])}
+    location = origins[LOCATION]
+    target = location.loadable_target_origin
+    repository = ReconstructableRepository(
+        ModuleCodePointer(target.module_name, DEFS_ATTRIBUTE, target.working_directory),
+        executable_path=target.executable_path,
+    )
+    origin = RemoteRepositoryOrigin(location, defs.get_repository_def().name)
+    return LocatedJob(repository.get_reconstructable_job(job_name), origin.get_job_origin(job_name))
 
 
 def launch_job(
-    job: Callable[[], dg.JobDefinition],
+    job_name: str,
     batch: str,
     overrides: dict[str, Any],
     *,
@@ -135,30 +194,38 @@ def launch_job(
     dynamic_partitions: str | None = None,
     extra_tags: dict[str, str] | None = None,
 ) -> LaunchResult:
-    """Run `job` (a module-level function returning the job, so Dagster can reconstruct it) for
-    one partition on the DAGSTER_HOME instance. `overrides` are pipeline settings (None: unset);
-    `dynamic_partitions` names a dynamic partitions definition to add the batch to first."""
+    """Run the job `job_name` of the `endless` code location for one partition, in this process,
+    on the DAGSTER_HOME instance: the run names the location (locate), so it is the UI's like any
+    other (its job's Runs tab, the timeline, re-execution). `overrides` are pipeline settings
+    (None: unset); `dynamic_partitions` names a dynamic partitions definition to add the batch to
+    first."""
+    from dagster._core.execution.api import execute_run
+
     home = ensure_dagster_home(overrides)
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
     logging.getLogger("dagster").setLevel(log_level)
     run_config = batch_run_config(overrides, log_level, extra_run_config)
+    located = locate(job_name)
+    job_def = located.job.get_definition()
     with dg.DagsterInstance.get() as instance:
         if dynamic_partitions:  # two imports of one new batch at once: one adds it
             with home_lock(home):
                 if not instance.has_dynamic_partition(dynamic_partitions, batch):
                     instance.add_dynamic_partitions(dynamic_partitions, [batch])
-        result = dg.execute_job(
-            dg.reconstructable(job),
-            instance=instance,
+        run = instance.create_run_for_job(
+            job_def=job_def,
             run_config=run_config,
             tags={
+                **job_def.run_tags,
                 "dagster/partition": batch,
                 "endless/launched_by": launched_by,
                 **(extra_tags or {}),
             },
-            raise_on_error=False,
+            remote_job_origin=located.remote_origin,
+            job_code_origin=located.job.get_python_origin(),
         )
+        result = execute_run(located.job, run, instance, raise_on_error=False)
         failed = [
             event.step_key or ""
             for event in result.all_events

@@ -319,7 +319,6 @@ def launch_import(
 ):
     """Add the partition on the instance and run the `imported_batch` job for it."""
     from endless_assets.defs.imports import IMPORT_OP
-    from endless_assets.defs.jobs import imported_batch_job
     from endless_assets.defs.partitions import imported_batches
     from endless_assets.launch import launch_job
 
@@ -329,7 +328,7 @@ def launch_import(
         "base_image_map": base_image_map,
     }
     return launch_job(
-        imported_batch_job,
+        "imported_batch",
         batch,
         overrides,
         launched_by="endless import",

@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,15 +21,6 @@ from typing import Any
 from endless_assets.cli.app import _fail, err, out
 from endless_assets.stages.shards import TAG as SHARD_TAG
 
-# The code location every process of the instance knows the job by (workspace.yaml's, and the
-# Helm chart's in deploy/helm/values.yaml): a queued run names it, and the daemon loads it by name.
-WORKSPACE_YAML = """\
-load_from:
-  - python_module:
-      module_name: endless_assets.definitions
-      location_name: endless
-"""
-PROJECT_WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 LAUNCHED_BY = "endless run --submit"
 _RAISED = re.compile(r"^(Error: |[A-Za-z_][\w.]*(Error|Exception)\b.*: )")
 
@@ -63,16 +53,12 @@ def submit_batch(
     import dagster as dg
 
     from endless_assets.instance import hidden, pg_url, shown
-    from endless_assets.launch import batch_run_config
+    from endless_assets.launch import batch_run_config, workspace_file
 
     open_instance(overrides)
     run_id = str(uuid.uuid4())
     tags = {"dagster/partition": batch, "endless/launched_by": LAUNCHED_BY, **(extra_tags or {})}
-    with tempfile.TemporaryDirectory(prefix="endless-submit-") as tmp:
-        workspace = PROJECT_WORKSPACE
-        if not workspace.exists():  # an installed package, no checkout: the same location
-            workspace = Path(tmp) / "workspace.yaml"
-            workspace.write_text(WORKSPACE_YAML)
+    with workspace_file() as workspace:
         proc = subprocess.run(
             [
                 *(sys.executable, "-m", "dagster", "job", "launch"),

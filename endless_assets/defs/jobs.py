@@ -1,8 +1,7 @@
 """The jobs: the daily batch and its schedule (incremental refresh: one new batch per day), the
 imported batch (a named partition of imported tasks), and drift re-validation of kept tasks
-with its weekly schedule (both schedules start stopped). `daily_batch_job` and
-`imported_batch_job` resolve them from the Definitions, as module-level functions Dagster can
-reconstruct in step processes (launch.py runs them)."""
+with its weekly schedule (both schedules start stopped). launch.py runs them by name, as jobs of
+the `endless` code location."""
 
 import dagster as dg
 
@@ -120,33 +119,3 @@ def _revalidation_runs(
         return dg.SkipReason(f"no {what} has a filtered dataset yet")
     week = context.scheduled_execution_time.strftime("%Y-%m-%d")
     return [dg.RunRequest(partition_key=b, run_key=f"drift-{b}-{week}") for b in found]
-
-
-def daily_batch_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("daily_batch")
-
-
-def batch_stage_one_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("batch_stage_one")
-
-
-def batch_shard_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("batch_shard")
-
-
-def batch_finish_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("batch_finish")
-
-
-def imported_batch_job() -> dg.JobDefinition:
-    from endless_assets.definitions import defs
-
-    return defs.resolve_job_def("imported_batch")
