@@ -106,3 +106,34 @@ class PassesWithNoop(Family):
             f"    assert open(path).read().strip() == 'HELLO {expected}'\n"
         )
         return task
+
+
+class ForkBombs(Family):
+    """Its setup step (a RUN step of the build) forks until it cannot: the build's process limit
+    must stop it, failing this task's build only."""
+
+    name = "test_fork_bombs"
+    category = "testing"
+
+    def make(self, rng: random.Random) -> FamilyTask:
+        task = good_task(rng)
+        task.setup_script = (
+            "import os, time\n"
+            "while True:\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(120)\n"
+            "        os._exit(0)\n"
+        )
+        return task
+
+
+class MemoryBombs(Family):
+    """Its setup step allocates without bound: the build's memory limit must stop it."""
+
+    name = "test_memory_bombs"
+    category = "testing"
+
+    def make(self, rng: random.Random) -> FamilyTask:
+        task = good_task(rng)
+        task.setup_script = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 2**20))\n"
+        return task
