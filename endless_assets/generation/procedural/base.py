@@ -1,20 +1,25 @@
 """What a procedural task family is, and how its output becomes a `Task`.
 
-A family is a small class with a `make(rng)` method. Everything random in it comes from `rng`
-(seeded by batch and index), so a batch reproduces exactly. It returns a `FamilyTask`: the
-instruction, the truth, the files to seed under /home/user, an optional Python setup script run
-as root at build time (for binary data, databases, ownership and modes), the initial-state
-test, the completion test and the reference solution (a bash script run as the agent user).
+A family draws a plan from `rng` (seeded by batch and index, so a batch reproduces exactly), at
+a complexity level 1-6 or, with no level, from its own unleveled mix; it then writes the task
+from the plan in steps: the instruction, the tests, the reference solution. A `FamilyTask` holds
+them with the truth, the files to seed under /home/user and an optional Python setup script run
+as root at build time (for binary data, databases, links, ownership and modes).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from endless_assets.taxonomy import Taxonomy
 
 HOME = "/home/user"
+LEVELS = (1, 2, 3, 4, 5, 6)  # the taxonomy's complexity levels, simplest first
+P = TypeVar("P")
 
 
 @dataclass
@@ -30,13 +35,57 @@ class FamilyTask:
     setup_script: str = ""  # Python, run as root during the image build
 
 
-class Family:
-    """Base class: subclasses set `name`, `category` and implement `make`."""
+@functools.cache
+def level_names() -> tuple[str, ...]:
+    """The taxonomy's names of the complexity levels, level 1 first."""
+    names = tuple(entry.name for entry in Taxonomy.load().complexities)
+    if len(names) != len(LEVELS):
+        raise ValueError(f"the taxonomy has {len(names)} complexity levels, expected 6")
+    return names
+
+
+def check_level(level: int) -> int:
+    if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
+        raise ValueError(f"a complexity level is an integer from 1 to 6, got {level!r}")
+    return level
+
+
+def level_name(level: int) -> str:
+    return level_names()[check_level(level) - 1]
+
+
+def by_level(level: int, *values: Any) -> Any:
+    """The value for `level` from one value per level (six of them, level 1 first)."""
+    if len(values) != len(LEVELS):
+        raise ValueError(f"by_level needs one value per level, got {len(values)}")
+    return values[check_level(level) - 1]
+
+
+class Family(Generic[P]):
+    """Base class: subclasses set `name` and `category` and implement the steps: `sample`
+    (today's unleveled draw, kept as it is so a batch reproduces), `sample_level` (the draw
+    for one complexity level), and `build`, which writes the task from either plan."""
 
     name: ClassVar[str]
     category: ClassVar[str]
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def make(self, rng: random.Random, level: int | None = None) -> FamilyTask:
+        """The family's task for `rng`; at `level` (1-6) its complexity is the level's name
+        and its truth records the level, without one it is the family's unleveled draw."""
+        if level is None:
+            return self.build(self.sample(rng))
+        task = self.build(self.sample_level(rng, check_level(level)))
+        task.complexity = level_name(level)
+        task.truth = {**task.truth, "level": level}
+        return task
+
+    def sample(self, rng: random.Random) -> P:
+        raise NotImplementedError
+
+    def sample_level(self, rng: random.Random, level: int) -> P:
+        raise NotImplementedError
+
+    def build(self, plan: P) -> FamilyTask:
         raise NotImplementedError
 
 

@@ -1,8 +1,10 @@
-"""What a family writes into its tests, the same way in every family: the task's constants at
-the top, and the SHA-256 digests its tests compare files with."""
+"""What a family writes into its tests and setup, the same way in every family: the task's
+constants at the top of a test, the SHA-256 digests it compares files with, and the setup script
+for bytes, links and modes."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,3 +27,45 @@ def render_test(imports: Sequence[str], values: Mapping[str, Any], *parts: str) 
     dedented, two blank lines between parts)."""
     head = "".join(f"import {module}\n" for module in imports) + "\n" + constants(values)
     return head + "".join("\n\n" + dedent(part) for part in parts)
+
+
+EXTRAS = """
+import base64
+import os
+import subprocess
+
+BLOBS = {blobs!r}
+LINKS = {links!r}
+MODES = {modes!r}
+OWNED = {owned!r}
+
+for path, blob in BLOBS.items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(base64.b64decode(blob))
+for path, target in LINKS.items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.symlink(target, path)
+for root in OWNED:
+    subprocess.run(["chown", "-R", "-h", "user:user", root], check=True)
+for path, mode in MODES.items():
+    os.chmod(path, mode)
+"""
+
+
+def extras_script(
+    blobs: Mapping[str, bytes] | None = None,
+    links: Mapping[str, str] | None = None,
+    modes: Mapping[str, int] | None = None,
+    owned: Sequence[str] = (),
+) -> str:
+    """A setup script (Python, run as root at build time) for what plain text files cannot be:
+    files of exact bytes, symbolic links (path -> target), modes (applied last), and the trees
+    to hand to the agent (`owned`, chowned without following links). Paths are absolute."""
+    values = {
+        "blobs": {p: base64.b64encode(b).decode() for p, b in (blobs or {}).items()},
+        "links": dict(links or {}),
+        "modes": dict(modes or {}),
+        "owned": list(owned),
+    }
+    return dedent(EXTRAS).format(**values)
