@@ -26,6 +26,12 @@ from typing import Any
 import yaml
 
 PG_ENV = "DAGSTER_PG_URL"
+STORAGE_MODULE = "endless_assets.defs.postgres_storage"
+STORAGE_CLASS = "PostgresStorage"
+# The schemes DAGSTER_PG_URL may start with: the standard ones (given the driver dagster-postgres
+# works with) and the explicit psycopg2 one.
+SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
+DRIVER_SCHEME = "postgresql+psycopg2"
 MARK = "# Written by endless (endless_assets/instance.py)."
 CONNECT_TIMEOUT = 5  # seconds for the check that the server answers
 # pg_advisory_lock key held while a process opens a PostgreSQL instance (creates its schemas the
@@ -38,8 +44,8 @@ LEGACY = {"telemetry": {"enabled": False}, "concurrency": {"runs": {"max_concurr
 
 SQLITE_YAML = f"""\
 {MARK}
-# Rewritten when the environment asks for another instance (DAGSTER_PG_URL set: PostgreSQL);
-# delete the line above to keep your own edits.
+# Rewritten when the environment asks for another instance (DAGSTER_PG_URL set: PostgreSQL) or
+# the sandbox engines change; delete the line above to keep your own edits.
 # SQLite storage, the default, lives beside this file.
 telemetry:
   enabled: false
@@ -47,6 +53,12 @@ concurrency:
   runs:
     # A 2-core machine builds and runs containers for one batch at a time; backfills queue.
     max_concurrent_runs: 1
+  pools:
+    granularity: op
+    # The pool `docker` (the Docker stages): {{engines}} sandbox engine(s), {{slots}} slots in
+    # all, {{workers}} containers per Docker step (`workers`); the Docker steps of every run,
+    # `endless run`'s included, share it.
+    default_limit: {{docker_pool}}
 """
 
 POSTGRES_YAML = f"""\
@@ -55,12 +67,17 @@ POSTGRES_YAML = f"""\
 # keep your own edits.
 telemetry:
   enabled: false
-# Runs, event logs and schedules in PostgreSQL. The URL is read from the environment of every
-# process that opens this instance (UI, daemon, run workers, endless), never written here.
+# Runs, event logs and schedules in PostgreSQL: dagster-postgres's storage, given the psycopg2
+# driver whether the URL says postgresql:// or postgresql+psycopg2://. The URL is read from the
+# environment of every process that opens this instance (UI, daemon, run workers, endless), never
+# written here.
 storage:
-  postgres:
-    postgres_url:
-      env: {PG_ENV}
+  custom:
+    module: {STORAGE_MODULE}
+    class: {STORAGE_CLASS}
+    config:
+      postgres_url:
+        env: {PG_ENV}
 # Every run (UI, schedule, backfill, `endless run --submit`) waits in the queue; the daemon
 # (`dagster-daemon run`, or `dg dev`) launches them.
 run_coordinator:
@@ -111,6 +128,12 @@ def pg_url() -> str | None:
     return os.environ.get(PG_ENV, "").strip() or None
 
 
+def sqlite_yaml(size: Sizing) -> str:
+    return SQLITE_YAML.format(
+        engines=size.engines, slots=size.slots, workers=size.workers, docker_pool=size.docker_pool
+    )
+
+
 def postgres_yaml(size: Sizing) -> str:
     return POSTGRES_YAML.format(
         runs=size.max_concurrent_runs,
@@ -121,12 +144,18 @@ def postgres_yaml(size: Sizing) -> str:
     )
 
 
-def _url(url: str) -> Any:
-    """The URL parsed as SQLAlchemy (what dagster-postgres hands it to) reads it, with a driver
-    that is installed: SQLAlchemy 2.1 reads `postgresql://` as psycopg 3, and dagster-postgres
-    brings psycopg2 (`postgresql+psycopg2://`)."""
-    import importlib.util
+def driver_url(url: str) -> str:
+    """The URL as dagster-postgres is given it: a standard `postgresql://` (or `postgres://`)
+    with psycopg2 named (SQLAlchemy 2.1 would read it as psycopg 3; postgres_storage.py says
+    why that does not do); any other URL as it is."""
+    scheme, sep, rest = url.strip().partition("://")
+    return f"{DRIVER_SCHEME}://{rest}" if sep and scheme.lower() in SCHEMES[:2] else url.strip()
 
+
+def _url(url: str) -> Any:
+    """The URL parsed as SQLAlchemy (what dagster-postgres hands it to) reads it, with its driver
+    named: `postgresql://user:password@host:port/database` (also `postgres://`) or
+    `postgresql+psycopg2://...`; InstanceError, in one line and without the password, if not."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
@@ -136,36 +165,36 @@ def _url(url: str) -> Any:
             f"{PG_ENV} has more than one '@' before its host: write an '@' in the user or the "
             "password as %40"
         )
+    scheme = url.split("://")[0].strip().lower() if "://" in url else ""
+    if scheme.startswith("postgresql+") and scheme not in SCHEMES:
+        raise InstanceError(
+            f"{PG_ENV} names the driver {scheme.partition('+')[2][:24]!r}, which dagster-postgres "
+            "does not work with: write postgresql:// (or postgresql+psycopg2://)"
+        )
+    if scheme not in SCHEMES:
+        said = f"its scheme is {scheme[:24]!r}" if scheme else "no scheme://"
+        raise InstanceError(
+            f"{PG_ENV} does not parse as postgresql://user:password@host:port/database ({said}; "
+            "postgresql+psycopg2:// is taken too)"
+        )
     try:
-        parsed = make_url(url)
+        return make_url(driver_url(url))
     except (ArgumentError, ValueError):
-        parsed = None
         port = authority.rsplit("@", 1)[-1].rpartition("]")[2].partition(":")[2]
         if port and not port.isdigit():
             raise InstanceError(f"{PG_ENV}'s port is not a number ({port[:24]!r})") from None
-    if parsed is None or parsed.get_backend_name() != "postgresql":
-        scheme = f"its scheme is {url.split('://')[0][:24]!r}" if "://" in url else "no scheme://"
         raise InstanceError(
-            f"{PG_ENV} does not parse as postgresql+psycopg2://user:password@host:port/database "
-            f"({scheme})"
-        )
-    try:
-        driver = parsed.get_driver_name()  # the default one for a bare postgresql://
-    except Exception:  # an unknown postgresql+<driver>
-        driver = parsed.drivername
-    if driver != "psycopg2" and not (driver == "psycopg" and importlib.util.find_spec(driver)):
-        raise InstanceError(
-            f"{PG_ENV} starts {parsed.drivername}://, which needs a driver that is not installed: "
-            "write postgresql+psycopg2:// (dagster-postgres brings psycopg2; SQLAlchemy 2.1 "
-            "reads a bare postgresql:// as psycopg 3)"
-        )
-    return parsed
+            f"{PG_ENV} does not parse as postgresql://user:password@host:port/database"
+        ) from None
 
 
 def shown(url: str) -> str:
-    """The URL as it may appear in a message: the password replaced by ***."""
+    """The URL as it may appear in a message, with the scheme it was written with: the password
+    replaced by ***."""
     try:
-        return _url(url).render_as_string(hide_password=True)
+        parsed = _url(url)
+        written = url.split("://")[0].strip()
+        return parsed.set(drivername=written).render_as_string(hide_password=True)
     except InstanceError:
         return f"<{PG_ENV}>"
 
@@ -221,7 +250,7 @@ def sync_instance_yaml(home: Path, url: str | None, settings: Any) -> str | None
     """Write `home/dagster.yaml` for this environment when it is missing or endless's own and
     says something else; return a one-line note for the user, if any. Call with the home locked."""
     path = home / "dagster.yaml"
-    wanted = postgres_yaml(sizing(settings)) if url else SQLITE_YAML
+    wanted = postgres_yaml(sizing(settings)) if url else sqlite_yaml(sizing(settings))
     if not path.exists():
         path.write_text(wanted)
         return None

@@ -35,8 +35,10 @@ class Postgres:
     root: Path
     port: int
 
-    def database(self, name: str) -> str:
-        """A fresh database; its URL with the password (what a team puts in DAGSTER_PG_URL)."""
+    def database(self, name: str, scheme: str = "postgresql") -> str:
+        """A fresh database; its URL with the password (what a team puts in DAGSTER_PG_URL), in
+        the standard form psql and managed databases give, or with `scheme` (e.g.
+        postgresql+psycopg2)."""
         import psycopg2
 
         conn = psycopg2.connect(host=str(self.root), port=self.port, user="postgres")
@@ -44,7 +46,7 @@ class Postgres:
         with conn.cursor() as cur:
             cur.execute(f'create database "{name}"')
         conn.close()
-        return f"postgresql+psycopg2://postgres:{PASSWORD}@127.0.0.1:{self.port}/{name}"
+        return f"{scheme}://postgres:{PASSWORD}@127.0.0.1:{self.port}/{name}"
 
 
 @pytest.fixture(scope="module")

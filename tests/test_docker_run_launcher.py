@@ -71,7 +71,9 @@ def test_a_batch_launched_by_dagster_dockers_run_launcher_runs_in_a_container(
     home.mkdir()
     data.mkdir()
     (home / "dagster.yaml").write_text(yaml.safe_dump(launcher_yaml(sandbox.base.tag, home, data)))
-    url = postgres.database("launcher")
+    url = postgres.database(
+        "launcher", scheme="postgresql+psycopg2"
+    )  # its own yaml: dagster-postgres as is
     env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_PG_URL": url}
     env["ENDLESS_DATA_DIR"] = str(data)
     submit = subprocess.run(

@@ -54,10 +54,11 @@ def _files_holding(text: str, *roots: Path) -> list[str]:
 # Three batches at once -------------------------------------------------------------------------
 
 
-def test_three_batches_submitted_at_once_to_a_postgres_instance_all_succeed(
+def test_three_batches_submitted_at_once_to_a_postgres_instance_at_a_standard_url_all_succeed(
     postgres, sandbox, tmp_path, monkeypatch
 ):
     url = postgres.database("team")
+    assert url.startswith("postgresql://")  # the form psql and managed databases give
     home, data = tmp_path / "home", tmp_path / "data"
     env = {
         **os.environ,
@@ -117,35 +118,49 @@ def test_three_batches_submitted_at_once_to_a_postgres_instance_all_succeed(
 # The instance's yaml ---------------------------------------------------------------------------
 
 
-def test_without_dagster_pg_url_the_instance_is_sqlite_as_today(tmp_path, monkeypatch):
+def test_without_dagster_pg_url_the_instance_is_sqlite_with_slots_in_the_docker_pool(
+    tmp_path, monkeypatch
+):
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     ensure_dagster_home()
     text = (tmp_path / "dagster.yaml").read_text()
     assert text.startswith(MARK)
-    assert yaml.safe_load(text) == LEGACY  # what it said before: one run at a time
+    config = yaml.safe_load(text)
+    assert config["concurrency"]["runs"] == LEGACY["concurrency"]["runs"]  # one run at a time
+    # The pool has slots, so no step shows "docker pool has no slots".
+    assert config["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert type(instance.run_storage).__name__ == "SqliteRunStorage"
         assert type(instance.event_log_storage).__name__ == "SqliteEventLogStorage"
+        assert instance.event_log_storage.get_pool_config().default_pool_limit == 1
+    # The repository's own dagster_home/dagster.yaml is what endless writes with the defaults.
+    assert (ROOT / "dagster_home" / "dagster.yaml").read_text() == text
 
 
 @pytest.mark.parametrize("old", [OLD_INSTANCE_YAML, OLD_REPO_YAML], ids=["launch", "repository"])
 def test_an_older_endless_yaml_becomes_a_postgres_one_and_is_left_alone_without_the_url(
     postgres, tmp_path, monkeypatch, capsys, old
 ):
-    url = postgres.database(f"old_{secrets.token_hex(4)}")
+    url = postgres.database(f"old_{secrets.token_hex(4)}", scheme="postgresql+psycopg2")
     (tmp_path / "dagster.yaml").write_text(old)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
-    ensure_dagster_home()  # SQLite wanted, and it already says so: not rewritten
-    assert (tmp_path / "dagster.yaml").read_text() == old
+    ensure_dagster_home()  # SQLite wanted: endless's own, given the docker pool's slots
+    assert yaml.safe_load((tmp_path / "dagster.yaml").read_text())["concurrency"]["pools"]
 
     monkeypatch.setenv("DAGSTER_PG_URL", url)
     ensure_dagster_home()
     text = (tmp_path / "dagster.yaml").read_text()
     assert text.startswith(MARK) and PASSWORD not in text
     config = yaml.safe_load(text)
-    assert config["storage"] == {"postgres": {"postgres_url": {"env": "DAGSTER_PG_URL"}}}
+    assert config["storage"] == {
+        "custom": {
+            "module": "endless_assets.defs.postgres_storage",
+            "class": "PostgresStorage",
+            "config": {"postgres_url": {"env": "DAGSTER_PG_URL"}},
+        }
+    }
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["concurrency"]["pools"] == {"granularity": "op", "default_limit": 1}
     note = capsys.readouterr().err
@@ -182,7 +197,9 @@ def test_a_pg_url_that_does_not_parse_or_answer_is_refused_in_one_line_before_an
         "does not parse": f"mysql://u:{PASSWORD}@127.0.0.1/x",
         "port is not a number": f"postgresql+psycopg2://u:{PASSWORD}@127.0.0.1:notaport/x",
         "more than one '@' before its host": f"postgresql+psycopg2://u:{PASSWORD}@@127.0.0.1/x",
-        "driver that is not installed": f"postgresql://u:{PASSWORD}@127.0.0.1:{postgres.port}/x",
+        "names the driver 'asyncpg'": (
+            f"postgresql+asyncpg://u:{PASSWORD}@127.0.0.1:{postgres.port}/x"
+        ),
         "Connection refused": f"postgresql+psycopg2://u:{PASSWORD}@127.0.0.1:{closed}/x",
         "password authentication failed": (
             f"postgresql+psycopg2://postgres:{PASSWORD}x@127.0.0.1:{postgres.port}/postgres"
