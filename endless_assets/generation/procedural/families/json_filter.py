@@ -1,19 +1,41 @@
-"""JSON processing: filter, project, count or validate records of a JSON inventory with jq."""
+"""JSON processing: filter, project, count or validate records of a JSON inventory with jq.
+
+Up the levels: a count, a tag list, then a filtered projection over numbers written as strings,
+an inventory split over files of two shapes with a second report that must agree, broken records
+to report and servers listed twice (the newest record counts), timestamps with their own UTC
+offsets and a stale snapshot beside the inventory.
+"""
 
 from __future__ import annotations
 
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.base import (
+    PEOPLE,
+    PROJECTS,
+    Family,
+    FamilyTask,
+    by_level,
+)
+from endless_assets.generation.procedural.families.json_inventory import (
+    COMPLETION_TEST,
+    ENVS,
+    INITIAL_TEST,
+    REGIONS,
+    STATUSES,
+    TAGS,
+    break_records,
+    expected,
+    record,
+    reference,
+)
 from endless_assets.generation.procedural.render import render_test, sha256
 
-ENVS = ["prod", "staging", "dev"]
-REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1"]
-TAGS = ["web", "db", "cache", "batch", "gpu", "edge", "legacy", "monitoring"]
-STATUSES = ["active", "active", "active", "maintenance", "decommissioned"]
 Variant = tuple[str, Any, str, str]  # request, expected result, jq program, complexity
 
 
@@ -120,72 +142,202 @@ def _validate(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Va
     return ask, expected, jq, "hard"
 
 
-class JsonFilter(Family):
+@dataclass
+class Plan:
+    project: str
+    sources: dict[str, Any]  # path -> its JSON document
+    outputs: dict[str, Any]  # path -> the expected JSON
+    ask: str = ""  # what to write (the variants up to level 2)
+    jq: str = ""  # their jq program
+    complexity: str = ""
+    level: int | None = None
+    select: dict[str, Any] = field(default_factory=dict)  # env, mem, fields (level 3 on)
+    decoy: str = ""  # a stale snapshot beside the inventory
+
+    @property
+    def texts(self) -> dict[str, str]:
+        return {path: json.dumps(doc, indent=2) + "\n" for path, doc in self.sources.items()}
+
+
+def _shape(doc: Any) -> str:
+    if isinstance(doc, dict):
+        return "an object whose `servers` key holds the list of server records"
+    return "a JSON array of server records"
+
+
+class JsonFilter(Family[Plan]):
     name = "json_filter"
     category = "JSON schema validation and jq processing"
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
         servers = _servers(rng, project)
         wrapped = rng.random() < 0.5
         variant = rng.choice([_filter, _count, _tagged, _validate])
+        return self._variant(rng, project, servers, wrapped, variant)
+
+    def _variant(
+        self,
+        rng: random.Random,
+        project: str,
+        servers: list[dict[str, Any]],
+        wrapped: bool,
+        variant: Callable[..., Variant],
+    ) -> Plan:
         src = f"/home/user/inventory/{project}_servers.json"
-        sel = ".servers[]" if wrapped else ".[]"
-        ask, expected, jq, complexity = variant(rng, servers, sel)
+        ask, expected, jq, complexity = variant(rng, servers, ".servers[]" if wrapped else ".[]")
+        doc: Any = servers
         if wrapped:
-            doc: Any = {"generated_at": "2026-05-04T09:00:00Z", "servers": servers}
-            shape = "an object whose `servers` key holds the list of server records"
-        else:
-            doc = servers
-            shape = "a JSON array of server records"
-        src_text = json.dumps(doc, indent=2) + "\n"
+            doc = {"generated_at": "2026-05-04T09:00:00Z", "servers": servers}
         out = f"/home/user/inventory/{rng.choice(['report', 'result', 'selection'])}.json"
-        instruction = (
-            f"Our server inventory for {project} is {src} ({shape}). {ask}, and save it to {out}. "
-            "jq is installed if you want it. Don't edit the inventory file."
-        )
-        consts = {
-            "SRC": src,
-            "OUT": out,
-            "EXPECTED": expected,
-            "SRC_SHA": sha256(src_text),
-        }
-        initial_test = render_test(
-            ["json", "os"],
-            consts,
-            """
-            def test_inventory_present():
-                with open(SRC) as fh:
-                    json.load(fh)
+        hard = "hard" if wrapped and complexity == "medium" else complexity
+        return Plan(project, {src: doc}, {out: expected}, ask, jq, hard)
 
+    def sample_level(self, rng: random.Random, level: int) -> Plan:
+        project = rng.choice(PROJECTS)
+        if level <= 2:
+            servers = _servers(rng, project)
+            plan = self._variant(rng, project, servers, level == 2, [_count, _tagged][level - 1])
+            plan.level = level
+            return plan
+        numbers = rng.sample(range(1, 99), by_level(level, 0, 0, 16, 24, 28, 36))
+        records = [record(rng, project, n, level == 6) for n in numbers]
+        for r in records:
+            for key in ("memory_gb", "cpu_cores"):
+                if rng.random() < 0.2:
+                    r[key] = str(r[key])
+        anchor = records[0]
+        anchor.update(status="active", memory_gb=rng.choice([32, 64, 128]))
+        mem = rng.choice([16, 32])
+        fields = ["hostname", "memory_gb", rng.choice(["region", "cpu_cores", "owner"])]
+        plan = Plan(project, {}, {}, level=level)
+        plan.select = {"env": anchor["env"], "mem": mem, "fields": fields}
+        files = by_level(level, 0, 0, 1, 2, 2, 3)
+        base = f"/home/user/inventory/{project}"
+        for k in range(files):
+            part = records[k::files]
+            doc = {"generated_at": "2026-05-04T09:00:00Z", "servers": part} if k != 1 else part
+            plan.sources[f"{base}/{REGIONS[k].rsplit('-', 1)[0]}-servers.json"] = doc
+        docs = [d["servers"] if isinstance(d, dict) else d for d in plan.sources.values()]
+        if level >= 5:
+            break_records(rng, records, docs, level)
+        if level == 6:
+            plan.decoy = f"{base}/snapshot-2025.json"
+            stale = [record(rng, project, n, False) for n in range(301, 309)]
+            stale[0].update(env=anchor["env"], status="active", memory_gb=128)
+            plan.sources[plan.decoy] = stale
+        plan.outputs = expected([r for d in docs for r in d], plan.select, base, level)
+        return plan
 
-            def test_output_absent():
-                assert not os.path.exists(OUT)
-        """,
-        )
-        completion_test = render_test(
-            ["hashlib", "json"],
-            consts,
-            """
-            def test_output_matches():
-                with open(OUT) as fh:
-                    got = json.load(fh)
-                assert got == EXPECTED
-
-
-            def test_inventory_untouched():
-                with open(SRC, "rb") as fh:
-                    assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
-        """,
-        )
-        solution = f"jq '{jq}' {src} > {out}\n"
+    def build(self, plan: Plan) -> FamilyTask:
+        initial_test, completion_test = self.tests(plan)
+        src, (out, want) = next(iter(plan.sources)), next(iter(plan.outputs.items()))
+        truth: dict[str, Any] = {"source": src, "output": out, "expected": want}
+        if plan.jq:
+            truth["jq"] = plan.jq
+        else:
+            truth["sources"], truth["outputs"] = list(plan.sources), plan.outputs
         return FamilyTask(
-            instruction=instruction,
-            truth={"source": src, "output": out, "expected": expected, "jq": jq},
-            files={src.removeprefix("/home/user/"): src_text},
+            instruction=self.instruction(plan),
+            truth=truth,
+            files={p.removeprefix("/home/user/"): t for p, t in plan.texts.items()},
             initial_test=initial_test,
             completion_test=completion_test,
-            solution=solution,
-            complexity="hard" if wrapped and complexity == "medium" else complexity,
+            solution=self.solution(plan),
+            complexity=plan.complexity,
             scenario="infrastructure engineer querying a server inventory",
         )
+
+    def instruction(self, plan: Plan) -> str:
+        if plan.jq:
+            (src, doc), out = next(iter(plan.sources.items())), next(iter(plan.outputs))
+            return (
+                f"Our server inventory for {plan.project} is {src} ({_shape(doc)}). {plan.ask}, "
+                f"and save it to {out}. jq is installed if you want it. Don't edit the inventory "
+                "file."
+            )
+        env, mem, fields = (plan.select[k] for k in ("env", "mem", "fields"))
+        files = [p for p in plan.sources if p != plan.decoy]
+        if len(files) == 1:
+            where = f"is {files[0]} ({_shape(plan.sources[files[0]])})"
+        else:
+            shapes = "; ".join(f"{p} is {_shape(plan.sources[p])}" for p in files)
+            where = f"is split over {len(files)} files: {shapes}"
+        outs = list(plan.outputs)
+        text = [
+            f"Our server inventory for {plan.project} {where}. I need every server that is in "
+            f"the `{env}` environment, has status `active` and has at least {mem} GB of memory "
+            f"(`memory_gb`). Write them to {outs[0]} as a JSON array of objects that keep only "
+            f"the fields {', '.join(f'`{f}`' for f in fields)}, sorted by hostname. Some exports "
+            'wrote numbers as strings of digits (`"32"`): those are the numbers, and numbers in '
+            "what you write must be JSON numbers."
+        ]
+        if len(outs) > 1:
+            text.append(
+                f"Also write {outs[1]}: a JSON object mapping each `region` to how many of those "
+                "servers are in it."
+            )
+        if len(outs) > 2:
+            text.append(
+                "Some records are broken: a valid one has a string `hostname` and a `memory_gb` "
+                "and a `cpu_cores` that are numbers (or strings of digits). Leave the broken ones "
+                f"out and write their `id`s to {outs[2]} as a JSON array of integers in ascending "
+                "order. A server may be listed in more than one file: only its record with the "
+                "latest `updated_at` is current, and the others don't count at all."
+            )
+        if plan.decoy:
+            text.append(
+                "Each `updated_at` carries its own UTC offset. "
+                f"{plan.decoy} is last year's snapshot: it is not part of the inventory."
+            )
+        text.append("jq is installed if you want it. Don't edit the inventory files.")
+        return " ".join(text)
+
+    def tests(self, plan: Plan) -> tuple[str, str]:
+        if plan.level is None:
+            (src, text), (out, expected) = (
+                next(iter(plan.texts.items())),
+                next(iter(plan.outputs.items())),
+            )
+            consts = {"SRC": src, "OUT": out, "EXPECTED": expected, "SRC_SHA": sha256(text)}
+            return (
+                render_test(["json", "os"], consts, LEGACY_INITIAL),
+                render_test(["hashlib", "json"], consts, LEGACY_COMPLETION),
+            )
+        consts = {
+            "SOURCES": {p: sha256(t) for p, t in plan.texts.items()},
+            "OUTPUTS": plan.outputs,
+        }
+        return (
+            render_test(["json", "os"], consts, INITIAL_TEST),
+            render_test(["hashlib", "json"], consts, COMPLETION_TEST),
+        )
+
+    def solution(self, plan: Plan) -> str:
+        if plan.jq:
+            src, out = next(iter(plan.sources)), next(iter(plan.outputs))
+            return f"jq '{plan.jq}' {src} > {out}\n"
+        files = [p for p in plan.sources if p != plan.decoy]
+        return f"python3 - <<'PY'\n{reference(files, plan.select, list(plan.outputs))}PY\n"
+
+
+LEGACY_INITIAL = """
+    def test_inventory_present():
+        with open(SRC) as fh:
+            json.load(fh)
+
+
+    def test_output_absent():
+        assert not os.path.exists(OUT)
+"""
+LEGACY_COMPLETION = """
+    def test_output_matches():
+        with open(OUT) as fh:
+            got = json.load(fh)
+        assert got == EXPECTED
+
+
+    def test_inventory_untouched():
+        with open(SRC, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
+"""
