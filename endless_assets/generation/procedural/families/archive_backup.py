@@ -209,7 +209,7 @@ class ArchiveBackup(Family[Plan]):
         if plan.listing:
             text += (
                 f" Also write {plan.archive}.list: the name of every file and link in the "
-                "archive, one per line, sorted, as tar lists them (without a leading `./`)."
+                "archive, one per line, as tar lists them (without a leading `./`)."
             )
         return text + " Keep the project directory itself as it is."
 
@@ -328,5 +328,5 @@ LEVELED = """
             with open(ARCHIVE + ".list") as fh:
                 lines = [line.strip().removeprefix("./") for line in fh if line.strip()]
             want = sorted(n for n, m in _entries().items() if m.isfile() or m.issym())
-            assert lines == want and sorted(want) == sorted([*EXPECTED, *LINKS])
+            assert sorted(lines) == want == sorted([*EXPECTED, *LINKS])
 """

@@ -321,7 +321,7 @@ class FileOrganize(Family[Plan]):
         if plan.manifest:
             notes.append(
                 f"Finally write {plan.manifest}: one line `<old>\\t<new>` (tab-separated, paths "
-                f"relative to {base}) per file you moved, sorted by the old name."
+                f"relative to {base}) per file you moved."
             )
         return " ".join([text, *notes])
 
