@@ -166,11 +166,14 @@ def run_episode_in(
     docker_slots: threading.Semaphore | None = None,
     *,
     learn: bool = False,
+    rollout: Rollout | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded.
-    `learn`: the reference solution's episode in stage III (verdict.run_pytest)."""
+    `learn`: the reference solution's episode in stage III (verdict.run_pytest). `rollout`: the
+    record to fill in, when the caller reads its turns as they happen (a served episode)."""
     started = time.monotonic() if started is None else started
-    rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
+    if rollout is None:
+        rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
     rollout.prompt_version = policy.prompt_version
     queued = QueueClock()
     try:
