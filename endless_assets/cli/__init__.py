@@ -8,6 +8,7 @@ from endless_assets.cli import (  # noqa: F401  (registers commands)
     dataset,
     engines,
     pipeline,
+    serve,
     show,
 )
 from endless_assets.cli.app import app
