@@ -33,6 +33,7 @@ class ExportFormat(StrEnum):
     terminal_bench = "terminal-bench"
     rl = "rl"
     sft = "sft"
+    atif = "atif"
 
 
 def _lake():
@@ -120,7 +121,8 @@ def export(
         typer.Option(help="replace OUT if an earlier export wrote it (it holds .endless-export)"),
     ] = False,
 ) -> None:
-    """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows.
+    """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows; or
+    every attempt's trajectory (solver rollouts, served episodes) as ATIF documents.
 
     OUT is never the data directory (nor above or inside it, but for its exports/), the working
     or home directory or /; a destination that cannot be written is refused (exit 2)."""
@@ -143,7 +145,8 @@ def export(
     except (ExportError, LakeError) as exc:
         _fail(f"export failed, nothing written: {exc}", code=1)
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
-    out.print(f"{format.value}: {summary.tasks} kept tasks -> {summary.out.resolve()} ({rows})")
+    what = "task(s) with trajectories" if format is ExportFormat.atif else "kept tasks"
+    out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
 
 
 import_app = typer.Typer(

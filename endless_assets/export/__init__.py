@@ -1,5 +1,5 @@
-"""Exports of the verified dataset (Harbor, Terminal-Bench, RL and SFT rows) and imports of
-task sets from elsewhere (Harbor task directories).
+"""Exports of the verified dataset (Harbor, Terminal-Bench, RL and SFT rows, ATIF trajectories)
+and imports of task sets from elsewhere (Harbor task directories).
 
 `export_dataset` is the one entry point the CLI (`endless export`) and the `dataset_exports`
 asset share: it loads the kept tasks of the chosen batches from the lake, validates every one
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from endless_assets.export.atif import export_atif
 from endless_assets.export.harbor import export_harbor
 from endless_assets.export.output import MARKER, OutputError, check_destination
 from endless_assets.export.tasks import ExportError, load_tasks
@@ -23,7 +24,7 @@ from endless_assets.export.trainer import export_rl, export_sft
 from endless_assets.lake import Lake, resolve_data_dir
 from endless_assets.settings import Settings
 
-FORMATS = ("harbor", "terminal-bench", "rl", "sft")
+FORMATS = ("harbor", "terminal-bench", "rl", "sft", "atif")
 
 __all__ = [
     "FORMATS",
@@ -77,6 +78,11 @@ def _export(
     overwrite: bool,
     val_fraction: float,
 ) -> ExportSummary:
+    if fmt == "atif":  # every attempt's trajectory, kept task or not
+        tasks_with_documents, documents = export_atif(
+            lake, out, batches=batches, overwrite=overwrite
+        )
+        return ExportSummary(fmt, out, tasks_with_documents, documents)
     tasks = load_tasks(lake, batches)
     if fmt == "harbor":
         written = export_harbor(tasks, out, base_image=base_image, overwrite=overwrite)
