@@ -215,7 +215,7 @@ class PermissionsFix(Family[Plan]):
             )
         if plan.report:
             text += (
-                f" For the audit, write {plan.report}: one line `<path>\t<old mode>\t<new mode>` "
+                f" For the audit, write {plan.report}: one line `<path>\\t<old mode>\\t<new mode>` "
                 f"(tab-separated, the path relative to {base}, modes in octal like 755) for "
                 "every file or directory whose mode you changed."
             )
