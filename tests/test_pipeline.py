@@ -77,8 +77,37 @@ def test_every_table_asset_reports_its_row_count_and_column_schema(full_batch):
         (materialization,) = first.asset_materializations_for_node(name)
         metadata = materialization.metadata
         assert metadata["dagster/row_count"].value >= tasks
-        columns = [c.name for c in metadata["dagster/column_schema"].schema.columns]
-        assert columns[0] == "task_id" and "batch" in columns
+        columns = metadata["dagster/column_schema"].schema.columns
+        assert columns[0].name == "task_id" and "batch" in [c.name for c in columns]
+        assert all(c.description for c in columns)  # as declared on the asset, readable types
+        assert columns[0].type == "string" and columns[-1].type == "timestamp[UTC]"
+
+
+def test_the_filtered_dataset_carries_the_batchs_funnel_with_an_empty_reason_where_none_dropped(
+    full_batch,
+):
+    _, tasks, first, _, _ = full_batch
+    (materialization,) = first.asset_materializations_for_node("filtered_dataset")
+    funnel = materialization.metadata["funnel"]
+    assert [c.name for c in funnel.schema.columns] == [
+        "stage",
+        "entered",
+        "survived",
+        "rejected",
+        "harness_errors",
+        "top_reason",
+        "top_reason_tasks",
+    ]
+    rows = [(r.data["stage"], r.data["entered"], r.data["survived"]) for r in funnel.records]
+    assert [r[0] for r in rows] == [
+        "I. describe",
+        "II. environment",
+        "III. completion test",
+        "IIIb. soundness",
+        "IV. solver filter",
+    ]
+    assert {(r[1], r[2]) for r in rows} == {(tasks, tasks)}
+    assert {(r.data["top_reason"], r.data["top_reason_tasks"]) for r in funnel.records} == {("", 0)}
 
 
 def test_every_procedural_task_survives_to_the_dataset(full_batch):
@@ -169,6 +198,26 @@ def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(tmp_path, sandbo
     }
     kept = query(lake, "select family from filtered_dataset where kept")
     assert set(kept["family"]) == {"test_good"}
+    # The last asset's materialization carries the same funnel, with the top reason per step.
+    (materialization,) = result.asset_materializations_for_node("filtered_dataset")
+    funnel = materialization.metadata["funnel"].records
+    assert [
+        (r.data["stage"], r.data["entered"], r.data["survived"], r.data["top_reason_tasks"])
+        for r in funnel
+    ] == [
+        ("I. describe", 12, 12, 0),
+        ("II. environment", 12, 8, 2),
+        ("III. completion test", 8, 2, 2),
+        ("IIIb. soundness", 2, 2, 0),
+        ("IV. solver filter", 2, 2, 0),
+    ]
+    assert funnel[1].data["top_reason"] in ("build_failed", "initial_test_failed")
+    assert funnel[2].data["top_reason"] in (
+        "passes_on_initial",
+        "passes_with_noop",
+        "reference_fails",
+    )
+    assert funnel[0].data["top_reason"] == funnel[4].data["top_reason"] == ""
 
 
 def test_the_daily_schedule_requests_the_days_batch():

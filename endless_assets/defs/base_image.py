@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from endless_assets.defs.columns import OWNERS
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.sandbox.base_image import PACKAGES, SUITE, base_image_tag
 
@@ -10,6 +11,8 @@ from endless_assets.sandbox.base_image import PACKAGES, SUITE, base_image_tag
     group_name="pipeline",
     kinds={"docker"},
     code_version=base_image_tag(),
+    owners=OWNERS,
+    tags={"endless/stage": "base"},
     description="Debian bookworm minbase + python3 + pytest + non-root `user` (/home/user), "
     "built with debootstrap and `docker import`; tagged by a hash of its recipe.",
 )

@@ -228,6 +228,19 @@ def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMet
     )
 
 
+def frame_table(frame: pl.DataFrame) -> dg.TableMetadataValue:
+    """A small frame as a metadata table, its schema from the frame's types."""
+    kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
+    columns = [
+        dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
+        for name, dtype in frame.schema.items()
+    ]
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(row) for row in frame.to_dicts()],
+        schema=dg.TableSchema(columns=columns),
+    )
+
+
 def engines_table(report: list[dict[str, Any]]) -> dg.TableMetadataValue:
     """The sandbox engines (engines.EnginePool.report): slots, work placed, up or drained."""
     kinds = {"engine": "string", "slots": "int", "placed": "int", "up": "bool"}

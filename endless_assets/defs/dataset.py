@@ -8,8 +8,10 @@ import dagster as dg
 import polars as pl
 
 from endless_assets.agent.factory import policy_factory
+from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import (
     counts_table,
+    frame_table,
     invariants,
     invariants_check_spec,
     schema_check_spec,
@@ -19,6 +21,7 @@ from endless_assets.defs.common import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.stages.filtering import KeepRule, score_tasks
+from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, frame, tasks_with_tests
 
 TABLE = "filtered_dataset"
@@ -48,7 +51,9 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
             ),
         ],
         description="One row per task that reached stage IV: successes, pass@n, pass rate "
-        "(difficulty), kept or not and why, and the columns needed to rebuild and grade it.",
+        "(difficulty), kept or not and why, and the columns needed to rebuild and grade it; its "
+        "materialization carries the batch's funnel.",
+        **table_asset(TABLE),
     )
     def filtered_dataset(
         context: dg.AssetExecutionContext,
@@ -129,6 +134,19 @@ def _materialize(
         "mean_pass_rate": round(sum(r["pass_rate"] for r in rows) / len(rows), 3) if rows else 0.0,
         "wall_seconds": round(time.monotonic() - started, 2),
     }
+    # The batch's path from described to kept, with the top reason per step (always there; a
+    # step nothing dropped out of has an empty reason).
+    metadata["funnel"] = frame_table(
+        batch_funnel(
+            {
+                "task_descriptions": task_descriptions,
+                "task_environments": task_environments,
+                "completion_tests": completion_tests,
+                "task_soundness": task_soundness,
+                "filtered_dataset": table,
+            }
+        )
+    )
     if reasons:
         metadata["drop_reasons"] = counts_table(reasons, "reason")
     if kept_rows:

@@ -5,6 +5,7 @@ from collections import Counter
 
 import dagster as dg
 
+from endless_assets.defs.columns import generator_version, table_asset
 from endless_assets.defs.common import (
     counts_table,
     resumable,
@@ -38,6 +39,7 @@ TABLE = "task_descriptions"
     check_specs=[schema_check_spec(TABLE)],
     description="Stage I: one row per sampled task (instruction, privileged truth, reference "
     "solution), seeded by the batch key; rejected samples keep their row and reason.",
+    **table_asset(TABLE, code_version=generator_version()),
 )
 def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSettings):
     settings = pipeline.resolve()

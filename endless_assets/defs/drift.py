@@ -13,6 +13,7 @@ from collections import Counter
 import dagster as dg
 import polars as pl
 
+from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import (
     counts_table,
     run_parallel,
@@ -48,6 +49,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
         description="Drift re-validation: every kept task of the batch, its image rebuilt from its "
         "Dockerfile with no cached layer, the reference and the do-nothing control run "
         "`soundness_repeats` times again; the tasks that no longer validate are marked `drifted`.",
+        **table_asset(TABLE),
     )
     def drift_revalidation(
         context: dg.AssetExecutionContext,

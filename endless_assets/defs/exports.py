@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from endless_assets.defs.columns import OWNERS
 from endless_assets.defs.common import counts_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED
@@ -53,6 +54,8 @@ def _table(frame: pl.DataFrame, limit: int = 50) -> dg.TableMetadataValue:
 
 @dg.asset(
     group_name="exports",
+    owners=OWNERS,
+    tags={"endless/stage": "exports"},
     kinds={"python", "parquet"},
     deps=[GENERATED.key("filtered_dataset"), IMPORTED.key("filtered_dataset")],
     description="Harbor and Terminal-Bench task directories, RL and SFT rows (Parquet + JSONL) "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import schema_check_spec, status_metadata, task_markdown, validate
 from endless_assets.defs.completion_tests import build_completion_tests
 from endless_assets.defs.dataset import build_filtered_dataset
@@ -47,6 +48,7 @@ class ImportConfig(dg.Config):
     description="Stage I for an imported batch: one row per task directory found in the "
     "source, carrying its own environment, tests and solution; unreadable ones keep a row with "
     "the reason.",
+    **table_asset(TABLE),
 )
 def imported_task_descriptions(
     context: dg.AssetExecutionContext, pipeline: PipelineSettings, config: ImportConfig

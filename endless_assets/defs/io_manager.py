@@ -10,22 +10,12 @@ from pydantic import PrivateAttr
 
 from endless_assets import batch_lock
 from endless_assets.catalog import rebuild_catalog
+from endless_assets.defs.columns import column_schema
 from endless_assets.lake import Lake, LakeError
-from endless_assets.schemas import TABLES, polars_schema
+from endless_assets.schemas import TABLES
 from endless_assets.stages import shards
 from endless_assets.stages.journal import Journal
 from endless_assets.stages.shards import Shard
-
-
-def column_schema(table: str) -> dg.TableSchema:
-    """A table's columns as Dagster shows them on the asset page, from its pandera model."""
-    columns = TABLES[table].to_schema().columns
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(name, str(polars_schema(table)[name]), description=column.description)
-            for name, column in columns.items()
-        ]
-    )
 
 
 class ParquetLakeIOManager(dg.ConfigurableIOManager):

@@ -21,6 +21,7 @@ from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.agent.run_report import solver_run_metadata
+from endless_assets.defs.columns import solver_version, table_asset
 from endless_assets.defs.common import (
     counts_table,
     engines_table,
@@ -55,6 +56,7 @@ def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
         check_specs=[schema_check_spec(TABLE, spec.prefix)],
         description="Stage IV: one row per attempt (reward, termination, trajectory, failure "
         "analysis) for every task whose completion test was validated.",
+        **table_asset(TABLE, code_version=solver_version()),
     )
     def solver_rollouts(
         context: dg.AssetExecutionContext,

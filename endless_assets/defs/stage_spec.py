@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import (
     invariants,
     invariants_check_spec,
@@ -70,6 +71,7 @@ class StageSpec:
                 invariants_check_spec(table, invariant, self.prefix),
             ],
             description=description,
+            **table_asset(table),
         )
 
 

@@ -1,0 +1,53 @@
+"""One batch's funnel from its stage tables in memory: the `funnel` and `funnel_reasons` stats
+views (stats_views.py) run over the frames the last stage holds, before any is written, with the
+top reason per step. The filtered dataset's materialization carries it."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from endless_assets.stats_views import render_stats_sql
+
+TABLES = (
+    "task_descriptions",
+    "task_environments",
+    "completion_tests",
+    "task_soundness",
+    "filtered_dataset",
+)
+COLUMNS = (
+    "stage",
+    "entered",
+    "survived",
+    "rejected",
+    "harness_errors",
+    "top_reason",
+    "top_reason_tasks",
+)
+
+
+def batch_funnel(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Each step from described to kept: entered, survived, rejected, harness errors, and the
+    reason most tasks did not survive it ("" and 0 when none dropped out there). One row per
+    step that had tasks, in order."""
+    with duckdb.connect() as db:
+        for table in TABLES:
+            db.register(table, frames[table].to_arrow())
+        funnel = db.sql(render_stats_sql("funnel")).pl()
+        reasons = db.sql(render_stats_sql("funnel_reasons")).pl()
+    top = (
+        reasons.sort(["stage_order", "tasks", "reason"], descending=[False, True, False])
+        .group_by("stage_order", maintain_order=True)
+        .first()
+        .select("stage_order", top_reason="reason", top_reason_tasks="tasks")
+    )
+    return (
+        funnel.join(top, on="stage_order", how="left")
+        .sort("stage_order")
+        .with_columns(
+            pl.col("top_reason").fill_null(""),
+            pl.col("top_reason_tasks").fill_null(0),
+        )
+        .select(COLUMNS)
+    )
