@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dagster as dg
 
 from endless_assets.defs.base_image import base_image
@@ -28,25 +30,33 @@ from endless_assets.defs.jobs import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
 from endless_assets.defs.soundness import imported_task_soundness, task_soundness
+from endless_assets.settings import Settings
+
+with warnings.catch_warnings():  # (source references are in beta: a warning for us, not users)
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    ASSETS = dg.with_source_code_references(
+        [
+            base_image,
+            task_descriptions,
+            task_environments,
+            completion_tests,
+            task_soundness,
+            imported_task_soundness,
+            solver_rollouts,
+            filtered_dataset,
+            *IMPORTED_ASSETS,
+            dataset_exports,
+            drift_revalidation,
+            imported_drift_revalidation,
+        ]
+    )
 
 defs = dg.Definitions(
     # Steps run in the run's own process: the stages form a chain, each parallelises over its
     # tasks inside its step, so one process per step would only add start-up (~3 s a step).
     executor=dg.in_process_executor,
-    assets=[
-        base_image,
-        task_descriptions,
-        task_environments,
-        completion_tests,
-        task_soundness,
-        imported_task_soundness,
-        solver_rollouts,
-        filtered_dataset,
-        *IMPORTED_ASSETS,
-        dataset_exports,
-        drift_revalidation,
-        imported_drift_revalidation,
-    ],
+    # Each asset links to its source (the file and line of its function, shown on its page).
+    assets=ASSETS,
     jobs=[
         daily_batch,
         batch_stage_one,
@@ -62,7 +72,11 @@ defs = dg.Definitions(
         imported_drift_revalidation_schedule,
     ],
     resources={
-        "pipeline": PipelineSettings(),
+        # Every setting as this process's environment gives it, else its default: what the
+        # resource page shows, and what a run uses unless its config says otherwise (a run
+        # worker loads these definitions in its own environment). A variable with a bad value
+        # leaves its setting unset, for the run to report.
+        "pipeline": PipelineSettings(**Settings.environment_values()),
         "lake_io_manager": ParquetLakeIOManager(),
     },
 )

@@ -222,6 +222,33 @@ class Settings:
         settings.check(sources)
         return settings
 
+    @classmethod
+    def environment_values(cls) -> dict[str, Any]:
+        """Each setting as this process's environment gives it (else its default), each read on
+        its own: one whose variable holds a bad value is None (unset), so that whatever runs
+        with it reports it in its own words. What the UI shows as the resource's values."""
+        values: dict[str, Any] = {}
+        for f in FIELDS:
+            try:
+                values[f.name] = getattr(cls.resolve_field(f.name), f.name)
+            except SettingsError:
+                values[f.name] = None
+        return values
+
+    @classmethod
+    def resolve_field(cls, name: str) -> Settings:
+        """The settings with only `name` read from the environment (the rest defaults)."""
+        f = _BY_NAME[name]
+        raw, source = os.environ.get(f.env), f.env
+        if (raw is None or raw == "") and f.fallback_env:
+            raw, source = os.environ.get(f.fallback_env), f.fallback_env
+        if raw is None or (raw == "" and (f.kind is not str or f.name in _EMPTY_IS_DEFAULT)):
+            return cls()
+        value = _parse(f, raw, source)
+        if name in RULES and not RULES[name][0](value):
+            raise SettingsError(f"{name} is out of range")
+        return cls(**{name: value})
+
     def check(self, sources: dict[str, tuple[str, Any]] | None = None) -> None:
         """Every rule of `settings_rules.RULES` and the rules between settings; `sources`
         (setting -> where its value came from, and the value as given) only makes the messages

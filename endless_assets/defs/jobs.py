@@ -29,29 +29,38 @@ daily_batch = dg.define_asset_job(
 # A batch larger than `shard_tasks` runs as: stage I once, then the per-task stages once per
 # shard (a run tagged endless/shard=i/n), then stages II-V once more, untagged: they find every
 # row in the journals and write the partitions (stages/shards.py). Stage I is not run again: its
-# tasks are the ones the shards worked on.
+# tasks are the ones the shards worked on. These three jobs are `endless run`'s steps for such a
+# batch, not jobs to launch by hand: their descriptions say so first, and their tag marks them.
 STAGE_ONE_ASSETS = PIPELINE_ASSETS[:2]
 SHARD_ASSETS = PIPELINE_ASSETS[2:-1]
 FINISH_ASSETS = PIPELINE_ASSETS[2:]
+INTERNAL = "Internal step of a sharded batch (more tasks than `shard_tasks`), launched by "
+SHARDED_TAGS = {"endless/role": "sharded-batch-step"}
 
 batch_stage_one = dg.define_asset_job(
     name="batch_stage_one",
     selection=dg.AssetSelection.assets(*STAGE_ONE_ASSETS),
-    description="Stage I of a sharded batch: the base image and every task description.",
+    tags=SHARDED_TAGS,
+    description=f"{INTERNAL}`endless run` before the shard runs: the base image and every task "
+    "description. To make a batch, launch daily_batch.",
 )
 
 batch_shard = dg.define_asset_job(
     name="batch_shard",
     selection=dg.AssetSelection.assets(*SHARD_ASSETS),
-    description="Stages II-IV for the tasks of one shard (the run's endless/shard tag, e.g. "
-    "3/20); its rows are journaled and staged, the partition is written by daily_batch.",
+    tags=SHARDED_TAGS,
+    description=f"{INTERNAL}`endless run` once per shard: stages II-IV for the tasks of one "
+    "shard (the run's endless/shard tag, e.g. 3/20); its rows are journaled and staged, the "
+    "partition is written by batch_finish. To make a batch, launch daily_batch.",
 )
 
 batch_finish = dg.define_asset_job(
     name="batch_finish",
     selection=dg.AssetSelection.assets(*FINISH_ASSETS),
-    description="The end of a sharded batch: stages II-V over the shards' journaled rows "
-    "(nothing runs again but harness errors), written as the batch's partitions.",
+    tags=SHARDED_TAGS,
+    description=f"{INTERNAL}`endless run` after the shard runs: stages II-V over the shards' "
+    "journaled rows (nothing runs again but harness errors), written as the batch's partitions. "
+    "To make a batch, launch daily_batch.",
 )
 
 daily_batch_schedule = dg.build_schedule_from_partitioned_job(
