@@ -1,15 +1,28 @@
-"""SQLite: answer a reporting question from an orders database and/or apply a targeted UPDATE."""
+"""SQLite: answer a reporting question from an orders database and/or apply a targeted UPDATE.
+
+Up the levels: a report, an update, both; then (sqlite_shop.py) customers in their own table
+to join, a double import to undo first, a second report, and a cutoff on the shop's clock two
+hours ahead of the UTC timestamps with a summary of what changed.
+"""
 
 from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.families.sqlite_shop import (
+    REGIONS,
+    STATUSES,
+    Shop,
+    sample_shop,
+    shop_instruction,
+    shop_setup,
+    shop_solution,
+    shop_tests,
+)
 from endless_assets.generation.procedural.render import render_test, sha256
-
-REGIONS = ["north", "south", "east", "west", "central"]
-STATUSES = ["paid", "paid", "paid", "pending", "refunded", "cancelled"]
 
 SETUP = """
 import os
@@ -81,11 +94,39 @@ def _report(rng: random.Random, rows: list[Row]) -> tuple[str, str, list[list[st
     return ask, sql, [["month", "orders"], *([k, str(v)] for k, v in sorted(counts.items()))], kind
 
 
-class SqliteReport(Family):
+@dataclass
+class Plan:
+    project: str
+    rows: list[Row]
+    mode: str  # report, update or both
+    final_rows: list[Row]
+    parts: list[str]  # what to do, in words
+    sql_steps: list[str]
+    report_path: str = ""
+    expected_csv: list[list[str]] | None = None
+    shop: Shop | None = None  # levels 4 to 6
+
+    @property
+    def db(self) -> str:
+        return f"/home/user/data/{self.project}.db"
+
+
+class SqliteReport(Family[Plan]):
     name = "sqlite_report"
     category = "SQLite database operations via CLI"
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def sample(self, rng: random.Random) -> Plan:
+        project, rows = self._orders(rng)
+        return self._plan(rng, project, rows, rng.choice(["report", "update", "both"]))
+
+    def sample_level(self, rng: random.Random, level: int) -> Plan:
+        if level >= 4:
+            project = rng.choice(PROJECTS)
+            return Plan(project, [], "", [], [], [], shop=sample_shop(rng, project, level))
+        project, rows = self._orders(rng)
+        return self._plan(rng, project, rows, ["report", "update", "both"][level - 1])
+
+    def _orders(self, rng: random.Random) -> tuple[str, list[Row]]:
         project = rng.choice(PROJECTS)
         customers = rng.sample(PEOPLE, rng.randint(6, 12))
         rows: list[Row] = []
@@ -101,108 +142,134 @@ class SqliteReport(Family):
                     date,
                 )
             )
-        mode = rng.choice(["report", "update", "both"])
-        db = f"/home/user/data/{project}.db"
-        parts: list[str] = []
-        sql_steps: list[str] = []
-        final_rows = list(rows)
+        return project, rows
+
+    def _plan(self, rng: random.Random, project: str, rows: list[Row], mode: str) -> Plan:
+        plan = Plan(project, rows, mode, list(rows), [], [])
         if mode in ("update", "both"):
             cutoff = f"2026-{rng.randint(2, 5):02d}-{rng.choice(['01', '15'])}"
             rows[0] = (*rows[0][:4], "pending", "2026-01-10")  # at least one row to expire
             rows[-1] = (*rows[-1][:4], "pending", "2026-06-20")  # and one that must stay pending
-            final_rows = [
+            plan.final_rows = [
                 (*r[:4], "expired", r[5]) if r[4] == "pending" and r[5] < cutoff else r
                 for r in rows
             ]
-            parts.append(
+            plan.parts.append(
                 f"set the status of every order that is still `pending` and was created before "
                 f"{cutoff} (`created_at` < '{cutoff}') to `expired`, leaving all other rows alone"
             )
-            sql_steps.append(
+            plan.sql_steps.append(
                 f"UPDATE orders SET status = 'expired' WHERE status = 'pending' "
                 f"AND created_at < '{cutoff}';"
             )
-        report_path = ""
-        expected_csv: list[list[str]] = []
+        plan.expected_csv = []
         if mode in ("report", "both"):
-            ask, sql, expected_csv, stem = _report(rng, final_rows)
-            report_path = f"/home/user/reports/{project}_{stem}.csv"
-            parts.append(f"write {report_path} as a CSV with {ask}")
-            sql_steps.append(f".headers on\n.mode csv\n.output {report_path}\n{sql};")
-        instruction = (
-            f"The {project} shop keeps its orders in the SQLite database {db} (table `orders`; "
-            "`amount_cents` is an integer, `created_at` is a `YYYY-MM-DD` date). Please "
+            ask, sql, plan.expected_csv, stem = _report(rng, plan.final_rows)
+            plan.report_path = f"/home/user/reports/{project}_{stem}.csv"
+            plan.parts.append(f"write {plan.report_path} as a CSV with {ask}")
+            plan.sql_steps.append(f".headers on\n.mode csv\n.output {plan.report_path}\n{sql};")
+        return plan
+
+    def build(self, plan: Plan) -> FamilyTask:
+        initial_test, completion_test = self.tests(plan)
+        if plan.shop:
+            deleted, expired, _ = plan.shop.changes()
+            truth = {"db": plan.shop.db, "reports": plan.shop.reports}
+            truth.update(deleted_ids=deleted, expired_ids=expired, summary=plan.shop.summary)
+        else:
+            changed = sorted(
+                r[0] for r, f in zip(plan.rows, plan.final_rows, strict=True) if r != f
+            )
+            truth = {
+                "db": plan.db,
+                "report": plan.report_path,
+                "expected_csv": plan.expected_csv,
+                "changed_ids": changed,
+            }
+        return FamilyTask(
+            instruction=self.instruction(plan),
+            truth=truth,
+            setup_script=shop_setup(plan.shop)
+            if plan.shop
+            else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
+            initial_test=initial_test,
+            completion_test=completion_test,
+            solution=self.solution(plan),
+            complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
+            scenario="data analyst working with a SQLite database",
+        )
+
+    def instruction(self, plan: Plan) -> str:
+        if plan.shop:
+            return shop_instruction(plan.shop)
+        parts = plan.parts
+        return (
+            f"The {plan.project} shop keeps its orders in the SQLite database {plan.db} (table "
+            "`orders`; `amount_cents` is an integer, `created_at` is a `YYYY-MM-DD` date). Please "
             + (f"{parts[0]}." if len(parts) == 1 else f"first {parts[0]}. Then {parts[1]}.")
             + " The sqlite3 command-line tool is installed."
         )
-        solution = "mkdir -p /home/user/reports\n" + (
-            f"sqlite3 {db} <<'SQL'\n" + "\n".join(sql_steps) + "\nSQL\n"
+
+    def solution(self, plan: Plan) -> str:
+        if plan.shop:
+            return shop_solution(plan.shop)
+        return "mkdir -p /home/user/reports\n" + (
+            f"sqlite3 {plan.db} <<'SQL'\n" + "\n".join(plan.sql_steps) + "\nSQL\n"
         )
+
+    def tests(self, plan: Plan) -> tuple[str, str]:
+        if plan.shop:
+            return shop_tests(plan.shop)
+        rows, final_rows = plan.rows, plan.final_rows
         consts = {
-            "DB": db,
-            "REPORT": report_path,
-            "EXPECTED_CSV": expected_csv,
+            "DB": plan.db,
+            "REPORT": plan.report_path,
+            "EXPECTED_CSV": plan.expected_csv,
             "INITIAL_ROWS_SHA": sha256(repr(rows)),
             "FINAL_ROWS_SHA": sha256(repr(final_rows)),
             "CHANGED_IDS": sorted(r[0] for r, f in zip(rows, final_rows, strict=True) if r != f),
         }
-        reader = """
-            def _rows():
-                con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
-                try:
-                    return con.execute("SELECT * FROM orders ORDER BY id").fetchall()
-                finally:
-                    con.close()
-        """
-        initial_test = render_test(
-            ["hashlib", "os", "sqlite3"],
-            consts,
-            reader,
-            """
-            def test_database_contents():
-                assert hashlib.sha256(repr(_rows()).encode()).hexdigest() == INITIAL_ROWS_SHA
-
-
-            def test_database_owned_by_user():
-                assert os.stat(DB).st_uid == 1000
-
-
-            def test_report_absent():
-                assert not REPORT or not os.path.exists(REPORT)
-        """,
-        )
-        table_state = """
-            def test_table_state():
-                rows = _rows()
-                changed = [r[0] for r in rows if r[4] == "expired"]
-                assert changed == CHANGED_IDS
-                assert hashlib.sha256(repr(rows).encode()).hexdigest() == FINAL_ROWS_SHA
-        """
-        report = """
-            def test_report():
-                with open(REPORT, newline="") as fh:
-                    got = [row for row in csv.reader(fh) if row]
-                assert got == EXPECTED_CSV
-        """
+        initial_test = render_test(["hashlib", "os", "sqlite3"], consts, READER, INITIAL)
         completion_test = render_test(
             ["csv", "hashlib", "sqlite3"],
             consts,
-            reader,
-            table_state,
-            *([report] if report_path else []),
+            READER,
+            TABLE_STATE,
+            *([REPORT] if plan.report_path else []),
         )
-        return FamilyTask(
-            instruction=instruction,
-            truth={
-                "db": db,
-                "report": report_path,
-                "expected_csv": expected_csv,
-                "changed_ids": consts["CHANGED_IDS"],
-            },
-            setup_script=SETUP.format(db=db, rows=rows).lstrip(),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=solution,
-            complexity={"report": "easy", "update": "medium", "both": "hard"}[mode],
-            scenario="data analyst working with a SQLite database",
-        )
+        return initial_test, completion_test
+
+
+READER = """
+    def _rows():
+        con = sqlite3.connect(f"file:{DB}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT * FROM orders ORDER BY id").fetchall()
+        finally:
+            con.close()
+"""
+INITIAL = """
+    def test_database_contents():
+        assert hashlib.sha256(repr(_rows()).encode()).hexdigest() == INITIAL_ROWS_SHA
+
+
+    def test_database_owned_by_user():
+        assert os.stat(DB).st_uid == 1000
+
+
+    def test_report_absent():
+        assert not REPORT or not os.path.exists(REPORT)
+"""
+TABLE_STATE = """
+    def test_table_state():
+        rows = _rows()
+        changed = [r[0] for r in rows if r[4] == "expired"]
+        assert changed == CHANGED_IDS
+        assert hashlib.sha256(repr(rows).encode()).hexdigest() == FINAL_ROWS_SHA
+"""
+REPORT = """
+    def test_report():
+        with open(REPORT, newline="") as fh:
+            got = [row for row in csv.reader(fh) if row]
+        assert got == EXPECTED_CSV
+"""
