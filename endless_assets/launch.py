@@ -85,6 +85,19 @@ def ensure_dagster_home(overrides: dict[str, Any] | None = None) -> Path:
     return home
 
 
+def record_batch(home: Path, batch: str, overrides: dict[str, Any]) -> None:
+    """Make `batch` a daily partition on this instance before anything loads the definitions:
+    their partitions start at the earliest of it, the day already recorded and the days in the
+    lake (batch_calendar.py)."""
+    from endless_assets.batch_calendar import record_batch_day
+    from endless_assets.lake import Lake
+    from endless_assets.settings import Settings
+
+    lake = Lake(Settings.resolve(**overrides).data_dir)
+    with home_lock(home):
+        record_batch_day(home, batch, lake.batches("task_descriptions"))
+
+
 @dataclass(frozen=True)
 class LaunchResult:
     success: bool
@@ -202,6 +215,8 @@ def launch_job(
     from dagster._core.execution.api import execute_run
 
     home = ensure_dagster_home(overrides)
+    if dynamic_partitions is None:  # a daily batch
+        record_batch(home, batch, overrides)
     # The run's own loggers follow the run config; the engine's events about step processes go
     # through the "dagster" Python logger of this process.
     logging.getLogger("dagster").setLevel(log_level)

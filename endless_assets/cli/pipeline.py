@@ -116,23 +116,22 @@ def run(
 
 def _batch_key(date: str | None) -> str:
     """--date as a key of the daily batches: exactly YYYY-MM-DD (Python also reads 20260105 and
-    2026-W02-1 as dates; those are refused, not rewritten), and one of the partitions: from the
-    first batch to today in UTC (end_offset=1 makes today's batch the last one; a later day is
-    not a partition yet, so it is refused rather than written ahead of its day)."""
-    from endless_assets.defs.partitions import BATCH_START, batches
+    2026-W02-1 as dates; those are refused, not rewritten), from the first day a batch may be to
+    today in UTC (today's batch is the last one; a later day is refused rather than written
+    ahead of its day). Checked without loading the definitions: their partitions start at the
+    instance's first batch, which this batch may move earlier (batch_calendar.py)."""
+    from endless_assets.batch_calendar import FLOOR, today
 
-    today = dt.datetime.now(dt.UTC).date().isoformat()
     if date is None:
-        return today
+        return today()
     try:
         day = dt.date.fromisoformat(date) if _DATE.match(date) else None
     except ValueError:
         day = None
     if day is None:
         _fail(f"--date must be YYYY-MM-DD, got {date!r}")
-    if not batches.has_partition_key(day.isoformat()):
-        last = batches.get_last_partition_key() or today
-        _fail(f"--date {date} is not a batch: batches run from {BATCH_START} to {last} (today UTC)")
+    if not FLOOR <= day.isoformat() <= today():
+        _fail(f"--date {date} is not a batch: batches run from {FLOOR} to {today()} (today UTC)")
     return day.isoformat()
 
 

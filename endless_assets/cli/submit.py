@@ -53,9 +53,9 @@ def submit_batch(
     import dagster as dg
 
     from endless_assets.instance import hidden, pg_url, shown
-    from endless_assets.launch import batch_run_config, workspace_file
+    from endless_assets.launch import batch_run_config, record_batch, workspace_file
 
-    open_instance(overrides)
+    record_batch(open_instance(overrides), batch, overrides)
     run_id = str(uuid.uuid4())
     tags = {"dagster/partition": batch, "endless/launched_by": LAUNCHED_BY, **(extra_tags or {})}
     with workspace_file() as workspace:
