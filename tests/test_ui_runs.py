@@ -1,0 +1,109 @@
+"""A batch made with `endless run` is a first-class run in the Dagster UI, on SQLite and on a
+PostgreSQL instance at a standard postgresql:// URL: the webserver lists it on its job's page
+(the Runs tab, the timeline and the sparkline filter on the same repository tag), its origin
+and job snapshot are the code location's (so Re-execute has no warning), and the resource page
+shows the values the run used. In a real headless browser too, where Python playwright and
+Debian's chromium are installed (scripts/ui_check.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dagster_daemon import start_daemon, stop
+from dagster_webserver import reexecutable_without_warning, webserver
+
+ROOT = Path(__file__).resolve().parents[1]
+ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
+BROWSER = Path("/usr/bin/chromium").exists() and importlib.util.find_spec("playwright")
+RESOURCE = """
+query Resource {
+  topLevelResourceDetailsOrError(resourceSelector: {
+    repositoryLocationName: "endless", repositoryName: "__repository__", resourceName: "pipeline"
+  }) { __typename ... on ResourceDetails { configuredValues { key value type } } }
+}
+"""
+STATS = """
+query Stats {
+  assetNodes(assetKeys: [{path: ["task_descriptions"]}, {path: ["filtered_dataset"]}]) {
+    partitionStats { numMaterialized numPartitions numFailed }
+  }
+}
+"""
+RUN = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status pipelineName } } }"
+POLLS = 900  # one a second at most: a bound on waiting for the re-executed run
+
+
+def endless_run(env: dict[str, str]) -> str:
+    """`endless run` of one task, today's batch (the default); the run id it prints."""
+    proc = subprocess.run(
+        [*ENDLESS, "run", "--tasks", "1", "--quiet"],
+        env={**env, "COLUMNS": "200"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return re.search(r"\(run\s+([0-9a-f-]{36})\)", proc.stdout).group(1)
+
+
+def check_ui(env: dict[str, str], tmp_path: Path) -> list[str]:
+    run_id = endless_run(env)
+    said: list[str] = []
+    with webserver(env, tmp_path / "webserver.log") as server:
+        snapshot_id, runs = server.job_runs("daily_batch")
+        [run] = [r for r in runs if r["runId"] == run_id]  # on its job's page
+        assert run["status"] == "SUCCESS"
+        assert reexecutable_without_warning(run, snapshot_id)
+        details = server.graphql(RESOURCE)["topLevelResourceDetailsOrError"]
+        values = {v["key"]: v for v in details["configuredValues"]}
+        assert values["tasks"]["value"] == "24" and values["solver"]["value"] == '"oracle"'
+        # A fresh project with one batch: its partitions are the days since its first batch.
+        stats = [n["partitionStats"] for n in server.graphql(STATS)["assetNodes"]]
+        assert stats == [{"numMaterialized": 1, "numPartitions": 1, "numFailed": 0}] * 2
+        if BROWSER:
+            sys.path.insert(0, str(ROOT / "scripts"))
+            from ui_check import check
+
+            new_run = check(server.url, "daily_batch", run_id, said.append)
+            # The re-executed run waits in the queue; a daemon (as `dg dev` runs one) launches
+            # it, and it succeeds as the job's run.
+            daemon = start_daemon(env, tmp_path / "daemon.log")
+            try:
+                for _ in range(POLLS):
+                    status = server.graphql(RUN, id=new_run)["runOrError"]
+                    if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+                        break
+                    assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+                    time.sleep(1)
+            finally:
+                stop(daemon)
+            assert status == {"status": "SUCCESS", "pipelineName": "daily_batch"}
+            said.append(f"re-executed run {new_run[:8]}: {status['status']}")
+    return said
+
+
+def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_sqlite(sandbox, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_PG_URL"}
+    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "ENDLESS_DATA_DIR": str(tmp_path / "data")}
+    said = check_ui(env, tmp_path)
+    print("\n".join(said))
+
+
+def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_postgres(
+    postgres, sandbox, tmp_path
+):
+    env = {
+        **os.environ,
+        "DAGSTER_PG_URL": postgres.database("ui"),  # the standard postgresql:// form
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "ENDLESS_DATA_DIR": str(tmp_path / "data"),
+    }
+    said = check_ui(env, tmp_path)
+    print("\n".join(said))
