@@ -27,7 +27,7 @@ def col(description: str, **checks: Any) -> Any:
 
 
 # Columns several tables share, said once.
-TASK_ID = "the task's id, et-<batch>-<index> for generated tasks"
+TASK_ID = "the task's id: et- and a hash of its batch, index, instruction and truth"
 BATCH = "the batch (partition key): a day YYYY-MM-DD, or an imported batch's name"
 STATUS = "ok, rejected (with reject_reason) or harness_error (our failure, not the task's)"
 SECONDS = "wall-clock seconds this task spent in the stage"

@@ -31,7 +31,7 @@ class TaskSoundness(pa.DataFrameModel):
     task_id: pl.Utf8 = col(TASK_ID, unique=True)
     batch: pl.Utf8 = col(BATCH)
     status: pl.Utf8 = col(STATUS, isin=STATUSES)
-    reject_reason: pl.Utf8 = col("flaky, hackable: <probes>, reference_fails or weak_test: ...")
+    reject_reason: pl.Utf8 = col("flaky, hackable: PROBES, reference_fails or weak_test: ...")
     repeats: pl.Int64 = col("runs of each control (0: soundness off)", **N)
     reference_runs: pl.Int64 = col("runs of the reference solution", **N)
     reference_passes: pl.Int64 = col("of which the completion test passed", **N)
@@ -48,7 +48,7 @@ class TaskSoundness(pa.DataFrameModel):
     seconds: pl.Float64 = col(SECONDS, **N)
     cpu_seconds: pl.Float64 = col(CPU, nullable=True, ge=0)
     probes: pl.Utf8 = col("JSON list: each control, shortcut and ablation with its outcome")
-    audit: pl.Utf8 = col("the model probes: ran, skipped: <why> or harness_error", nullable=True)
+    audit: pl.Utf8 = col("the model probes: ran, skipped: WHY or harness_error", nullable=True)
     audit_model: pl.Utf8 = col("the auditor model", nullable=True)
     audit_prompt_version: pl.Utf8 = col("hash of the audit prompts", nullable=True)
     aligned: pl.Boolean = col(
