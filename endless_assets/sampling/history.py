@@ -1,0 +1,332 @@
+"""The history of cells: per cell and solver, what the daily batches before a given batch
+described, scored and kept, computed from the lake's tables."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
+
+if TYPE_CHECKING:
+    from endless_assets.lake import Lake
+
+DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a daily batch key; imported batches have names
+DEFAULT_WINDOW = 14
+
+# The counts of `cell_batches` (one row per batch, solver and cell) and of `History.frame()`
+# (the window summed, one row per cell).
+COUNT_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
+    "generated": (pl.Int64(), "task_descriptions rows of the cell (any status)"),
+    "described": (pl.Int64(), "of which status ok"),
+    "reached": (pl.Int64(), "tasks the solver made at least one attempt at"),
+    "scored": (pl.Int64(), "tasks with at least one scored attempt (reward not null)"),
+    "kept": (pl.Int64(), "tasks filtered_dataset kept for this solver"),
+    "learnable": (pl.Int64(), "scored tasks with 0 < successes < scored attempts"),
+    "all_passed": (pl.Int64(), "scored tasks every scored attempt solved"),
+    "all_failed": (pl.Int64(), "scored tasks no attempt solved"),
+    "attempts": (pl.Int64(), "scored attempts over the scored tasks"),
+    "successes": (pl.Int64(), "of which solved"),
+    "mean_pass_rate": (pl.Float64(), "mean over scored tasks of successes / scored attempts"),
+    "outcomes": (pl.Utf8(), "JSON list of [successes, scored attempts, tasks], sorted"),
+}
+CELL_BATCH_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
+    "batch": (pl.Utf8(), "the batch the tasks belong to"),
+    "solver": (pl.Utf8(), "policy or policy/model ('' for a batch no solver reached yet)"),
+    **CELL_COLUMNS,
+    **COUNT_COLUMNS,
+}
+HISTORY_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
+    "as_of": (pl.Utf8(), "the batch the history is for: only batches strictly before it count"),
+    "solver": (pl.Utf8(), "policy or policy/model"),
+    "batches": (pl.Int64(), "batches in the window (those the solver reached)"),
+    "first_batch": (pl.Utf8(), "the window's first batch ('' when empty)"),
+    "last_batch": (pl.Utf8(), "the window's last batch ('' when empty)"),
+    **CELL_COLUMNS,
+    **COUNT_COLUMNS,
+}
+_COUNTS = [name for name, (dtype, _) in COUNT_COLUMNS.items() if dtype == pl.Int64()]
+
+
+def _solver(policy: str = "policy", model: str = "model") -> pl.Expr:
+    """As stats_views.SOLVER_SQL: policy, or policy/model."""
+    bare = pl.col(model).fill_null("") == ""
+    return pl.when(bare).then(pl.col(policy)).otherwise(pl.col(policy) + "/" + pl.col(model))
+
+
+def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
+    """task_id, batch, status and the cell columns of every task with a cell: procedural tasks
+    whose truth records a level 1-6, and LLM-written tasks; others (imported, unleveled) have
+    none and are left out."""
+    level = pl.col("truth").str.json_path_match("$.level").cast(pl.Int64, strict=False)
+    family = (pl.col("generator") == "procedural") & level.is_between(1, 6)
+    taxonomy = pl.col("generator") == "llm"
+    kind = pl.when(family).then(pl.lit("family")).when(taxonomy).then(pl.lit("taxonomy"))
+    return (
+        descriptions.select(
+            "task_id",
+            "batch",
+            "status",
+            kind.alias("kind"),
+            pl.when(taxonomy & ~family).then("category").alias("category"),
+            pl.when(taxonomy & ~family).then("complexity").alias("complexity"),
+            pl.when(family).then("family").alias("family"),
+            pl.when(family).then(level).alias("level"),
+        )
+        .filter(pl.col("kind").is_not_null())
+        .with_columns(
+            cell=pl.concat_str(
+                "kind",
+                pl.coalesce("category", "family"),
+                pl.coalesce("complexity", pl.col("level").cast(pl.Utf8)),
+                separator=":",
+            )
+        )
+    )
+
+
+def task_outcomes(rollouts: pl.DataFrame, filtered: pl.DataFrame) -> pl.DataFrame:
+    """Per task and solver: attempts made, scored, successes (as the task_pass_rates view counts
+    them) and whether filtered_dataset kept it for that solver."""
+    per_task = rollouts.group_by("task_id", _solver().alias("solver")).agg(
+        scored_attempts=pl.col("reward").count(),
+        task_successes=(pl.col("reward") == 1).sum().cast(pl.Int64),
+    )
+    kept = filtered.select("task_id", pl.col("solver_model").alias("solver"), "kept")
+    return per_task.join(kept, on=["task_id", "solver"], how="left").with_columns(
+        pl.col("kept").fill_null(False)
+    )
+
+
+def cell_batches(
+    descriptions: pl.DataFrame, rollouts: pl.DataFrame, filtered: pl.DataFrame
+) -> pl.DataFrame:
+    """One row per batch, solver and cell (`CELL_BATCH_COLUMNS`), from task_descriptions (task_id,
+    batch, status, generator, category, complexity, family, truth), solver_rollouts (task_id,
+    policy, model, reward) and filtered_dataset (task_id, solver_model, kept). A catalog view can
+    expose it as is; `History.from_cell_batches` sums the window a draw reads."""
+    cells = task_cells(descriptions)
+    ids = list(CELL_COLUMNS)
+    tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
+    solvers = tasks.select("batch", "solver").unique()
+    generated = (
+        cells.group_by("batch", *ids)
+        .agg(generated=pl.len(), described=(pl.col("status") == "ok").sum().cast(pl.Int64))
+        .join(solvers, on="batch", how="left")
+        .with_columns(pl.col("solver").fill_null(""))
+    )
+    scored = tasks.filter(pl.col("scored_attempts") > 0)
+    rate = pl.col("task_successes") / pl.col("scored_attempts")
+    outcomes = (
+        scored.group_by("batch", "solver", "cell", "task_successes", "scored_attempts")
+        .agg(n=pl.len())
+        .sort("task_successes", "scored_attempts")
+        .group_by("batch", "solver", "cell", maintain_order=True)
+        .agg(
+            pl.format("[{},{},{}]", "task_successes", "scored_attempts", "n")
+            .str.join(",")
+            .alias("outcomes")
+        )
+        .with_columns(pl.format("[{}]", "outcomes").alias("outcomes"))
+    )
+    counts = tasks.group_by("batch", "solver", "cell").agg(
+        reached=pl.len(),
+        scored=(pl.col("scored_attempts") > 0).sum(),
+        kept=pl.col("kept").sum(),
+        learnable=((pl.col("task_successes") > 0) & (rate < 1)).sum(),
+        all_passed=((pl.col("scored_attempts") > 0) & (rate == 1)).sum(),
+        all_failed=((pl.col("scored_attempts") > 0) & (pl.col("task_successes") == 0)).sum(),
+        attempts=pl.col("scored_attempts").sum(),
+        successes=pl.col("task_successes").sum(),
+        mean_pass_rate=rate.filter(pl.col("scored_attempts") > 0).mean(),
+    )
+    keys = ["batch", "solver", "cell"]
+    frame = (
+        generated.join(counts, on=keys, how="left")
+        .join(outcomes, on=keys, how="left")
+        .with_columns(
+            *(pl.col(c).fill_null(0).cast(pl.Int64) for c in _COUNTS),
+            pl.col("outcomes").fill_null("[]"),
+        )
+    )
+    return (
+        frame.select(schema(CELL_BATCH_COLUMNS).names())
+        .cast(dict(schema(CELL_BATCH_COLUMNS)))
+        .sort(keys)
+    )
+
+
+@dataclass(frozen=True)
+class CellHistory:
+    """One cell's counts over a window (see `COUNT_COLUMNS`), with its per-task outcomes."""
+
+    cell: Cell
+    generated: int = 0
+    described: int = 0
+    reached: int = 0
+    scored: int = 0
+    kept: int = 0
+    outcomes: Mapping[tuple[int, int], int] = field(default_factory=dict)
+
+    @property
+    def learnable(self) -> int:
+        return sum(t for (s, n), t in self.outcomes.items() if 0 < s < n)
+
+    @property
+    def all_passed(self) -> int:
+        return sum(t for (s, n), t in self.outcomes.items() if s == n)
+
+    @property
+    def all_failed(self) -> int:
+        return sum(t for (s, _), t in self.outcomes.items() if s == 0)
+
+
+@dataclass(frozen=True)
+class History:
+    """Per cell, what one solver made of the tasks of the `batches` strictly before `before`."""
+
+    before: str
+    solver: str = ""
+    batches: tuple[str, ...] = ()
+    cells: Mapping[Cell, CellHistory] = field(default_factory=dict)
+
+    def get(self, cell: Cell) -> CellHistory:
+        return self.cells.get(cell) or CellHistory(cell)
+
+    def scored(self, cells: Iterable[Cell] | None = None) -> int:
+        return sum(self.get(c).scored for c in (self.cells if cells is None else cells))
+
+    def outcomes(self, cells: Iterable[Cell] | None = None) -> dict[tuple[int, int], int]:
+        """The per-task outcomes of `cells` (all cells when None) added together."""
+        out: dict[tuple[int, int], int] = {}
+        for cell in self.cells if cells is None else cells:
+            for key, tasks in self.get(cell).outcomes.items():
+                out[key] = out.get(key, 0) + tasks
+        return out
+
+    @classmethod
+    def from_cell_batches(
+        cls,
+        frame: pl.DataFrame,
+        *,
+        before: str,
+        window: int = DEFAULT_WINDOW,
+        solver: str | None = None,
+    ) -> History:
+        """The `window` most recent daily batches strictly before `before` that `solver` reached
+        (None: the solver of the most recent such batch), summed per cell. Batches at or after
+        `before` never count, so a batch drawn again later reads the same history."""
+        if not DAY.match(before):
+            raise ValueError(f"a history is for a daily batch key YYYY-MM-DD, got {before!r}")
+        if window < 1:
+            raise ValueError(f"the window is at least one batch, got {window}")
+        past = frame.filter(
+            (pl.col("batch") < before) & pl.col("batch").str.contains(DAY.pattern)
+        ).filter(pl.col("solver") != "")
+        if solver is None:
+            latest = past.sort("batch", "solver").select("batch", "solver").tail(1).rows()
+            solver = latest[0][1] if latest else ""
+        past = past.filter(pl.col("solver") == solver)
+        batches = tuple(sorted(past["batch"].unique().to_list())[-window:])
+        counts: dict[Cell, dict[str, Any]] = {}
+        for row in past.filter(pl.col("batch").is_in(batches)).sort("batch", "cell").to_dicts():
+            entry = counts.setdefault(Cell.from_columns(row), {"outcomes": {}})
+            for name in ("generated", "described", "reached", "scored", "kept"):
+                entry[name] = entry.get(name, 0) + row[name]
+            for s, n, tasks in json.loads(row["outcomes"]):
+                entry["outcomes"][(s, n)] = entry["outcomes"].get((s, n), 0) + tasks
+        cells = {cell: CellHistory(cell, **entry) for cell, entry in counts.items()}
+        return cls(before, solver, batches, cells)
+
+    def frame(self) -> pl.DataFrame:
+        """One row per cell (`HISTORY_COLUMNS`), sorted by cell."""
+        rows = []
+        for cell in sorted(self.cells):
+            h = self.cells[cell]
+            scored = sorted(h.outcomes.items())
+            rows.append(
+                {
+                    "as_of": self.before,
+                    "solver": self.solver,
+                    "batches": len(self.batches),
+                    "first_batch": self.batches[0] if self.batches else "",
+                    "last_batch": self.batches[-1] if self.batches else "",
+                    **cell.columns(),
+                    **{n: getattr(h, n) for n in ("generated", "described", "reached")},
+                    **{n: getattr(h, n) for n in ("scored", "kept", "learnable")},
+                    "all_passed": h.all_passed,
+                    "all_failed": h.all_failed,
+                    "attempts": sum(n * t for (_, n), t in scored),
+                    "successes": sum(s * t for (s, _), t in scored),
+                    "mean_pass_rate": (
+                        sum(s / n * t for (s, n), t in scored) / h.scored if h.scored else None
+                    ),
+                    "outcomes": json.dumps([[s, n, t] for (s, n), t in scored]),
+                }
+            )
+        return pl.DataFrame(rows, schema=schema(HISTORY_COLUMNS))
+
+
+def history_from_lake(
+    descriptions: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    filtered: pl.DataFrame,
+    *,
+    before: str,
+    window: int = DEFAULT_WINDOW,
+    solver: str | None = None,
+) -> History:
+    """The history a draw for batch `before` reads, from the three tables' frames (rows of any
+    batch: those at or after `before` are ignored)."""
+    frame = cell_batches(descriptions, rollouts, filtered)
+    return History.from_cell_batches(frame, before=before, window=window, solver=solver)
+
+
+# The columns `read_history` reads of each table, with their types (for a table with no rows).
+READ_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "task_descriptions": {
+        name: pl.Utf8()
+        for name in (
+            *("task_id", "batch", "status", "generator"),
+            *("category", "complexity", "family", "truth"),
+        )
+    },
+    "solver_rollouts": {
+        **{name: pl.Utf8() for name in ("task_id", "batch", "policy", "model")},
+        "reward": pl.Int64(),
+    },
+    "filtered_dataset": {
+        **{name: pl.Utf8() for name in ("task_id", "batch", "solver_model")},
+        "kept": pl.Boolean(),
+    },
+}
+
+
+def read_history(
+    lake: Lake, *, before: str, window: int = DEFAULT_WINDOW, solver: str | None = None
+) -> History:
+    """The history a draw for batch `before` reads, from the lake's partitions of the daily
+    batches before it that have solver rollouts, reading only the columns it needs."""
+    past = [b for b in lake.batches("solver_rollouts") if DAY.match(b) and b < before]
+    frames = {}
+    for table, columns in READ_COLUMNS.items():
+        paths = [lake.partition_path(table, batch) for batch in past]
+        parts = [
+            pl.read_parquet(path, columns=list(columns)).cast(columns)
+            for path in paths
+            if path.exists()
+        ]
+        frames[table] = pl.concat(parts) if parts else pl.DataFrame(schema=columns)
+    return history_from_lake(
+        frames["task_descriptions"],
+        frames["solver_rollouts"],
+        frames["filtered_dataset"],
+        before=before,
+        window=window,
+        solver=solver,
+    )

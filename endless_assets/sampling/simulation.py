@@ -1,0 +1,171 @@
+"""A solver of fixed, hidden skill per cell, run over consecutive daily batches with the uniform
+draw or the frontier sampler, writing the lake's frames the history reads back."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+import polars as pl
+
+from endless_assets.models import task_seed
+from endless_assets.sampling.cells import Cell, family_cells
+from endless_assets.sampling.history import History, history_from_lake
+from endless_assets.sampling.measures import learnable_share
+from endless_assets.sampling.policy import Draw, batch_rng, draw
+
+SOLVER = ("chat", "hidden-skill")
+
+
+@dataclass(frozen=True)
+class World:
+    """Each cell's hidden pass probability; a task's own is the cell's moved by `jitter` on the
+    logit scale, so the tasks of a cell differ."""
+
+    skill: dict[Cell, float]
+    jitter: float = 0.5
+
+    @property
+    def cells(self) -> list[Cell]:
+        return sorted(self.skill)
+
+    def task_pass_probability(self, cell: Cell, rng: random.Random) -> float:
+        p = self.skill[cell]
+        if p <= 0 or p >= 1:
+            return p
+        logit = math.log(p / (1 - p)) + rng.gauss(0, self.jitter)
+        return 1 / (1 + math.exp(-logit))
+
+
+def hidden_skill_world(
+    families: int = 16,
+    *,
+    seed: int = 0,
+    out_of_reach: float = 0.5,
+    mastered: float = 0.3,
+    edge: float = 0.01,
+    jitter: float = 0.5,
+) -> World:
+    """`families` x 6 levels, each cell's skill drawn once: `out_of_reach` of them near 0
+    (below `edge`), `mastered` near 1 (above 1 - `edge`), the rest anywhere from 0.1 to 0.9.
+    As in the paper, about half of a uniform draw's tasks then fail every attempt, a quarter
+    pass every one and a quarter are learnable."""
+    rng = random.Random(f"world:{seed}")
+    skill = {}
+    for cell in family_cells(f"family_{i:02d}" for i in range(families)):
+        u = rng.random()
+        if u < out_of_reach:
+            skill[cell] = edge * rng.random()
+        elif u < out_of_reach + mastered:
+            skill[cell] = 1 - edge * rng.random()
+        else:
+            skill[cell] = 0.1 + 0.8 * rng.random()
+    return World(skill, jitter)
+
+
+def constant_world(cells: Sequence[Cell], pass_probability: float) -> World:
+    """A solver that passes with the same probability everywhere (1: always, 0: never)."""
+    return World(dict.fromkeys(cells, pass_probability))
+
+
+@dataclass
+class Run:
+    """What a simulated run made: one draw and one learnable-share row per batch, and the
+    frames of the three tables the history is computed from."""
+
+    draws: list[Draw] = field(default_factory=list)
+    descriptions: list[pl.DataFrame] = field(default_factory=list)
+    rollouts: list[pl.DataFrame] = field(default_factory=list)
+    filtered: list[pl.DataFrame] = field(default_factory=list)
+
+    def frames(self) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        return pl.concat(self.descriptions), pl.concat(self.rollouts), pl.concat(self.filtered)
+
+    def shares(self) -> pl.DataFrame:
+        """Per batch: scored, kept, learnable, learnable_share, learnable_per_scored."""
+        return learnable_share(pl.concat(self.filtered))
+
+
+Policy = Callable[[list[Cell], History, int, random.Random], Draw]
+
+
+def frontier(cells: list[Cell], history: History, n: int, rng: random.Random) -> Draw:
+    return draw(cells, history, n, rng=rng)
+
+
+def uniform(cells: list[Cell], history: History, n: int, rng: random.Random) -> Draw:
+    """The draw without targeting: the cold start's even spread, whatever the history."""
+    return draw(cells, History(history.before, history.solver), n, rng=rng)
+
+
+def simulate(
+    world: World,
+    policy: Policy,
+    *,
+    batches: int = 12,
+    n: int = 48,
+    k: int = 16,
+    start: str = "2026-03-01",
+    window: int = 14,
+    seed: int = 0,
+) -> Run:
+    """`batches` consecutive daily batches of `n` tasks, `k` attempts each: every batch drawn
+    by `policy` from the history of the batches before it, as stage I would."""
+    run = Run()
+    first = date.fromisoformat(start)
+    cells = world.cells
+    solver = "/".join(SOLVER)
+    for b in range(batches):
+        key = (first + timedelta(days=b)).isoformat()
+        if run.descriptions:
+            history = history_from_lake(*run.frames(), before=key, window=window, solver=solver)
+        else:
+            history = History(key)
+        chosen = policy(cells, history, n, batch_rng(key, seed))
+        run.draws.append(chosen)
+        _run_batch(run, world, chosen, key, k, seed)
+    return run
+
+
+def _run_batch(run: Run, world: World, chosen: Draw, key: str, k: int, seed: int) -> None:
+    described, attempts, scored = [], [], []
+    for slot in chosen.slots:
+        task_id = f"et-{key}-{slot.index}"
+        cell = slot.cell
+        rng = random.Random(f"solver:{seed}:{key}:{slot.index}")
+        p = world.task_pass_probability(cell, rng)
+        rewards = [int(rng.random() < p) for _ in range(k)]
+        described.append(
+            {
+                "task_id": task_id,
+                "batch": key,
+                "status": "ok",
+                "seed": task_seed(key, slot.index, seed),
+                "generator": "procedural" if cell.kind == "family" else "llm",
+                "category": cell.key[0],
+                "complexity": str(cell.key[1]),
+                "family": cell.key[0] if cell.kind == "family" else "llm",
+                "truth": f'{{"level": {cell.key[1]}}}' if cell.kind == "family" else "{}",
+            }
+        )
+        attempts += [
+            {"task_id": task_id, "batch": key, "policy": SOLVER[0], "model": SOLVER[1], "reward": r}
+            for r in rewards
+        ]
+        scored.append(
+            {
+                "task_id": task_id,
+                "batch": key,
+                "solver_model": "/".join(SOLVER),
+                "scored_attempts": k,
+                "successes": sum(rewards),
+                "pass_rate": sum(rewards) / k,
+                "kept": sum(rewards) > 0,
+            }
+        )
+    run.descriptions.append(pl.DataFrame(described))
+    run.rollouts.append(pl.DataFrame(attempts, schema_overrides={"reward": pl.Int64}))
+    run.filtered.append(pl.DataFrame(scored))
