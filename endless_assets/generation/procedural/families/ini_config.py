@@ -1,37 +1,53 @@
-"""INI files: change one key in one section (and maybe add a key) without touching other lines."""
+"""INI files: change one key in one section (and maybe add a key) without touching other lines.
+
+Up the levels (ini_edit.py): the key in every section with the same value in another, then a
+key to add and history in comments, a key to remove, lines written in several styles and an
+example file to leave alone, one file per environment (one with CRLF endings), and comments at
+line ends with a section whose name starts like the target's.
+"""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
+from typing import Any
 
 from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.families.ini_edit import (
+    COMMENTS,
+    KEYS,
+    NEW_KEYS,
+    SECTIONS,
+    IniEdit,
+    edit_solution,
+    edit_tests,
+    sample_edit,
+)
 from endless_assets.generation.procedural.render import render_test, sha256
 
-SECTIONS = ["server", "database", "cache", "logging", "auth", "queue", "metrics", "storage"]
-KEYS = {
-    "host": lambda r: r.choice(["0.0.0.0", "127.0.0.1", "10.0.3.17", "db.internal", "localhost"]),
-    "port": lambda r: str(r.choice([5432, 6379, 8080, 8443, 9000, 9090, 5672])),
-    "timeout": lambda r: str(r.choice([5, 10, 15, 30, 60, 120])),
-    "enabled": lambda r: r.choice(["true", "false"]),
-    "log_level": lambda r: r.choice(["debug", "info", "warning", "error"]),
-    "pool_size": lambda r: str(r.randint(2, 64)),
-    "retries": lambda r: str(r.randint(0, 9)),
-    "path": lambda r: r.choice(["/var/lib/app", "/srv/data", "/tmp/app-cache", "/var/log/app"]),
-}
-NEW_KEYS = {
-    "max_idle": lambda r: str(r.randint(1, 30)),
-    "tls": lambda r: r.choice(["required", "preferred"]),
-    "region": lambda r: r.choice(["eu-west-1", "us-east-2"]),
-    "compression": lambda r: r.choice(["gzip", "zstd"]),
-}
-COMMENTS = ["; managed by ops, ask before editing", "# values below are tuned for prod"]
+
+@dataclass
+class Plan:
+    project: str
+    path: str = ""
+    text: str = ""
+    sections: list[str] = field(default_factory=list)
+    target: str = ""
+    shared: str = ""
+    old: str = ""
+    new: str = ""
+    add: list[str] = field(default_factory=list)  # section, key, value ([] for none)
+    expected_lines: list[str] = field(default_factory=list)
+    idx: int = 0  # the changed line
+    final: dict[str, dict[str, str]] = field(default_factory=dict)
+    edit: IniEdit | None = None  # leveled
 
 
-class IniConfig(Family):
+class IniConfig(Family[Plan]):
     name = "ini_config"
     category = "INI configuration parsing"
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
         sections = rng.sample(SECTIONS, rng.randint(3, 6))
         shared = rng.choice(["timeout", "port", "enabled", "log_level", "pool_size", "host"])
@@ -74,99 +90,172 @@ class IniConfig(Family):
         if add:
             final[add_sec][add_key] = add_val
 
-        others = ", ".join(f"[{s}]" for s in sections if s != target)
-        instruction = (
-            f"In {path}, change `{shared}` in the [{target}] section from {old} to {new}. The "
-            f"other sections ({others}) have their own `{shared}` settings, which must keep "
-            "their values."
+        return Plan(
+            project,
+            path,
+            text,
+            sections,
+            target,
+            shared,
+            old,
+            new,
+            [add_sec, add_key, add_val] if add else [],
+            expected_lines,
+            idx,
+            final,
         )
-        if add:
+
+    def sample_level(self, rng: random.Random, level: int) -> Plan:
+        project = rng.choice(PROJECTS)
+        return Plan(project, edit=sample_edit(rng, project, level))
+
+    def build(self, plan: Plan) -> FamilyTask:
+        initial_test, completion_test = self.tests(plan)
+        edit = plan.edit
+        if edit:
+            truth: dict[str, Any] = {"files": list(edit.files), "section": edit.target}
+            truth.update(key=edit.shared, old=edit.old, new=edit.new)
+            truth.update(added=edit.adds, removed=edit.removes, examples=list(edit.examples))
+            files = {**edit.files, **edit.examples}
+        else:
+            truth = {
+                "path": plan.path,
+                "section": plan.target,
+                "key": plan.shared,
+                "old": plan.old,
+                "new": plan.new,
+                "added": plan.add,
+            }
+            files = {plan.path: plan.text}
+        return FamilyTask(
+            instruction=self.instruction(plan),
+            truth=truth,
+            files={p.removeprefix("/home/user/"): t for p, t in files.items()},
+            initial_test=initial_test,
+            completion_test=completion_test,
+            solution=self.solution(plan),
+            complexity="hard" if plan.add else "medium" if len(plan.sections) > 4 else "easy",
+            scenario="platform engineer editing service configuration",
+        )
+
+    def instruction(self, plan: Plan) -> str:
+        if plan.edit:
+            return _leveled_instruction(plan.edit)
+        shared, target = plan.shared, plan.target
+        others = ", ".join(f"[{s}]" for s in plan.sections if s != target)
+        instruction = (
+            f"In {plan.path}, change `{shared}` in the [{target}] section from {plan.old} to "
+            f"{plan.new}. The other sections ({others}) have their own `{shared}` settings, which "
+            "must keep their values."
+        )
+        if plan.add:
+            add_sec, add_key, add_val = plan.add
             instruction += (
                 f" Also add the setting `{add_key} = {add_val}` to the [{add_sec}] section."
             )
-        instruction += (
+        return instruction + (
             " Keep the rest of the file exactly as it is: every comment, blank line and other "
             "setting should stay where it is, in the same order."
         )
+
+    def solution(self, plan: Plan) -> str:
+        if plan.edit:
+            return edit_solution(plan.edit)
+        target, shared, new, path = plan.target, plan.shared, plan.new, plan.path
         awk = dedent(f"""
             /^\\[/ {{ cur = $0; gsub(/^\\[|\\].*$/, "", cur) }}
             cur == "{target}" && $0 ~ /^{shared}[ \\t]*[=:]/ {{ print "{shared} = {new}"; next }}
             {{ print }}
         """)
-        if add:
+        if plan.add:
+            add_sec, add_key, add_val = plan.add
             awk += f'/^\\[/ && cur == "{add_sec}" {{ print "{add_key} = {add_val}" }}\n'
-        solution = (
-            f"awk '\n{awk}' {path} > /tmp/ini.$$ && cat /tmp/ini.$$ > {path} && rm /tmp/ini.$$\n"
-        )
+        return f"awk '\n{awk}' {path} > /tmp/ini.$$ && cat /tmp/ini.$$ > {path} && rm /tmp/ini.$$\n"
 
+    def tests(self, plan: Plan) -> tuple[str, str]:
+        if plan.edit:
+            return edit_tests(plan.edit)
         consts = {
-            "PATH": path,
-            "INITIAL_SHA": sha256(text),
-            "EXPECTED_LINES": expected_lines,
-            "CHANGED_LINE": idx,
-            "KEY": shared,
-            "NEW": new,
-            "ADDED_KEY": add_key,
-            "FINAL": final,
+            "PATH": plan.path,
+            "INITIAL_SHA": sha256(plan.text),
+            "EXPECTED_LINES": plan.expected_lines,
+            "CHANGED_LINE": plan.idx,
+            "KEY": plan.shared,
+            "NEW": plan.new,
+            "ADDED_KEY": plan.add[1] if plan.add else "",
+            "FINAL": plan.final,
         }
-        initial_test = render_test(
-            ["hashlib"],
-            consts,
-            """
-            def test_config_as_shipped():
-                with open(PATH, "rb") as fh:
-                    assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
-        """,
+        return (
+            render_test(["hashlib"], consts, LEGACY_INITIAL),
+            render_test(["configparser", "re"], consts, LEGACY_COMPLETION),
         )
-        completion_test = render_test(
-            ["configparser", "re"],
-            consts,
-            """
-            def _lines():
-                with open(PATH) as fh:
-                    lines = fh.read().rstrip("\\n").split("\\n")
-                if ADDED_KEY:
-                    pattern = rf"\\s*{ADDED_KEY}\\s*[=:]"
-                    added = [i for i, ln in enumerate(lines) if re.match(pattern, ln)]
-                    assert len(added) == 1, "the new setting should appear exactly once"
-                    del lines[added[0]]
-                return lines
 
 
-            def test_settings():
-                parser = configparser.ConfigParser(interpolation=None)
-                parser.read(PATH)
-                got = {s: dict(parser[s]) for s in parser.sections()}
-                assert got == FINAL
-
-
-            def test_changed_line():
-                line = _lines()[CHANGED_LINE]
-                assert re.fullmatch(rf"\\s*{KEY}\\s*[=:]\\s*{re.escape(NEW)}\\s*", line), line
-
-
-            def test_other_lines_unchanged():
-                lines = _lines()
-                assert len(lines) == len(EXPECTED_LINES)
-                for i, (got, want) in enumerate(zip(lines, EXPECTED_LINES)):
-                    if i != CHANGED_LINE:
-                        assert got.rstrip() == want, (i, got)
-        """,
+def _leveled_instruction(edit: IniEdit) -> str:
+    files = list(edit.files)
+    shared, target, new = edit.shared, edit.target, edit.new
+    if len(files) == 1:
+        text = f"In {files[0]}, change `{shared}` in the [{target}] section from "
+        text += f"{edit.old[files[0]]} to {new}."
+    else:
+        names = ", ".join(f.rsplit("/", 1)[1] for f in files)
+        text = (
+            f"Our {edit.project} service has one config file per environment in {edit.folder} "
+            f"({names}). In each of them, set `{shared}` in the [{target}] section to {new}, "
+            "whatever it is now."
         )
-        return FamilyTask(
-            instruction=instruction,
-            truth={
-                "path": path,
-                "section": target,
-                "key": shared,
-                "old": old,
-                "new": new,
-                "added": [add_sec, add_key, add_val] if add else [],
-            },
-            files={path.removeprefix("/home/user/"): text},
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=solution,
-            complexity="hard" if add else "medium" if len(sections) > 4 else "easy",
-            scenario="platform engineer editing service configuration",
-        )
+    if edit.level >= 2:
+        text += f" Other sections have their own `{shared}` settings, which must keep their values."
+    if edit.decoy:
+        text += f" [{edit.decoy}] is a different section from [{target}]."
+    for section, key, value in edit.adds:
+        text += f" Also add the setting `{key} = {value}` to the [{section}] section."
+    if edit.level >= 3:
+        text += " Commented-out lines are history: leave them as they are."
+    for section, key in edit.removes:
+        text += f" Remove the `{key}` setting from the [{section}] section."
+    for path in edit.examples:
+        text += f" {path} documents the shipped defaults: don't change it."
+    return text + (
+        " Keep the rest of each file exactly as it is: every comment (also one at the end of a "
+        "line), blank line and other setting should stay where it is, written the same way, "
+        "with the same line endings."
+    )
+
+
+LEGACY_INITIAL = """
+    def test_config_as_shipped():
+        with open(PATH, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
+"""
+LEGACY_COMPLETION = """
+    def _lines():
+        with open(PATH) as fh:
+            lines = fh.read().rstrip("\\n").split("\\n")
+        if ADDED_KEY:
+            pattern = rf"\\s*{ADDED_KEY}\\s*[=:]"
+            added = [i for i, ln in enumerate(lines) if re.match(pattern, ln)]
+            assert len(added) == 1, "the new setting should appear exactly once"
+            del lines[added[0]]
+        return lines
+
+
+    def test_settings():
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(PATH)
+        got = {s: dict(parser[s]) for s in parser.sections()}
+        assert got == FINAL
+
+
+    def test_changed_line():
+        line = _lines()[CHANGED_LINE]
+        assert re.fullmatch(rf"\\s*{KEY}\\s*[=:]\\s*{re.escape(NEW)}\\s*", line), line
+
+
+    def test_other_lines_unchanged():
+        lines = _lines()
+        assert len(lines) == len(EXPECTED_LINES)
+        for i, (got, want) in enumerate(zip(lines, EXPECTED_LINES)):
+            if i != CHANGED_LINE:
+                assert got.rstrip() == want, (i, got)
+"""
