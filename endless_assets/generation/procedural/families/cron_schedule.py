@@ -1,233 +1,255 @@
-"""Cron: write a crontab file whose entries run given commands on schedules described in words."""
+"""Cron: write a crontab file whose entries run given commands on schedules described in words.
+
+Up the levels: more jobs and harder schedules, then MAILTO, an existing crontab to edit (keep
+its comments and entries, retire one), times said on a team clock two hours ahead of the
+server's UTC (the day moves back too), a SHELL, a schedule to move, and a command with `%`.
+"""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
-from endless_assets.generation.procedural.render import constants, render_test
+from endless_assets.generation.procedural.base import (
+    PEOPLE,
+    PROJECTS,
+    Family,
+    FamilyTask,
+    by_level,
+    dedent,
+)
+from endless_assets.generation.procedural.families.cron_specs import (
+    TEST_BODY,
+    schedule,
+    team_schedule,
+)
+from endless_assets.generation.procedural.render import constants, render_test, sha256
 
-DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 JOBS = ["backup-db", "rotate-logs", "sync-reports", "cleanup-tmp", "renew-certs", "send-digest"]
-ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 21: "21st", 22: "22nd", 23: "23rd"}
+MORE_JOBS = ["compact-db", "refresh-cache", "export-metrics", "prune-backups", "check-disk"]
 
 
-def _schedule(rng: random.Random) -> tuple[str, str]:
-    """A schedule in words and one crontab spelling of it (minute hour dom month dow)."""
-    kind = rng.choice(
-        [
-            "every_n",
-            "daily",
-            "weekdays",
-            "weekly",
-            "monthly",
-            "window",
-            "twice",
-            "quarterly",
-            "weekend",
-        ]
-    )
-    h, m = rng.randint(0, 23), rng.choice([0, 5, 10, 15, 20, 30, 45, 50])
-    at = f"{h:02d}:{m:02d}"
-    if kind == "every_n":
-        n = rng.choice([5, 10, 15, 20, 30])
-        return f"every {n} minutes, around the clock (at :00, :{n:02d} and so on)", f"*/{n} * * * *"
-    if kind == "daily":
-        return f"every day at {at}", f"{m} {h} * * *"
-    if kind == "weekdays":
-        return f"at {at} every weekday (Monday to Friday)", f"{m} {h} * * 1-5"
-    if kind == "weekly":
-        d = rng.randrange(7)
-        return f"every {DAYS[d]} at {at}", f"{m} {h} * * {d}"
-    if kind == "monthly":
-        d = rng.randint(1, 28)
-        return f"at {at} on the {ORDINALS.get(d, f'{d}th')} of every month", f"{m} {h} {d} * *"
-    if kind == "window":
-        h1 = rng.randint(6, 10)
-        h2 = h1 + rng.randint(4, 9)
-        return (
-            f"at {m} minutes past every hour from {h1:02d}:{m:02d} through {h2:02d}:{m:02d}, "
-            "Monday to Friday only",
-            f"{m} {h1}-{h2} * * 1-5",
-        )
-    if kind == "twice":
-        h1 = rng.randint(0, 11)
-        h2 = h1 + 12
-        return (
-            f"twice a day, at {h1:02d}:{m:02d} and at {h2:02d}:{m:02d}",
-            f"{m} {h1},{h2} * * *",
-        )
-    if kind == "quarterly":
-        return (
-            f"at {at} on the first day of January, April, July and October",
-            f"{m} {h} 1 1,4,7,10 *",
-        )
-    return f"at {at} on Saturdays and Sundays", f"{m} {h} * * 0,6"
+@dataclass
+class Plan:
+    project: str
+    expected: dict[str, str]  # command as written in the crontab -> its fields
+    asks: list[str]
+    files: dict[str, str]
+    env: dict[str, str]
+    level: int | None = None
+    existing: list[str] = field(default_factory=list)  # the crontab's lines now
+    comments: list[str] = field(default_factory=list)  # its comments, to keep
+    retired: str = ""  # the command whose entry goes
+    moved: str = ""  # the command whose schedule changes (its new words are in `asks`)
+    offset: int = 0  # hours the team's clock is ahead of the server's
+
+    @property
+    def crontab(self) -> str:
+        return f"/home/user/cron/{self.project}.crontab"
 
 
-TEST_BODY = """
-MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-
-
-def _value(text, names, offset):
-    if text in names:
-        return names.index(text) + offset
-    return int(text)
-
-
-def _field(text, lo, hi, names=(), offset=0):
-    values = set()
-    for part in text.lower().split(","):
-        step = 1
-        if "/" in part:
-            part, step_text = part.split("/")
-            step = int(step_text)
-            assert step > 0
-        if part == "*":
-            a, b = lo, hi
-        elif "-" in part:
-            a, b = (_value(x, names, offset) for x in part.split("-"))
-        else:
-            a = _value(part, names, offset)
-            b = hi if step != 1 else a
-        assert lo <= a <= b <= hi, text
-        values.update(range(a, b + 1, step))
-    return values
-
-
-def _schedule(fields):
-    minute, hour, dom, month, dow = fields
-    days = _field(dow, 0, 7, WEEKDAYS)
-    days = {0 if d == 7 else d for d in days}
-    return {
-        "minute": _field(minute, 0, 59),
-        "hour": _field(hour, 0, 23),
-        "month": _field(month, 1, 12, MONTHS, 1),
-        # cron's day rule: if either day field starts with "*" both must match, else either
-        "days": {
-            (d, w)
-            for d in range(1, 32)
-            for w in range(7)
-            if (
-                (d in _field(dom, 1, 31) and w in days)
-                if dom.startswith("*") or dow.startswith("*")
-                else (d in _field(dom, 1, 31) or w in days)
-            )
-        },
-    }
-
-
-def _entries():
-    with open(CRONTAB) as fh:
-        lines = [ln.strip() for ln in fh]
-    entries, env = {}, {}
-    for line in lines:
-        if not line or line.startswith("#"):
-            continue
-        name, eq, value = line.partition("=")
-        if eq and name.strip().replace("_", "").isalnum() and not name.strip()[0].isdigit():
-            env[name.strip()] = value.strip().strip("\\"'")
-            continue
-        if line.startswith("@"):
-            macro, _, command = line.partition(" ")
-            assert macro in MACROS, line
-            fields = MACROS[macro].split()
-        else:
-            parts = line.split(None, 5)
-            assert len(parts) == 6, f"not a crontab entry: {line!r}"
-            fields, command = parts[:5], parts[5]
-        entries[" ".join(command.split())] = fields
-    return entries, env
-
-
-def test_commands():
-    entries, _ = _entries()
-    assert sorted(entries) == sorted(" ".join(c.split()) for c in EXPECTED)
-
-
-def test_schedules():
-    entries, _ = _entries()
-    for command, spec in EXPECTED.items():
-        got = entries[" ".join(command.split())]
-        assert _schedule(got) == _schedule(spec.split()), (command, got, spec)
-
-
-def test_environment():
-    _, env = _entries()
-    for name, value in ENV.items():
-        assert env.get(name) == value, name
-"""
-
-
-class CronSchedule(Family):
+class CronSchedule(Family[Plan]):
     name = "cron_schedule"
     category = "scheduled tasks and cron jobs"
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
         jobs = rng.sample(JOBS, rng.randint(1, 2))
-        crontab = f"/home/user/cron/{project}.crontab"
-        expected: dict[str, str] = {}
-        asks: list[str] = []
-        files: dict[str, str] = {}
+        plan = Plan(project, {}, [], {}, {})
         for job in jobs:
-            words, spec = _schedule(rng)
-            script = f"/home/user/bin/{job}.sh"
-            files[f"bin/{job}.sh"] = f"#!/bin/sh\n# {job} for {project}\nexit 0\n"
-            command = script
+            words, spec = schedule(rng)
+            command = self._script(plan, job)
             if rng.random() < 0.5:
                 command += f" >> /home/user/logs/{job}.log 2>&1"
-            expected[command] = spec
-            asks.append(f"`{command}` should run {words}")
-        env = {"MAILTO": f"ops-{project}@example.com"} if rng.random() < 0.3 else {}
-        instruction = (
-            f"I need the scheduled jobs for {project} written down as a crontab file at {crontab} "
-            "(the ops team installs it later; you don't need to, and can't, load it with "
-            "`crontab` yourself). Times are the server's local time on a 24-hour clock. "
-            + "; ".join(asks)
-            + ". Use each command exactly as written, one entry per job"
-            + (f", and have cron mail output to {env['MAILTO']} (MAILTO)." if env else ".")
+            plan.expected[command] = spec
+            plan.asks.append(f"`{command}` should run {words}")
+        if rng.random() < 0.3:
+            plan.env["MAILTO"] = f"ops-{project}@example.com"
+        return plan
+
+    def _script(self, plan: Plan, job: str) -> str:
+        plan.files[f"bin/{job}.sh"] = f"#!/bin/sh\n# {job} for {plan.project}\nexit 0\n"
+        return f"/home/user/bin/{job}.sh"
+
+    def sample_level(self, rng: random.Random, level: int) -> Plan:
+        project = rng.choice(PROJECTS)
+        plan = Plan(project, {}, [], {}, {}, level=level, offset=2 if level >= 5 else 0)
+        n_new, n_old = by_level(level, 1, 2, 3, 2, 4, 5), 3 if level >= 4 else 0
+        names = rng.sample(JOBS + MORE_JOBS, n_new + n_old)
+        if n_old:
+            self._existing(rng, plan, names[n_new:])
+        for k, job in enumerate(names[:n_new]):
+            if level == 1:
+                words, spec = team_schedule(rng, 0)
+            elif plan.offset and k % 2 == 0:
+                words, spec = team_schedule(rng, plan.offset)
+                words += " (team time)"
+            else:
+                words, spec = schedule(rng)
+            command = shown = self._script(plan, job)
+            if level == 6 and k == 0:  # cron turns an unescaped % into a newline
+                command, shown = command + " --tag $(date +\\%F)", shown + " --tag $(date +%F)"
+            elif rng.random() < 0.5:
+                command = shown = command + f" >> /home/user/logs/{job}.log 2>&1"
+            plan.expected[command] = spec
+            plan.asks.append(f"`{shown}` should run {words}")
+        if level >= 3:
+            plan.env["MAILTO"] = f"ops-{project}@example.com"
+        if level >= 5:
+            plan.env["SHELL"] = "/bin/bash"
+        return plan
+
+    def _existing(self, rng: random.Random, plan: Plan, jobs: list[str]) -> None:
+        """A crontab already there: comments and entries to keep, one entry to retire and, at
+        level 6, one to move."""
+        plan.comments = [f"# {plan.project} jobs, checked in by ops"]
+        plan.existing = [plan.comments[0], ""]
+        for job in jobs:
+            words, spec = schedule(rng)
+            command = self._script(plan, job)
+            comment = f"# {job}: owner {rng.choice(PEOPLE)}"
+            plan.comments.append(comment)
+            plan.existing += [comment, f"{spec} {command}"]
+            plan.expected[command] = spec
+        plan.retired = f"/home/user/bin/{jobs[0]}.sh"
+        del plan.expected[plan.retired]
+        del plan.comments[1]  # the retired job's comment may go with it
+        if plan.level == 6:
+            plan.moved = f"/home/user/bin/{jobs[1]}.sh"
+            words, spec = schedule(rng)
+            plan.expected[plan.moved] = spec
+            plan.asks.append(f"`{plan.moved}` should from now on run {words}")
+
+    def build(self, plan: Plan) -> FamilyTask:
+        initial_test, completion_test = self.tests(plan)
+        truth = {"crontab": plan.crontab, "entries": plan.expected, "env": plan.env}
+        if plan.level is not None:
+            truth.update(retired=plan.retired, moved=plan.moved, team_offset=plan.offset)
+        n_jobs = len(plan.asks)
+        hard = n_jobs > 1 or bool(plan.env)
+        return FamilyTask(
+            instruction=self.instruction(plan),
+            truth=truth,
+            files=plan.files,
+            setup_script=self._setup(plan),
+            initial_test=initial_test,
+            completion_test=completion_test,
+            solution=self.solution(plan),
+            complexity="hard" if n_jobs > 1 and plan.env else "medium" if hard else "easy",
+            scenario="sysadmin scheduling maintenance jobs",
         )
-        lines = [f"MAILTO={v}" for v in env.values()]
-        lines += [f"{spec} {command}" for command, spec in expected.items()]
-        body = "\n".join(lines)
-        solution = dedent(f"""
+
+    def _setup(self, plan: Plan) -> str:
+        if not plan.existing:
+            return ""
+        text = "\n".join(plan.existing) + "\n"
+        return dedent(f"""
+            import os
+            import shutil
+
+            os.makedirs("/home/user/cron", exist_ok=True)
+            with open({plan.crontab!r}, "w") as fh:
+                fh.write({text!r})
+            for path in ("/home/user/cron", {plan.crontab!r}):
+                shutil.chown(path, "user", "user")
+        """)
+
+    def instruction(self, plan: Plan) -> str:
+        crontab, env = plan.crontab, plan.env
+        if not plan.existing:
+            head = (
+                f"I need the scheduled jobs for {plan.project} written down as a crontab file at "
+                f"{crontab} (the ops team installs it later; you don't need to, and can't, load "
+                "it with `crontab` yourself)."
+            )
+        else:
+            head = (
+                f"The crontab of {plan.project}, {crontab}, is checked in; the ops team installs "
+                "it later (you don't need to, and can't, load it with `crontab` yourself). Keep "
+                f"its comments and its other entries, but retire `{plan.retired}`: remove its "
+                "entry."
+            )
+        clock = "Times are the server's local time on a 24-hour clock."
+        if plan.offset:
+            clock = (
+                "The server's clock is UTC; times marked (team time) are on our team's clock, "
+                f"UTC+{plan.offset:02d}:00, and the entries must fire at those moments."
+            )
+        mail = ""
+        if env:
+            mail = f", and have cron mail output to {env['MAILTO']} (MAILTO)"
+            if "SHELL" in env:
+                mail += f" and run the jobs with {env['SHELL']} (SHELL)"
+        exact = "Use each command exactly as written, one entry per job"
+        if plan.level == 6:
+            exact = "Cron must run each command exactly as written, one entry per job"
+        also = "Also: " if plan.existing else ""
+        return f"{head} {clock} {also}" + "; ".join(plan.asks) + f". {exact}{mail}."
+
+    def tests(self, plan: Plan) -> tuple[str, str]:
+        consts = {"CRONTAB": plan.crontab, "EXPECTED": plan.expected, "ENV": plan.env}
+        if plan.level is None:
+            initial = render_test(["os"], consts, SCRIPTS, ABSENT)
+            return initial, constants(consts) + TEST_BODY
+        consts["COMMENTS"] = plan.comments
+        text = "\n".join(plan.existing) + "\n" if plan.existing else ""
+        consts["INITIAL_SHA"] = sha256(text) if text else ""
+        initial = render_test(["hashlib", "os"], consts, SCRIPTS, SHIPPED)
+        return initial, constants(consts) + TEST_BODY + "\n\n" + dedent(COMMENTS_KEPT)
+
+    def solution(self, plan: Plan) -> str:
+        env = [f"{k}={v}" for k, v in plan.env.items()]
+        kept = [] if plan.existing else [f"# {plan.project} jobs", *env]
+        for line in plan.existing:
+            command = _command(line)
+            if command == plan.retired or line.startswith(f"# {_job(plan.retired)}:"):
+                continue
+            kept.append(f"{plan.expected[command]} {command}" if command else line)
+        if plan.existing:
+            kept = env + kept
+        written = {_command(line) for line in kept}
+        new = [f"{spec} {c}" for c, spec in plan.expected.items() if c not in written]
+        body = "\n".join(kept + new)
+        return dedent(f"""
             mkdir -p /home/user/cron
-            cat > {crontab} <<'EOF'
-            # {project} jobs
+            cat > {plan.crontab} <<'EOF'
             {{body}}
             EOF
         """).replace("{body}", body)
 
-        consts = {"CRONTAB": crontab, "EXPECTED": expected, "ENV": env}
-        initial_test = render_test(
-            ["os"],
-            consts,
-            """
-            def test_scripts_present():
-                for command in EXPECTED:
-                    assert os.path.isfile(command.split()[0])
+
+def _job(script: str) -> str:
+    return script.rsplit("/", 1)[-1].removesuffix(".sh")
 
 
-            def test_crontab_absent():
-                assert not os.path.exists(CRONTAB)
-        """,
-        )
-        completion_test = constants(consts) + TEST_BODY
-        hard = len(jobs) > 1 or bool(env)
-        return FamilyTask(
-            instruction=instruction,
-            truth={"crontab": crontab, "entries": expected, "env": env},
-            files=files,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=solution,
-            complexity="hard" if len(jobs) > 1 and env else "medium" if hard else "easy",
-            scenario="sysadmin scheduling maintenance jobs",
-        )
+def _command(line: str) -> str:
+    """The command of a crontab entry line, "" for a comment, a blank or a setting."""
+    if not line.strip() or line.startswith("#") or "=" in line.split(None, 1)[0]:
+        return ""
+    return line.split(None, 5)[-1]
+
+
+SCRIPTS = """
+    def test_scripts_present():
+        for command in EXPECTED:
+            assert os.path.isfile(command.split()[0])
+"""
+ABSENT = """
+    def test_crontab_absent():
+        assert not os.path.exists(CRONTAB)
+"""
+SHIPPED = """
+    def test_crontab_as_shipped():
+        if not INITIAL_SHA:
+            assert not os.path.exists(CRONTAB)
+            return
+        with open(CRONTAB, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
+"""
+COMMENTS_KEPT = """
+    def test_comments_kept():
+        with open(CRONTAB) as fh:
+            lines = [ln.strip() for ln in fh]
+        for comment in COMMENTS:
+            assert comment in lines, comment
+"""
