@@ -97,7 +97,14 @@ def serve(
             f"step ({longest:g} s: a command's timeout, then grading): a session may be reaped "
             "while its step runs"
         )
-    hub = Hub(sandbox, tasks, limits, max_sessions=max_sessions, episodes=EpisodeLog(lake))
+    hub = Hub(
+        sandbox,
+        tasks,
+        limits,
+        max_sessions=max_sessions,
+        episodes=EpisodeLog(lake),
+        docker_slots=settings.workers,
+    )
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
 

@@ -105,9 +105,13 @@ class ServedEpisode:
         seed: int | None = None,
         labels: dict[str, str] | None = None,
         on_end: Callable[[ServedEpisode], None] | None = None,
+        docker_slots: threading.Semaphore | None = None,
     ) -> None:
-        """`on_end`: called from the episode's thread once its container is gone."""
+        """`on_end`: called from the episode's thread once its container is gone.
+        `docker_slots`: held while the container starts and while the verdict runs, as in stage
+        IV (a small machine stays responsive when many resets come at once)."""
         self.on_end = on_end
+        self.docker_slots = docker_slots
         self.sandbox, self.image, self.task, self.limits = sandbox, image, task, limits
         self.session_id, self.episode_id = session_id, episode_id
         self.model, self.seed = model, seed
@@ -204,7 +208,9 @@ class ServedEpisode:
     def _run(self) -> None:
         task = self.task
         try:
-            with self.sandbox.container(self.image, labels=self.labels) as box:
+            with contextlib.ExitStack() as stack:
+                with self.docker_slots or contextlib.nullcontext():  # (as stage IV's starts)
+                    box = stack.enter_context(self.sandbox.container(self.image, self.labels))
                 with self._box_lock:
                     self._box = box
                 if self.abandoned:  # left while the container started
@@ -217,6 +223,7 @@ class ServedEpisode:
                         task.completion_test or "",
                         self.limits,
                         self.started,
+                        self.docker_slots,
                         rollout=self.record,
                     )
                 except Exception as exc:  # what the loop does not turn into a harness error
