@@ -149,9 +149,11 @@ def test_reset_returns_the_instruction_and_steps_say_what_the_command_did(client
     assert seen["truncated"] and seen["original_bytes"] == 60000 and len(seen["output"]) < 60000
     slow = client.ok("step", action={"command": "sleep 30"})["observation"]
     assert slow["timed_out"] and slow["exit_code"] is None and "timed out" in slow["text"]
+    who = client.ok("step", action={"command": "id -un; ls /sys/class/net"})["observation"]
+    assert who["output"] == "user\nlo\n"  # stage IV's agent, and no network but loopback
     state = client.ok("state")
-    assert state["task_id"] == task.task_id and state["step_count"] == 4
-    assert state["status"] == "running" and state["steps_left"] == MAX_TURNS - 4
+    assert state["task_id"] == task.task_id and state["step_count"] == 5
+    assert state["status"] == "running" and state["steps_left"] == MAX_TURNS - 5
 
 
 def test_the_step_budget_grades_the_episode(client, lake):

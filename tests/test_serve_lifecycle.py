@@ -115,6 +115,25 @@ def test_an_idle_session_is_reaped_its_container_removed_and_it_says_so(
     assert row == {"termination": "abandoned", "reward": None}
 
 
+def test_the_time_budget_grades_the_episode_on_the_step_that_reaches_it(
+    sandbox, tmp_path, tmp_path_factory
+):
+    lake, (task, _) = kept_lake(tmp_path, sandbox)
+    server = Server(lake.data_dir, "--episode-seconds=2")
+    try:
+        with Driver(openenv_python(tmp_path_factory), server.url) as client:
+            client.ok("open")
+            client.ok("reset", kwargs={"task_id": task.task_id})
+            late = client.ok("step", action={"command": "sleep 30; echo never"})
+            assert late["done"] and late["reward"] == 0.0, late
+            seen = late["observation"]
+            assert seen["termination"] == "time_limit" and seen["timed_out"]
+            assert seen["infra_error"] is None
+        assert server.stop() == 0, server.stderr()
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def engine(tmp_path_factory, sandbox):
     """A Docker engine of its own with the base image, to kill."""
