@@ -1,12 +1,24 @@
-"""Shell scripting: write a small reusable script; the test runs it as the agent on fresh inputs."""
+"""Shell scripting: write a small reusable script; the test runs it as the agent on fresh inputs.
+
+Up the levels: dedupe lines, count levels or extensions, sum a column with an error exit, then
+(shell_levels.py) an extension summary that skips hidden files and rejects a bad argument, a
+column sum over several quoted CSV files with CRLF and empty values, and a top-N count with an
+option and usage errors; each level runs more cases.
+"""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.families.shell_levels import (
+    LEVELED_VARIANTS,
+    SAMPLES,
+    leveled_cases,
+)
 from endless_assets.generation.procedural.render import render_test, sha256
 
 STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
@@ -175,68 +187,117 @@ def test_sample_untouched():
 """
 
 
-class ShellScript(Family):
+@dataclass
+class Plan:
+    project: str
+    kind: str
+    what: str  # what the script does, in words
+    body: str  # the reference script's body
+    cases: list[Case]
+    sample: Case  # the user's own sample, seeded under /home/user/samples
+    level: int | None = None
+
+    @property
+    def script(self) -> str:
+        return f"/home/user/bin/{self.kind}.sh"
+
+    @property
+    def sample_dir(self) -> str:
+        return f"samples/{self.project}"
+
+    def files(self) -> dict[str, str]:
+        sample = self.sample
+        files = {f"{self.sample_dir}/{rel}": text for rel, text in sample["files"].items()}
+        if self.kind == "dedupe":
+            files[f"{self.sample_dir}/input.txt"] = sample["stdin"]
+        return files
+
+
+class ShellScript(Family[Plan]):
     name = "shell_script"
     category = "shell scripting automation"
 
-    def make(self, rng: random.Random) -> FamilyTask:
+    def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
         kind = rng.choice(sorted(VARIANTS))
+        return self._plan(rng, project, kind, rng.randint(2, 3))
+
+    def _plan(self, rng: random.Random, project: str, kind: str, n: int) -> Plan:
         what, body = VARIANTS[kind]
-        script = f"/home/user/bin/{kind}.sh"
         make = MAKERS[kind]
-        cases = [make(rng) for _ in range(rng.randint(2, 3))]
+        cases = [make(rng) for _ in range(n)]
         if kind == "colsum":
             cases.append(_sum_case(rng, missing=True))
-        sample = make(rng)
-        sample_dir = f"samples/{project}"
-        files = {f"{sample_dir}/{rel}": text for rel, text in sample["files"].items()}
-        if kind == "dedupe":
-            files[f"{sample_dir}/input.txt"] = sample["stdin"]
-        try_it = " ".join(a.replace("{dir}", f"/home/user/{sample_dir}") for a in sample["args"])
-        example = (
-            f"`{script} < /home/user/{sample_dir}/input.txt`"
-            if kind == "dedupe"
-            else f"`{script} {try_it}`"
-        )
-        instruction = (
-            f"I keep redoing the same thing by hand for {project}, so I'd like a script for it. "
-            f"Write an executable shell script at {script} that {what}. It should work for any "
-            f"input, not just my sample: you can try it with {example}. Don't modify the samples."
-        )
-        solution = (
-            "mkdir -p /home/user/bin\n"
-            f"cat > {script} <<'SCRIPT'\n#!/bin/bash\n{body}SCRIPT\n"
-            f"chmod 755 {script}\n"
-        )
-        samples = {f"/home/user/{rel}": sha256(text) for rel, text in files.items()}
-        consts = {"SCRIPT": script, "CASES": cases, "SAMPLES": samples}
-        initial_test = render_test(
-            ["os"],
-            consts,
-            """
-            def test_samples_present():
-                for path in SAMPLES:
-                    assert os.path.isfile(path)
+        return Plan(project, kind, what, body, cases, make(rng))
 
+    def sample_level(self, rng: random.Random, level: int) -> Plan:
+        project = rng.choice(PROJECTS)
+        if level <= 3:
+            kind = ["dedupe", rng.choice(["level-count", "ext-summary"]), "colsum"][level - 1]
+            plan = self._plan(rng, project, kind, 2 if level == 1 else 3)
+        else:
+            kind = ["ext-summary", "csvsum", "topn"][level - 4]
+            what, body = LEVELED_VARIANTS[kind]
+            cases = leveled_cases(rng, kind)
+            plan = Plan(project, kind, what, body, cases, SAMPLES[kind](rng))
+        plan.level = level
+        return plan
 
-            def test_script_absent():
-                assert not os.path.exists(SCRIPT)
-        """,
-        )
-        imports = ["hashlib", "os", "shutil", "subprocess", "tempfile"]
+    def build(self, plan: Plan) -> FamilyTask:
+        initial_test, completion_test = self.tests(plan)
         return FamilyTask(
-            instruction=instruction,
-            truth={"script": script, "kind": kind, "cases": cases},
-            files=files,
+            instruction=self.instruction(plan),
+            truth={"script": plan.script, "kind": plan.kind, "cases": plan.cases},
+            files=plan.files(),
             initial_test=initial_test,
-            completion_test=render_test(imports, consts, TEST_BODY),
-            solution=solution,
+            completion_test=completion_test,
+            solution=self.solution(plan),
             complexity={
                 "dedupe": "easy",
                 "level-count": "medium",
                 "ext-summary": "medium",
                 "colsum": "hard",
-            }[kind],
+            }.get(plan.kind, "hard"),
             scenario="developer automating a chore with a shell script",
         )
+
+    def instruction(self, plan: Plan) -> str:
+        script, sample_dir = plan.script, plan.sample_dir
+        args = plan.sample["args"]
+        try_it = " ".join(a.replace("{dir}", f"/home/user/{sample_dir}") for a in args)
+        example = (
+            f"`{script} < /home/user/{sample_dir}/input.txt`"
+            if plan.kind == "dedupe"
+            else f"`{script} {try_it}`"
+        )
+        return (
+            f"I keep redoing the same thing by hand for {plan.project}, so I'd like a script for "
+            f"it. Write an executable shell script at {script} that {plan.what}. It should work "
+            f"for any input, not just my sample: you can try it with {example}. Don't modify "
+            "the samples."
+        )
+
+    def tests(self, plan: Plan) -> tuple[str, str]:
+        samples = {f"/home/user/{rel}": sha256(text) for rel, text in plan.files().items()}
+        consts = {"SCRIPT": plan.script, "CASES": plan.cases, "SAMPLES": samples}
+        initial_test = render_test(["os"], consts, INITIAL)
+        imports = ["hashlib", "os", "shutil", "subprocess", "tempfile"]
+        return initial_test, render_test(imports, consts, TEST_BODY)
+
+    def solution(self, plan: Plan) -> str:
+        return (
+            "mkdir -p /home/user/bin\n"
+            f"cat > {plan.script} <<'SCRIPT'\n#!/bin/bash\n{plan.body}SCRIPT\n"
+            f"chmod 755 {plan.script}\n"
+        )
+
+
+INITIAL = """
+    def test_samples_present():
+        for path in SAMPLES:
+            assert os.path.isfile(path)
+
+
+    def test_script_absent():
+        assert not os.path.exists(SCRIPT)
+"""
