@@ -1,9 +1,10 @@
-"""A batch made with `endless run` is a first-class run in the Dagster UI, on SQLite and on a
-PostgreSQL instance at a standard postgresql:// URL: the webserver lists it on its job's page
-(the Runs tab, the timeline and the sparkline filter on the same repository tag), its origin
-and job snapshot are the code location's (so Re-execute has no warning), and the resource page
-shows the values the run used. In a real headless browser too, where Python playwright and
-Debian's chromium are installed (scripts/ui_check.py)."""
+"""A batch made with `endless run` (or brought in with `endless import`) is a first-class run in
+the Dagster UI, on SQLite and on a PostgreSQL instance at a standard postgresql:// URL: the
+webserver lists it on its job's page (the Runs tab, the timeline and the sparkline filter on the
+same repository tag), its origin and job snapshot are the code location's (so Re-execute has no
+warning), the resource page shows the values the run used, and the batch is 1 of 1 partitions.
+In a real headless browser too, where Python playwright and Debian's chromium are installed
+(scripts/ui_check.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ query Stats {
   }
 }
 """
+POOL = '{ instance { concurrencyLimit(concurrencyKey: "docker") { limit slotCount } } }'
 RUN = "query Run($id: ID!) { runOrError(runId: $id) { ... on Run { status pipelineName } } }"
 POLLS = 900  # one a second at most: a bound on waiting for the re-executed run
 
@@ -67,6 +69,9 @@ def check_ui(env: dict[str, str], tmp_path: Path) -> list[str]:
         # A fresh project with one batch: its partitions are the days since its first batch.
         stats = [n["partitionStats"] for n in server.graphql(STATS)["assetNodes"]]
         assert stats == [{"numMaterialized": 1, "numPartitions": 1, "numFailed": 0}] * 2
+        # The docker pool has slots (a limit of None reads "does not have any slots configured").
+        pool = server.graphql(POOL)["instance"]["concurrencyLimit"]
+        assert pool == {"limit": 1, "slotCount": 1}
         if BROWSER:
             sys.path.insert(0, str(ROOT / "scripts"))
             from ui_check import check
@@ -107,3 +112,31 @@ def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_postgres(
     }
     said = check_ui(env, tmp_path)
     print("\n".join(said))
+
+
+def test_a_batch_brought_in_by_endless_import_is_on_its_jobs_page_without_a_warning(
+    sandbox, tmp_path
+):
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_PG_URL"}
+    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "ENDLESS_DATA_DIR": str(tmp_path / "data")}
+    endless_run(env)
+    for command in (
+        ["export", "--format", "harbor", "--out", str(tmp_path / "harbor")],
+        ["import", "harbor", str(tmp_path / "harbor"), "--batch", "brought-in", "--quiet"],
+    ):
+        proc = subprocess.run(
+            [*ENDLESS, *command],
+            env={**env, "COLUMNS": "200"},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    run_id = re.search(r"\(run\s+([0-9a-f-]{36})\)", proc.stdout).group(1)
+    with webserver(env, tmp_path / "webserver.log") as server:
+        snapshot_id, runs = server.job_runs("imported_batch")
+        [run] = [r for r in runs if r["runId"] == run_id]
+        assert run["status"] == "SUCCESS"
+        assert {"key": "dagster/partition", "value": "brought-in"} in run["tags"]
+        assert reexecutable_without_warning(run, snapshot_id)
