@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 from endless_assets.generation import GenerationError, Usage
@@ -25,15 +24,6 @@ def family_names() -> list[str]:
     return [f.name for f in ALL_FAMILIES]
 
 
-@dataclass(frozen=True)
-class Cell:
-    """What to describe: one family, at one complexity level (1-6, see `LEVELS`); level None
-    is the family's own unleveled mix, the tasks a batch without cells gets."""
-
-    family: str
-    level: int | None = None
-
-
 def _code_version() -> str:
     """A hash of every module that writes a task (the families, their helpers, what renders
     their Dockerfiles, tests and setup) and of the level names a leveled task records."""
@@ -50,8 +40,8 @@ class ProceduralGenerator(CarriedGenerator):
 
     Families are dealt round-robin in an order shuffled by the batch, so a batch of N tasks
     covers min(N, families) families and any family appears at most ceil(N / families) times,
-    each at its own unleveled mix. A caller that chooses instead passes a `Cell` (a family and
-    a complexity level) per task to `describe`; `cells()` lists every one there is.
+    each at its own unleveled mix. A caller that chooses the family and the complexity level
+    (1-6) of each task calls `describe_cell` instead; `cells()` lists the choices there are.
     """
 
     name = "procedural"
@@ -67,39 +57,45 @@ class ProceduralGenerator(CarriedGenerator):
             raise ValueError("the procedural generator needs at least one family")
         self.version = _code_version()
 
-    def _family_named(self, cell: Cell) -> type[Family]:
-        if cell.level is not None:
-            check_level(cell.level)
+    def _family_named(self, name: str) -> type[Family]:
         for family in self.families:
-            if family.name == cell.family:
+            if family.name == name:
                 return family
         names = ", ".join(f.name for f in self.families)
-        raise ValueError(f"no procedural family {cell.family!r} (have: {names})")
+        raise ValueError(f"no procedural family {name!r} (have: {names})")
 
     def _family_for(self, batch: str, index: int) -> type[Family]:
         order = list(self.families)
         random.Random(f"families:{batch}").shuffle(order)
         return order[index % len(order)]
 
-    def cells(self) -> list[Cell]:
-        """Every family of this generator at every complexity level, family by family."""
-        return [Cell(f.name, level) for f in self.families for level in LEVELS]
+    def cells(self) -> list[tuple[str, int]]:
+        """Every (family, level) this generator can describe, family by family, level 1 first."""
+        return [(f.name, level) for f in self.families for level in LEVELS]
 
-    def describe(
-        self, batch: str, index: int, seed: int, cell: Cell | None = None
+    def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
+        """The task at `index` of `batch`: the family dealt to it, at its unleveled mix."""
+        return self._describe(batch, index, seed, self._family_for(batch, index), None)
+
+    def describe_cell(
+        self, batch: str, index: int, seed: int, family: str, level: int | None
     ) -> tuple[Task, Usage]:
-        """The task at `index` of `batch`: the family dealt to it at its unleveled mix, or
-        the family and level `cell` names (ValueError for a family this generator does not
-        have or a level outside 1-6). A leveled task's complexity is the level's name in the
-        taxonomy and its truth's `level` the number."""
-        family = self._family_for(batch, index) if cell is None else self._family_named(cell)
-        level = None if cell is None else cell.level
+        """The task at `index` of `batch` from the family named `family` at complexity `level`
+        (1-6; None: the family's unleveled mix, as `describe` deals it). Its complexity is the
+        level's name in the taxonomy and its truth's `level` the number. ValueError for a
+        family this generator does not have or a level outside 1-6."""
+        if level is not None:
+            check_level(level)
+        return self._describe(batch, index, seed, self._family_named(family), level)
+
+    def _describe(
+        self, batch: str, index: int, seed: int, family: type[Family], level: int | None
+    ) -> tuple[Task, Usage]:
         try:
-            task = (
-                family().make(random.Random(seed))
-                if level is None
-                else family().make(random.Random(seed), level)
-            )
+            if level is None:  # a family may implement make(rng) alone
+                task = family().make(random.Random(seed))
+            else:
+                task = family().make(random.Random(seed), level)
         except Exception as exc:  # a family bug must name the family
             raise GenerationError(f"family {family.name} failed: {exc!r}") from exc
         dockerfile, context = render_dockerfile(self.base_image, task)
