@@ -1,7 +1,8 @@
 """The task taxonomy: categories x complexity levels x scenario personas, kept as data.
 
 `prompts/taxonomy.yaml` holds the paper's three axes (62 categories, 6 complexity levels, 54
-personas) with optional weights. Stage I draws one entry per axis for every task, seeded by the
+personas) with optional weights; the complexity levels are ranked, simplest first, and each
+carries guidance for the model. Stage I draws one entry per axis for every task, seeded by the
 task's seed, so a batch always draws the same mix.
 """
 
@@ -33,12 +34,14 @@ class Entry:
 
 @dataclass(frozen=True)
 class Draw:
-    """One task's place in the taxonomy."""
+    """One task's place in the taxonomy; `level` is the complexity's rank, 1 the simplest."""
 
     category: str
     complexity: str
     complexity_hint: str
     scenario: str
+    level: int = 0
+    levels: int = 0  # how many complexity levels there are
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,21 @@ class Taxonomy:
         category = _pick(rng, self.categories)
         complexity = _pick(rng, self.complexities)
         scenario = _pick(rng, self.scenarios)
-        return Draw(category.name, complexity.name, complexity.hint, scenario.name)
+        level = self.complexities.index(complexity) + 1
+        return Draw(
+            category.name,
+            complexity.name,
+            complexity.hint,
+            scenario.name,
+            level,
+            len(self.complexities),
+        )
+
+    def level_of(self, complexity: str) -> int | None:
+        """The rank (1 = simplest) of the complexity with this name, None for a name that is
+        not one of them (e.g. an unleveled procedural task's easy, medium or hard)."""
+        names = [e.name for e in self.complexities]
+        return names.index(complexity) + 1 if complexity in names else None
 
 
 def _entries(path: Path, axis: str, raw: Any) -> tuple[Entry, ...]:

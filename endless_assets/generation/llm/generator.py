@@ -130,6 +130,8 @@ class LLMGenerator:
                     category=draw.category,
                     complexity=draw.complexity,
                     complexity_hint=draw.complexity_hint or draw.complexity,
+                    level=str(draw.level),
+                    levels=str(draw.levels),
                     scenario=draw.scenario,
                 ),
             },
