@@ -128,6 +128,7 @@ def test_the_time_budget_grades_the_episode_on_the_step_that_reaches_it(
             assert late["done"] and late["reward"] == 0.0, late
             seen = late["observation"]
             assert seen["termination"] == "time_limit" and seen["timed_out"]
+            assert "[command timed out" in seen["text"] and "time_limit" in seen["text"]
             assert seen["infra_error"] is None
         assert server.stop() == 0, server.stderr()
     finally:

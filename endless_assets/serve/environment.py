@@ -24,8 +24,10 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from endless_assets.agent.episode import observation_text
 from endless_assets.agent.policies import Action
 from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.shell import CommandResult
 from endless_assets.serve.episode import Finished, Ready, ServedEpisode
 from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction, TerminalObservation, TerminalState
@@ -212,7 +214,19 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         turns = episode.record.turns
         last = turns[-1] if len(turns) > self._reported else None
         self._reported = len(turns)
-        if last is not None and last.kind == "command":  # the result of the command just sent
+        shown = isinstance(event, Ready) or episode.reward is not None  # (not a failed one)
+        before = ""  # what the command just sent showed, when a budget then ended the episode
+        if shown and last is not None and last.kind == "command":
+            result = CommandResult(
+                last.output,
+                last.exit_code,
+                last.timed_out,
+                last.original_bytes,
+                last.truncated,
+                last.seconds,
+                note=last.note,
+            )
+            before = observation_text(result, self.hub.limits.output_cap) + "\n"
             fields.update(
                 output=last.output,
                 exit_code=last.exit_code,
@@ -238,7 +252,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             )
         verdict = episode.record.verdict.summary() if episode.record.verdict else ""
         return TerminalObservation(
-            text=f"[episode over ({termination}); verdict: {verdict}; reward {reward}]",
+            text=f"{before}[episode over ({termination}); verdict: {verdict}; reward {reward}]",
             done=True,
             reward=float(reward),
             termination=termination,
