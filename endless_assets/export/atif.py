@@ -252,7 +252,8 @@ def _tasks(lake: Lake) -> tuple[dict[str, str], dict[str, bool]]:
                 instructions.setdefault(r["task_id"], r["instruction"] or "")
     kept: dict[str, bool] = {}
     if lake.has_data("filtered_dataset"):
-        kept = {r["task_id"]: bool(r["kept"]) for r in lake.read_all("filtered_dataset").to_dicts()}
+        rows = lake.read_all("filtered_dataset").select("task_id", "kept").to_dicts()
+        kept = {r["task_id"]: bool(r["kept"]) for r in rows}
     return instructions, kept
 
 
