@@ -93,6 +93,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         self.episode, self._reported = episode, 0
         if unbuilt is not None:
             return self._observe(episode.fail_before_start(unbuilt))
+        self.hub.episode_started(episode)
         return self._observe(episode.start())
 
     def step(

@@ -57,6 +57,7 @@ class Hub:
         self._images = ImageCache(sandbox)
         self._slots = threading.BoundedSemaphore(max_sessions)
         self._sessions: set[Session] = set()
+        self._running: set[ServedEpisode] = set()  # episodes whose container is not gone yet
         self._lock = threading.Lock()
         self.closing = False
         self.counts = {"graded": 0, "infra_error": 0, "abandoned": 0}
@@ -86,12 +87,17 @@ class Hub:
         builds or no engine answers."""
         return self._images.tag(task)
 
+    def episode_started(self, episode: ServedEpisode) -> None:
+        with self._lock:
+            self._running.add(episode)
+
     def episode_ended(self, episode: ServedEpisode) -> None:
         """Called from the episode's thread once its container is gone."""
         outcome = episode.termination
         key = "graded" if episode.reward is not None else outcome
         with self._lock:
             self.counts[key] = self.counts.get(key, 0) + 1
+            self._running.discard(episode)
         if self.episodes is not None:
             self.episodes.add(episode)
         if outcome == "infra_error":
@@ -114,6 +120,10 @@ class Hub:
         for session in live:
             with contextlib.suppress(SandboxError):
                 session.close()
+        with self._lock:  # (those whose session another thread is closing, too)
+            running = list(self._running)
+        for episode in running:
+            episode.abandon()
         if self.episodes is not None:
             self.episodes.close()
 

@@ -101,9 +101,12 @@ class EpisodeLog:
     def add(self, episode: ServedEpisode) -> None:
         row = episode_row(episode)
         with self._changed:
-            self._queued.append(row)
-            self._added += 1
-            self._changed.notify_all()
+            if not self._closing:
+                self._queued.append(row)
+                self._added += 1
+                self._changed.notify_all()
+                return
+        append_rows(self.lake, [row])  # (an episode that ended after the log was closed)
 
     def flush(self) -> None:
         with self._changed:
