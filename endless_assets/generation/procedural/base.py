@@ -1,10 +1,8 @@
 """What a procedural task family is, and how its output becomes a `Task`.
 
-A family draws a plan from `rng` (seeded by batch and index, so a batch reproduces exactly), at
-a complexity level 1-6 or, with no level, from its own unleveled mix; it then writes the task
-from the plan in steps: the instruction, the tests, the reference solution. A `FamilyTask` holds
-them with the truth, the files to seed under /home/user and an optional Python setup script run
-as root at build time (for binary data, databases, links, ownership and modes).
+A family draws a plan from a seeded `rng` (at a complexity level 1-6, or as its own unleveled
+mix) and writes the task from it in steps: the instruction, the tests, the reference solution,
+with the files and the setup script (Python, run as root at build time) of its initial state.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import functools
 import random
 import textwrap
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar
 
 from endless_assets.taxonomy import Taxonomy
@@ -102,6 +101,16 @@ def render_dockerfile(base_image: str, task: FamilyTask) -> tuple[str, dict[str,
         lines.append("COPY setup.py /tmp/endless-setup.py")
         lines.append("RUN python3 /tmp/endless-setup.py && rm -f /tmp/endless-setup.py")
     return "\n".join(lines) + "\n", context
+
+
+def iso_stamp(utc: datetime, offset: int = 0) -> str:
+    """The UTC time `utc` in ISO 8601 as a clock `offset` minutes east of UTC shows it: with
+    `Z` for UTC itself, else with its `+HH:MM` or `-HH:MM`."""
+    local = (utc + timedelta(minutes=offset)).strftime("%Y-%m-%dT%H:%M:%S")
+    if not offset:
+        return local + "Z"
+    sign, minutes = "+" if offset > 0 else "-", abs(offset)
+    return f"{local}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def dedent(text: str) -> str:

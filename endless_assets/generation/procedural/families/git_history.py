@@ -3,7 +3,7 @@
 Up the levels: a tag, a branch, a revert (next to a ticket whose number starts with the
 target's), then a tag and a branch at once, two reverts in order with a tag at the new tip, and
 an annotated tag with a given message beside someone's branch and an untracked scratch file
-that must survive. git_objects.py computes the commit ids the tests expect.
+that must survive (git_objects.py computes the commit ids the tests expect).
 """
 
 from __future__ import annotations

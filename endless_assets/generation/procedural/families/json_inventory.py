@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from endless_assets.generation.procedural.base import PEOPLE, dedent
+from endless_assets.generation.procedural.base import PEOPLE, dedent, iso_stamp
 
 ENVS = ["prod", "staging", "dev"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1"]
@@ -31,15 +31,8 @@ def record(rng: random.Random, project: str, n: int, offsets: bool) -> dict[str,
         "status": rng.choice(STATUSES),
         "tags": sorted(rng.sample(TAGS, rng.randint(0, 3))),
         "owner": rng.choice(PEOPLE),
-        "updated_at": stamp(at, offset),
+        "updated_at": iso_stamp(at, offset),
     }
-
-
-def stamp(utc: datetime, offset: int) -> str:
-    if not offset:
-        return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
-    local, sign = utc + timedelta(minutes=offset), "+" if offset > 0 else "-"
-    return local.strftime("%Y-%m-%dT%H:%M:%S") + f"{sign}{abs(offset) // 60:02d}:00"
 
 
 def num(value: Any) -> int | None:
@@ -75,9 +68,9 @@ def break_records(rng: random.Random, records: list[Record], docs: list[list[Rec
         twin["memory_gb"] = rng.choice([8, 64])
         later = timedelta(hours=rng.choice([-30, -3, 3, 30]))
         utc = instant(r).astimezone(UTC).replace(tzinfo=None)
-        r["updated_at"] = stamp(utc, 0)
+        r["updated_at"] = iso_stamp(utc, 0)
         near = level == 6 and abs(later) < timedelta(hours=5)
-        twin["updated_at"] = stamp(utc + later, (-300 if later > timedelta(0) else 300) * near)
+        twin["updated_at"] = iso_stamp(utc + later, (-300 if later > timedelta(0) else 300) * near)
         docs[(k + 1) % len(docs)].append(twin)
 
 

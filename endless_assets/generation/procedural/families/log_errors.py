@@ -20,6 +20,7 @@ from endless_assets.generation.procedural.base import (
     FamilyTask,
     by_level,
     dedent,
+    iso_stamp,
 )
 from endless_assets.generation.procedural.render import extras_script, render_test, sha256
 
@@ -96,16 +97,8 @@ class Plan:
         return "service,errors\n" + "".join(f"{s},{c}\n" for s, c in rows)
 
 
-def _stamp(entry: Entry) -> str:
-    local = entry.at + timedelta(minutes=entry.offset)
-    if not entry.offset:
-        return local.strftime("%Y-%m-%dT%H:%M:%SZ")
-    sign, minutes = ("+" if entry.offset > 0 else "-"), abs(entry.offset)
-    return local.strftime("%Y-%m-%dT%H:%M:%S") + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
-
-
 def _line(entry: Entry) -> str:
-    head = f"{_stamp(entry)} [{entry.level}] {entry.service}: {entry.message}\n"
+    head = f"{iso_stamp(entry.at, entry.offset)} [{entry.level}] {entry.service}: {entry.message}\n"
     return head + "".join(f"    {t}\n" for t in entry.trace)
 
 
