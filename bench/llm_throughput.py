@@ -134,7 +134,13 @@ def main() -> None:
     if args.full_tasks:
         run_phase(
             "stages I-III",
-            ["base_image", "task_descriptions", "task_environments", "completion_tests"],
+            [
+                "base_image",
+                "task_descriptions",
+                "task_decontamination",
+                "task_environments",
+                "completion_tests",
+            ],
             args.full_tasks,
             args,
             base_image,

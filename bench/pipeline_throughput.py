@@ -49,6 +49,7 @@ def main() -> None:
     with dg.DagsterInstance.get() as instance:
         for asset in (
             "task_descriptions",
+            "task_decontamination",
             "task_environments",
             "completion_tests",
             "task_soundness",

@@ -41,7 +41,13 @@ from endless_assets.export import export_dataset
 from endless_assets.lake import Lake
 
 RUNNER = Path(__file__).resolve().parents[1] / "scripts" / "harbor-runner.sh"
-ASSETS = ["base_image", "task_descriptions", "task_environments", "completion_tests"]
+ASSETS = [
+    "base_image",
+    "task_descriptions",
+    "task_decontamination",
+    "task_environments",
+    "completion_tests",
+]
 ASSETS += ["task_soundness", "solver_rollouts", "filtered_dataset"]
 IMPORTED = "harbor-bench"
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

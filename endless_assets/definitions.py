@@ -9,6 +9,7 @@ import dagster as dg
 from endless_assets.defs.base_image import base_image
 from endless_assets.defs.completion_tests import completion_tests
 from endless_assets.defs.dataset import filtered_dataset
+from endless_assets.defs.decontamination import contamination_recheck, task_decontamination
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.drift import drift_revalidation, imported_drift_revalidation
 from endless_assets.defs.environments import task_environments
@@ -26,6 +27,8 @@ from endless_assets.defs.jobs import (
     imported_batch,
     imported_drift_revalidation_job,
     imported_drift_revalidation_schedule,
+    imported_recheck_contamination,
+    recheck_contamination,
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
@@ -38,12 +41,14 @@ with warnings.catch_warnings():  # (source references are in beta: a warning for
         [
             base_image,
             task_descriptions,
+            task_decontamination,
             task_environments,
             completion_tests,
             task_soundness,
             imported_task_soundness,
             solver_rollouts,
             filtered_dataset,
+            contamination_recheck,
             *IMPORTED_ASSETS,
             dataset_exports,
             drift_revalidation,
@@ -65,6 +70,8 @@ defs = dg.Definitions(
         imported_batch,
         drift_revalidation_job,
         imported_drift_revalidation_job,
+        recheck_contamination,
+        imported_recheck_contamination,
     ],
     schedules=[
         daily_batch_schedule,

@@ -129,6 +129,22 @@ class Settings:
         "ENDLESS_DEDUPE_THRESHOLD",
         "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
     )
+    # Decontamination (decontamination/, stages/decontamination.py).
+    decontamination_references: str = setting(
+        "",
+        "ENDLESS_DECONTAMINATION_REFERENCES",
+        "benchmarks kept out of the dataset: comma-separated directories of Harbor or "
+        "Terminal-Bench tasks, each name=path or a bare path (its base name names the set); a "
+        "task sharing text with one of theirs is rejected as contaminated (empty: no check)",
+    )
+    decontamination_ngrams: str = setting(
+        "13,8", "ENDLESS_DECONTAMINATION_NGRAMS", "decontamination: word n-gram sizes compared"
+    )
+    decontamination_fuzzy: float = setting(
+        0.8,
+        "ENDLESS_DECONTAMINATION_FUZZY",
+        "decontamination: the normalised fuzzy ratio from which two short instructions are one",
+    )
     # The chat solver (stage IV). Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
     solver_base_url: str = setting(
         "",

@@ -67,6 +67,23 @@ def _docker_hosts_ok(value: str) -> bool:
     return True
 
 
+def _references_ok(value: str) -> bool:
+    """True, or a SettingsError naming the entry that is wrong and why (decontamination)."""
+    from endless_assets.decontamination import parse_references
+
+    try:
+        parse_references(value)
+    except ValueError as exc:
+        name, env = "decontamination_references", "ENDLESS_DECONTAMINATION_REFERENCES"
+        raise _refused(name, env, value, str(exc)) from None
+    return True
+
+
+def _ngrams_ok(value: str) -> bool:
+    sizes = [part.strip() for part in value.split(",")]
+    return all(s.isdigit() and 3 <= int(s) <= 50 for s in sizes) and len(set(sizes)) == len(sizes)
+
+
 def _refused(name: str, env: str, value: str, reason: str) -> Exception:
     """A SettingsError worded as Settings.check words one, with the reason the rule found."""
     from endless_assets.settings import SettingsError
@@ -104,6 +121,8 @@ _NOT_NEGATIVES += ("llm_backoff", "rollout_workers", "warm_containers")
 EXPECTED = {
     "docker_hosts": "empty or comma-separated engine URLs, each with an optional =slots, like "
     "unix:///run/a.sock=4,tcp://host:2376",
+    "decontamination_references": "empty or comma-separated directories of benchmark tasks, "
+    "each name=path or a bare path, like tb2=/data/terminal-bench-2/tasks",
 }
 
 # setting -> (is the value acceptable, what is expected), checked in this order.
@@ -140,4 +159,13 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_pass_rate": _SHARE,
     "soundness_repeats": _at_least(1),
     "min_mutation_score": _SHARE,
+    "decontamination_references": (
+        _references_ok,
+        EXPECTED["decontamination_references"],
+    ),
+    "decontamination_ngrams": (
+        _ngrams_ok,
+        "comma-separated whole numbers from 3 to 50, none twice, like 13,8",
+    ),
+    "decontamination_fuzzy": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
 }

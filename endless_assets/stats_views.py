@@ -45,25 +45,33 @@ STATS_TEMPLATES: dict[str, str] = {
                    count(*) filter (where status = 'harness_error') as harness_errors
             from task_descriptions where {where} group by all
             union all
-            select {key}, 2, 'II. environment', count(*),
+            -- (a step of its own where reference sets were checked against)
+            select {key}, 2, 'Ib. decontamination', count(*),
+                   count(*) filter (where status = 'ok'),
+                   count(*) filter (where status = 'rejected'),
+                   count(*) filter (where status = 'harness_error')
+            from task_decontamination where {where} group by all
+            having count(*) filter (where reference_sets <> '') > 0
+            union all
+            select {key}, 3, 'II. environment', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from task_environments where {where} group by all
             union all
-            select {key}, 3, 'III. completion test', count(*),
+            select {key}, 4, 'III. completion test', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from completion_tests where {where} group by all
             union all
-            select {key}, 4, 'IIIb. soundness', count(*),
+            select {key}, 5, 'IIIb. soundness', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from task_soundness where {where} group by all having count(*) > 0
             union all
-            select {key}, 5, 'IV. solver filter', count(*),
+            select {key}, 6, 'IV. solver filter', count(*),
                    count(*) filter (where kept),
                    count(*) filter (where not kept and scored_attempts > 0),
                    count(*) filter (where scored_attempts = 0)
@@ -79,17 +87,21 @@ STATS_TEMPLATES: dict[str, str] = {
                    split_part(reject_reason, ': ', 1) as reason, reject_reason as detail
             from task_descriptions where status <> 'ok'
             union all
-            select batch, 2, 'II. environment', split_part(reject_reason, ': ', 1), reject_reason
+            select batch, 2, 'Ib. decontamination', split_part(reject_reason, ': ', 1),
+                   reject_reason
+            from task_decontamination where status <> 'ok'
+            union all
+            select batch, 3, 'II. environment', split_part(reject_reason, ': ', 1), reject_reason
             from task_environments where status <> 'ok'
             union all
-            select batch, 3, 'III. completion test', split_part(reject_reason, ': ', 1),
+            select batch, 4, 'III. completion test', split_part(reject_reason, ': ', 1),
                    reject_reason
             from completion_tests where status <> 'ok'
             union all
-            select batch, 4, 'IIIb. soundness', split_part(reject_reason, ': ', 1), reject_reason
+            select batch, 5, 'IIIb. soundness', split_part(reject_reason, ': ', 1), reject_reason
             from task_soundness where status <> 'ok'
             union all
-            select batch, 5, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
+            select batch, 6, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
             from filtered_dataset where not kept
         )
         where {where}
@@ -277,6 +289,38 @@ STATS_TEMPLATES: dict[str, str] = {
                avg(command_diversity) as mean_command_diversity,
                (sum(tokens_in) + sum(tokens_out)) / count(*) as tokens_per_rollout
         from solver_rollouts where {{where}} group by all order by batch, success_rate desc
+    """,
+    # Decontamination: one row per hit (a field of a task found in a benchmark task), from the
+    # pipeline's check and from later rechecks; and per batch, how many were checked and found.
+    "contamination": """
+        select {key} as batch, task_id, checked, h.reference_set, h.reference_task, h.field,
+               h.measure, h.value as score
+        from (
+            select batch, task_id, 'pipeline' as checked, hits from task_decontamination
+            union all
+            select batch, task_id, 'recheck', hits from contamination_recheck
+        ) as checks,
+        unnest(from_json(hits, '[{"reference_set": "VARCHAR", "reference_task": "VARCHAR",
+                                  "field": "VARCHAR", "measure": "VARCHAR",
+                                  "value": "DOUBLE"}]')) as t(h)
+        where {where}
+        order by batch, task_id, score desc
+    """,
+    "decontamination": """
+        select {key} as batch, checked, any_value(reference_sets) as reference_sets,
+               any_value(thresholds) as thresholds, count(*) as checked_tasks,
+               count(*) filter (where status = 'rejected') as contaminated,
+               count(*) filter (where status = 'rejected') / count(*) as contaminated_share,
+               max(created_at) as last_checked
+        from (
+            select batch, 'pipeline' as checked, reference_sets, thresholds, status, created_at
+            from task_decontamination
+            union all
+            select batch, 'recheck', reference_sets, thresholds, status, created_at
+            from contamination_recheck
+        )
+        where {where} and reference_sets <> ''
+        group by all order by batch, checked
     """,
     "model_matrix": f"""
         with tasks as (

@@ -14,7 +14,13 @@ from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.lake import Lake
 
-ASSETS = ["base_image", "task_descriptions", "task_environments", "completion_tests"]
+ASSETS = [
+    "base_image",
+    "task_descriptions",
+    "task_decontamination",
+    "task_environments",
+    "completion_tests",
+]
 
 
 def test_a_batch_with_a_fork_bomb_and_a_memory_bomb_keeps_its_other_tasks(

@@ -40,6 +40,7 @@ BATCH = "2026-05-11"
 PIPELINE = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",

@@ -43,6 +43,7 @@ DONE = "<action>done</action>"
 ASSETS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",
@@ -200,7 +201,7 @@ def test_stage_two_rows_journaled_before_a_failed_write_are_reused_not_rebuilt(t
     }
 
     def run(*names: str):
-        assets = ("base_image", "task_descriptions", "task_environments")
+        assets = ("base_image", "task_descriptions", "task_decontamination", "task_environments")
         return dg.materialize(
             [getattr(definitions, name) for name in assets],
             selection=list(names),
@@ -210,7 +211,7 @@ def test_stage_two_rows_journaled_before_a_failed_write_are_reused_not_rebuilt(t
             raise_on_error=False,
         )
 
-    assert run("base_image", "task_descriptions").success
+    assert run("base_image", "task_descriptions", "task_decontamination").success
     lake = Lake(data_dir)
     blocker = lake.partition_path("task_environments", batch).parent
     blocker.parent.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ TASKS = 3
 ASSETS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",

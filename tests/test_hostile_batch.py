@@ -78,6 +78,7 @@ def test_a_model_that_only_plants_forgers_scores_zero_on_every_family(tmp_path, 
                 for name in (
                     "base_image",
                     "task_descriptions",
+                    "task_decontamination",
                     "task_environments",
                     "completion_tests",
                     "task_soundness",

@@ -18,6 +18,7 @@ import pytest
 
 from endless_assets.defs.imports import (
     IMPORT_OP,
+    imported_task_decontamination,
     imported_task_descriptions,
     imported_task_environments,
 )
@@ -211,7 +212,7 @@ def test_an_imported_build_reaches_services_on_the_build_host_only_when_allowed_
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(imported_batches.name, [batch])
     result = dg.materialize(
-        [imported_task_descriptions, imported_task_environments],
+        [imported_task_descriptions, imported_task_decontamination, imported_task_environments],
         partition_key=batch,
         instance=instance,
         resources={

@@ -29,8 +29,14 @@ from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-04-01"
 SECRET = "sk-endless-test-secret-123"
-STAGES_I_TO_III = ["base_image", "task_descriptions", "task_environments", "completion_tests"]
-TABLES = STAGES_I_TO_III[1:]
+STAGES_I_TO_III = [
+    "base_image",
+    "task_descriptions",
+    "task_decontamination",
+    "task_environments",
+    "completion_tests",
+]
+TABLES = [t for t in STAGES_I_TO_III[1:] if t != "task_decontamination"]  # (no model use)
 
 
 def seed_of(index: int, batch: str = BATCH) -> int:

@@ -24,6 +24,7 @@ BATCH = "2026-03-14"
 ASSETS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",
@@ -137,7 +138,13 @@ def test_rematerializing_reproduces_the_batch_without_duplicates(full_batch):
     lake = Lake(data_dir)
     ids_second = query(lake, "select task_id from task_descriptions order by 1")
     assert ids_first["task_id"].to_list() == ids_second["task_id"].to_list()
-    for table in ("task_descriptions", "task_environments", "completion_tests", "filtered_dataset"):
+    for table in (
+        "task_descriptions",
+        "task_decontamination",
+        "task_environments",
+        "completion_tests",
+        "filtered_dataset",
+    ):
         count = query(lake, f"select count(*) n, count(distinct task_id) d from {table}")
         assert count.row(0) == (tasks, tasks), table
     assert len(list((lake.root / "task_descriptions").glob("batch=*/*.parquet"))) == 1

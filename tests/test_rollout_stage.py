@@ -30,6 +30,7 @@ DONE = "<action>done</action>"
 ALL = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",

@@ -36,6 +36,7 @@ SECRET = "sk-endless-auditor-secret-77"
 THROUGH_SOUNDNESS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",

@@ -35,6 +35,7 @@ NOOP = "noop/noop"
 ASSETS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",
@@ -89,11 +90,15 @@ def test_every_stats_view_exists_and_answers(lake):
         "model_matrix",
         "soundness",
         "soundness_probes",
+        "contamination",
+        "decontamination",
     }
+    # No task of this batch has a hackable test, so no shortcut probe passed one; no reference
+    # set was configured, so nothing was checked for contamination.
+    empty = {"soundness_probes", "contamination", "decontamination"}
     for view in STATS_VIEWS:
         rows = len(query(lake, f"select * from {view}"))
-        # No task of this batch has a hackable test, so no shortcut probe passed one.
-        assert rows == 0 if view == "soundness_probes" else rows > 0, view
+        assert rows == 0 if view in empty else rows > 0, view
 
 
 def test_funnel_per_batch_and_overall(lake):
@@ -121,12 +126,12 @@ def test_funnel_per_batch_and_overall(lake):
         == expected
     )
     reasons = rows(lake, "select stage_order, reason, tasks from funnel_reasons order by 1, 2")
-    assert reasons == [
-        (2, "build_failed", 2),
-        (2, "initial_test_failed", 2),
-        (3, "passes_on_initial", 2),
-        (3, "passes_with_noop", 2),
-        (3, "reference_fails", 2),
+    assert reasons == [  # (order 2 is decontamination: no reference set here)
+        (3, "build_failed", 2),
+        (3, "initial_test_failed", 2),
+        (4, "passes_on_initial", 2),
+        (4, "passes_with_noop", 2),
+        (4, "reference_fails", 2),
     ]
 
 

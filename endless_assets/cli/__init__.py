@@ -6,6 +6,7 @@ Each module below registers its commands on the one Typer app.
 from endless_assets.cli import (  # noqa: F401  (registers commands)
     check,
     dataset,
+    decontaminate,
     engines,
     pipeline,
     serve,

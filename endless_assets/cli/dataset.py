@@ -120,9 +120,15 @@ def export(
         bool,
         typer.Option(help="replace OUT if an earlier export wrote it (it holds .endless-export)"),
     ] = False,
+    include_contaminated: Annotated[
+        bool,
+        typer.Option(help="also export kept tasks that `endless decontaminate` found contaminated"),
+    ] = False,
 ) -> None:
     """Export the kept tasks: Harbor or Terminal-Bench task directories, RL or SFT rows; or
-    every attempt's trajectory (solver rollouts, served episodes) as ATIF documents.
+    every attempt's trajectory (solver rollouts, served episodes) as ATIF documents. Kept tasks
+    that the latest `endless decontaminate` of their batch found contaminated are left out
+    (and counted) unless --include-contaminated.
 
     OUT is never the data directory (nor above or inside it, but for its exports/), the working
     or home directory or /; a destination that cannot be written is refused (exit 2)."""
@@ -139,6 +145,7 @@ def export(
             settings=resolved_settings(),
             overwrite=overwrite,
             val_fraction=val_fraction,
+            include_contaminated=include_contaminated,
         )
     except OutputError as exc:
         _fail(f"export refused, nothing written: {exc}")
@@ -147,6 +154,11 @@ def export(
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
     what = "task(s) with trajectories" if format is ExportFormat.atif else "kept tasks"
     out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
+    if summary.contaminated_left_out:
+        out.print(
+            f"{summary.contaminated_left_out} kept task(s) left out: found contaminated by "
+            "`endless decontaminate` (--include-contaminated to export them)"
+        )
 
 
 import_app = typer.Typer(

@@ -66,6 +66,7 @@ class Decontaminator:
             if not files:
                 continue
             candidates = self.index.candidates(field, files)
+            least = limits.min_shared if field in limits.exact_fields else limits.min_shared_code
             mine: dict[int, np.ndarray] = {}
             for i in sorted(candidates):
                 reference = self.index.tasks[i]
@@ -76,7 +77,7 @@ class Decontaminator:
                     found = overlap(
                         mine[n], field_ngrams(theirs, n), self.index.boilerplate[field][n]
                     )
-                    if found.distinctive >= limits.min_shared:
+                    if found.distinctive >= least:
                         hits.append(_hit(reference, field, ngram_measure(n), found.share))
             text = words.texts.get(field)
             if text and field in limits.fuzzy_fields and self._short(words, field):

@@ -24,6 +24,10 @@ class Thresholds:
     - ngram_sizes: word n-gram sizes compared (13 and 8, as TMAX; the smallest also finds the
       candidates of the exact index and the near-duplicate index);
     - min_shared: distinctive n-grams a field must share with the benchmark task's (1: any);
+    - min_shared_code: the same for the fields found through the near-duplicate index (code and
+      fixtures): a two-line Dockerfile (`FROM` a base, `COPY` the files) is the same in most
+      tasks built alike, so a file counts once it shares this many n-grams (about twice as many
+      words as the n-gram's size: a few lines, not a line);
     - boilerplate_tasks: an n-gram found in at least this many tasks of one reference set is
       that set's boilerplate (a shared test runner, an apt-get line) and never counts;
     - fuzzy_ratio: the normalised Indel ratio (rapidfuzz `fuzz.ratio` / 100) from which two short
@@ -41,6 +45,7 @@ class Thresholds:
 
     ngram_sizes: tuple[int, ...] = (13, 8)
     min_shared: int = 1
+    min_shared_code: int = 6
     boilerplate_tasks: int = 3
     fuzzy_ratio: float = 0.8
     short_text_words: int = 50
@@ -55,8 +60,11 @@ class Thresholds:
             raise ValueError(f"ngram_sizes {sizes!r} must be whole numbers of at least 1")
         if len(set(sizes)) != len(sizes):
             raise ValueError(f"ngram_sizes {sizes!r} lists a size twice")
-        if self.min_shared < 1:
-            raise ValueError(f"min_shared {self.min_shared} must be at least 1")
+        if self.min_shared < 1 or self.min_shared_code < 1:
+            raise ValueError(
+                f"min_shared {self.min_shared} and min_shared_code {self.min_shared_code} must "
+                "be at least 1"
+            )
         if self.boilerplate_tasks < 2:
             raise ValueError(f"boilerplate_tasks {self.boilerplate_tasks} must be at least 2")
         if not 0 < self.fuzzy_ratio <= 1:

@@ -17,6 +17,8 @@ OWNERS = ["team:endless"]
 # The stage of each table, as the funnel names it (a tag the catalog filters on).
 STAGES = {
     "task_descriptions": "I-describe",
+    "task_decontamination": "Ib-decontamination",
+    "contamination_recheck": "decontamination",
     "task_environments": "II-environment",
     "completion_tests": "III-completion-test",
     "task_soundness": "IIIb-soundness",

@@ -97,6 +97,10 @@ OPERATIONAL = frozenset(
         "solver_base_url",
         "auditor_base_url",
         "reference_judge_base_url",
+        # Which tasks enter stage II, not what any stage makes of a task.
+        "decontamination_references",
+        "decontamination_ngrams",
+        "decontamination_fuzzy",
     }
 )
 

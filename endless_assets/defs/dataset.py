@@ -32,6 +32,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
         key=spec.key(TABLE),
         ins=spec.ins(
             "task_descriptions",
+            "task_decontamination",
             "task_environments",
             "completion_tests",
             "task_soundness",
@@ -59,6 +60,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext,
         pipeline: PipelineSettings,
         task_descriptions: pl.DataFrame,
+        task_decontamination: pl.DataFrame,
         task_environments: pl.DataFrame,
         completion_tests: pl.DataFrame,
         task_soundness: pl.DataFrame,
@@ -68,6 +70,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
             context,
             pipeline,
             task_descriptions,
+            task_decontamination,
             task_environments,
             completion_tests,
             task_soundness,
@@ -82,6 +85,7 @@ def _materialize(
     context: dg.AssetExecutionContext,
     pipeline: PipelineSettings,
     task_descriptions: pl.DataFrame,
+    task_decontamination: pl.DataFrame,
     task_environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
     task_soundness: pl.DataFrame,
@@ -140,6 +144,7 @@ def _materialize(
         batch_funnel(
             {
                 "task_descriptions": task_descriptions,
+                "task_decontamination": task_decontamination,
                 "task_environments": task_environments,
                 "completion_tests": completion_tests,
                 "task_soundness": task_soundness,

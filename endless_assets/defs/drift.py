@@ -63,7 +63,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
         kept = filtered_dataset.filter(pl.col("kept")).to_dicts()
         # The reference must pass again where it passed every run when the task was kept.
         passed = {
-            r["task_id"]: bool(r["repeats"]) and r["reference_passes"] == r["repeats"]
+            r["task_id"]: bool(r["reference_runs"]) and r["reference_passes"] == r["reference_runs"]
             for r in task_soundness.to_dicts()
         }
         context.log.info(f"{len(kept)} kept tasks to re-validate on freshly rebuilt images")

@@ -20,7 +20,7 @@ TABLE = "task_environments"
 def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
     @spec.asset(
         TABLE,
-        ["task_descriptions"],
+        ["task_descriptions", "task_decontamination"],
         invariant="every ok environment has a built image",
         description="Stage II: a Dockerfile on the base image and an initial-state test per "
         "task; built and run; repaired with the error as feedback where the generator can.",
@@ -29,8 +29,11 @@ def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext,
         pipeline: PipelineSettings,
         task_descriptions: pl.DataFrame,
+        task_decontamination: pl.DataFrame,
     ):
-        return _materialize(StageRun(context, pipeline, spec, TABLE), task_descriptions)
+        contaminated = task_decontamination.filter(pl.col("status") != OK)["task_id"]
+        clean = task_descriptions.filter(~pl.col("task_id").is_in(contaminated.to_list()))
+        return _materialize(StageRun(context, pipeline, spec, TABLE), clean)
 
     return task_environments
 

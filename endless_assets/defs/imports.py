@@ -17,6 +17,10 @@ from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import schema_check_spec, status_metadata, task_markdown, validate
 from endless_assets.defs.completion_tests import build_completion_tests
 from endless_assets.defs.dataset import build_filtered_dataset
+from endless_assets.defs.decontamination import (
+    imported_contamination_recheck,
+    imported_task_decontamination,
+)
 from endless_assets.defs.environments import build_task_environments
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import build_solver_rollouts
@@ -137,8 +141,10 @@ imported_filtered_dataset = build_filtered_dataset(IMPORTED)
 
 IMPORTED_ASSETS = [
     imported_task_descriptions,
+    imported_task_decontamination,
     imported_task_environments,
     imported_completion_tests,
     imported_solver_rollouts,
     imported_filtered_dataset,
+    imported_contamination_recheck,
 ]

@@ -12,6 +12,7 @@ from endless_assets.defs.stage_spec import IMPORTED
 PIPELINE_ASSETS = [
     "base_image",
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",
@@ -31,9 +32,9 @@ daily_batch = dg.define_asset_job(
 # row in the journals and write the partitions (stages/shards.py). Stage I is not run again: its
 # tasks are the ones the shards worked on. These three jobs are `endless run`'s steps for such a
 # batch, not jobs to launch by hand: their descriptions say so first, and their tag marks them.
-STAGE_ONE_ASSETS = PIPELINE_ASSETS[:2]
-SHARD_ASSETS = PIPELINE_ASSETS[2:-1]
-FINISH_ASSETS = PIPELINE_ASSETS[2:]
+STAGE_ONE_ASSETS = PIPELINE_ASSETS[:3]
+SHARD_ASSETS = PIPELINE_ASSETS[3:-1]
+FINISH_ASSETS = PIPELINE_ASSETS[3:]
 INTERNAL = "Internal step of a sharded batch (more tasks than `shard_tasks`), launched by "
 SHARDED_TAGS = {"endless/role": "sharded-batch-step"}
 
@@ -41,8 +42,8 @@ batch_stage_one = dg.define_asset_job(
     name="batch_stage_one",
     selection=dg.AssetSelection.assets(*STAGE_ONE_ASSETS),
     tags=SHARDED_TAGS,
-    description=f"{INTERNAL}`endless run` before the shard runs: the base image and every task "
-    "description. To make a batch, launch daily_batch.",
+    description=f"{INTERNAL}`endless run` before the shard runs: the base image, every task "
+    "description and its decontamination. To make a batch, launch daily_batch.",
 )
 
 batch_shard = dg.define_asset_job(
@@ -67,6 +68,20 @@ daily_batch_schedule = dg.build_schedule_from_partitioned_job(
     daily_batch,
     hour_of_day=2,
     description="Materializes each new day's batch (starts stopped; turn it on in the UI).",
+)
+
+recheck_contamination = dg.define_asset_job(
+    name="recheck_contamination",
+    selection=dg.AssetSelection.assets("contamination_recheck"),
+    description="Check one batch's kept tasks again against the benchmarks of "
+    "decontamination_references as they are now (`endless decontaminate`); nothing else runs.",
+)
+
+imported_recheck_contamination = dg.define_asset_job(
+    name="recheck_imported_contamination",
+    selection=dg.AssetSelection.assets(["imported", "contamination_recheck"]),
+    description="Check one imported batch's kept tasks again against the benchmarks of "
+    "decontamination_references as they are now; nothing else runs.",
 )
 
 imported_batch = dg.define_asset_job(

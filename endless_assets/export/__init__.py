@@ -2,7 +2,8 @@
 and imports of task sets from elsewhere (Harbor task directories).
 
 `export_dataset` is the one entry point the CLI (`endless export`) and the `dataset_exports`
-asset share: it loads the kept tasks of the chosen batches from the lake, validates every one
+asset share: it loads the kept tasks of the chosen batches from the lake (less those the latest
+`contamination_recheck` found contaminated, unless asked to include them), validates every one
 (a malformed task fails the export with its id before anything is written) and writes the
 format into a staging directory that replaces `out` only when complete. `out` is checked first
 (output.py): never the data directory, above it or inside it (but for `<data_dir>/exports/`),
@@ -43,6 +44,7 @@ class ExportSummary:
     out: Path
     tasks: int
     rows: dict[str, int] = field(default_factory=dict)
+    contaminated_left_out: int = 0  # kept tasks a recheck found contaminated, not exported
 
 
 def export_dataset(
@@ -55,7 +57,11 @@ def export_dataset(
     settings: Settings | None = None,
     overwrite: bool = False,
     val_fraction: float = 0.0,
+    include_contaminated: bool = False,
 ) -> ExportSummary:
+    """Write the kept tasks of `batches` (all when None) as `fmt` into `out`. Tasks the latest
+    `contamination_recheck` of their batch found contaminated are left out (and counted in the
+    summary) unless `include_contaminated`."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r} (one of: {', '.join(FORMATS)})")
     if base_image is None:
@@ -65,7 +71,18 @@ def export_dataset(
     settings = settings or Settings.resolve()
     data_dirs = [lake.data_dir, resolve_data_dir(settings.data_dir)]
     check_destination(out, overwrite=overwrite, data_dirs=data_dirs)  # before reading anything
-    return _export(lake, fmt, Path(out), batches, base_image, settings, overwrite, val_fraction)
+    summary = _export(
+        lake,
+        fmt,
+        Path(out),
+        batches,
+        base_image,
+        settings,
+        overwrite,
+        val_fraction,
+        set() if include_contaminated else contaminated_task_ids(lake, batches),
+    )
+    return summary
 
 
 def _export(
@@ -77,19 +94,27 @@ def _export(
     settings: Settings,
     overwrite: bool,
     val_fraction: float,
+    contaminated: set[str],
 ) -> ExportSummary:
     if fmt == "atif":  # every attempt's trajectory, kept task or not
         tasks_with_documents, documents = export_atif(
             lake, out, batches=batches, overwrite=overwrite
         )
         return ExportSummary(fmt, out, tasks_with_documents, documents)
-    tasks = load_tasks(lake, batches)
+    kept = load_tasks(lake, batches)
+    tasks = [t for t in kept if t.task_id not in contaminated]
+    left_out = len(kept) - len(tasks)
+    if kept and not tasks:
+        raise ExportError(
+            f"nothing to export: all {len(kept)} kept task(s) were found contaminated by "
+            "contamination_recheck (include them with --include-contaminated)"
+        )
     if fmt == "harbor":
         written = export_harbor(tasks, out, base_image=base_image, overwrite=overwrite)
-        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)})
+        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)}, left_out)
     if fmt == "terminal-bench":
         written = export_terminal_bench(tasks, out, base_image=base_image, overwrite=overwrite)
-        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)})
+        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)}, left_out)
     if fmt == "rl":
         rows = export_rl(
             tasks,
@@ -99,6 +124,18 @@ def _export(
             val_fraction=val_fraction,
             overwrite=overwrite,
         )
-        return ExportSummary(fmt, out, len(tasks), rows)
+        return ExportSummary(fmt, out, len(tasks), rows, left_out)
     rows = export_sft(lake, tasks, out, overwrite=overwrite)
-    return ExportSummary(fmt, out, len(tasks), rows)
+    return ExportSummary(fmt, out, len(tasks), rows, left_out)
+
+
+def contaminated_task_ids(lake: Lake, batches: list[str] | None = None) -> set[str]:
+    """Kept tasks that the latest `contamination_recheck` of their batch found contaminated."""
+    import polars as pl
+
+    if not lake.has_data("contamination_recheck"):
+        return set()
+    frame = lake.read_all("contamination_recheck").filter(pl.col("status") == "rejected")
+    if batches:
+        frame = frame.filter(pl.col("batch").is_in(batches))
+    return set(frame["task_id"].to_list())

@@ -12,6 +12,7 @@ import pandera.polars as pa
 import polars as pl
 
 from endless_assets.schemas.base import DRIFT_STATUSES, STATUSES, TERMINATIONS
+from endless_assets.schemas.checks import ContaminationRecheck, TaskDecontamination
 from endless_assets.schemas.outcomes import (
     DriftRevalidation,
     FilteredDataset,
@@ -27,10 +28,12 @@ __all__ = [
     "TABLES",
     "TERMINATIONS",
     "CompletionTests",
+    "ContaminationRecheck",
     "DriftRevalidation",
     "FilteredDataset",
     "ServedEpisodes",
     "SolverRollouts",
+    "TaskDecontamination",
     "TaskDescriptions",
     "TaskEnvironments",
     "TaskSoundness",
@@ -40,6 +43,7 @@ __all__ = [
 
 TABLES: dict[str, type[pa.DataFrameModel]] = {
     "task_descriptions": TaskDescriptions,
+    "task_decontamination": TaskDecontamination,
     "task_environments": TaskEnvironments,
     "completion_tests": CompletionTests,
     "task_soundness": TaskSoundness,
@@ -47,6 +51,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "filtered_dataset": FilteredDataset,
     "drift_revalidation": DriftRevalidation,
     "served_episodes": ServedEpisodes,
+    "contamination_recheck": ContaminationRecheck,
 }
 
 

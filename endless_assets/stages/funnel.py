@@ -11,6 +11,7 @@ from endless_assets.stats_views import render_stats_sql
 
 TABLES = (
     "task_descriptions",
+    "task_decontamination",
     "task_environments",
     "completion_tests",
     "task_soundness",

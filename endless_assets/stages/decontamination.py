@@ -1,0 +1,115 @@
+"""Decontamination as a stage: each task against the benchmarks of `decontamination_references`
+(decontamination/ compares field by field); a task sharing a field with one is rejected
+`contaminated`, naming the benchmark task, the field and the measure."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from endless_assets.decontamination import (
+    Decontaminator,
+    Hit,
+    References,
+    Thresholds,
+    field_texts,
+    parse_references,
+    read_references,
+    rejection_reason,
+)
+from endless_assets.models import Task
+from endless_assets.stages import OK, REJECTED
+
+LOG = logging.getLogger(__name__)
+CACHE = "cache/decontamination"  # under the data directory: reference tasks' words, by content
+
+
+@dataclass
+class DecontaminationOutcome:
+    """One task's check: what it was held against, and what it shares with which task."""
+
+    task_id: str
+    batch: str
+    status: str = OK
+    reject_reason: str = ""
+    reference_sets: str = ""
+    thresholds: str = ""
+    fields: list[str] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "batch": self.batch,
+            "status": self.status,
+            "reject_reason": self.reject_reason,
+            "reference_sets": self.reference_sets,
+            "thresholds": self.thresholds,
+            "fields": ",".join(self.fields),
+            "hits": json.dumps([asdict(h) for h in self.hits], ensure_ascii=False),
+            "seconds": self.seconds,
+        }
+
+
+class Checker:
+    """The reference sets read once and indexed (per process and setting value: a recheck in the
+    same process reuses the index); `check` is then one task at a time, from any thread."""
+
+    def __init__(self, references: References, thresholds: Thresholds, sets: str) -> None:
+        self.references = references
+        self.thresholds = thresholds
+        self.sets = sets  # name:tasks, comma-separated
+        self.decontaminator = Decontaminator(references.tasks, thresholds)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.references.tasks)
+
+    def describe_thresholds(self) -> str:
+        t = self.thresholds
+        sizes = ",".join(str(n) for n in t.ngram_sizes)
+        return f"ngrams {sizes}, fuzzy {t.fuzzy_ratio:g}"
+
+    def check(self, task: Task) -> DecontaminationOutcome:
+        started = time.monotonic()
+        outcome = DecontaminationOutcome(task.task_id, task.batch)
+        outcome.reference_sets, outcome.thresholds = self.sets, self.describe_thresholds()
+        outcome.fields = [name for name, texts in field_texts(task).items() if texts]
+        if self.active:
+            outcome.hits = self.decontaminator.check(task)
+        if outcome.hits:
+            outcome.status, outcome.reject_reason = REJECTED, rejection_reason(outcome.hits)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+
+_CHECKERS: dict[tuple[str, str, float, str], Checker] = {}
+_LOCK = threading.Lock()
+
+
+def checker(references: str, ngrams: str, fuzzy: float, data_dir: str) -> Checker:
+    """The checker of these settings (`decontamination_references`, `decontamination_ngrams`,
+    `decontamination_fuzzy`), read and indexed once per process. ValueError (one line) for a
+    setting that does not parse."""
+    key = (references, ngrams, fuzzy, data_dir)
+    with _LOCK:
+        found = _CHECKERS.get(key)
+        if found is None:
+            sizes = tuple(int(part) for part in ngrams.split(",") if part.strip())
+            thresholds = Thresholds(ngram_sizes=sizes, fuzzy_ratio=fuzzy)
+            sources = parse_references(references)
+            read = read_references(sources, Path(data_dir) / CACHE)
+            counts: dict[str, int] = {}
+            for task in read.tasks:
+                counts[task.reference_set] = counts.get(task.reference_set, 0) + 1
+            sets = ",".join(f"{s.name}:{counts.get(s.name, 0)}" for s in sources)
+            found = Checker(read, thresholds, sets)
+            _CHECKERS.clear()  # (one configuration at a time is what a process uses)
+            _CHECKERS[key] = found
+        return found
