@@ -1,4 +1,5 @@
-"""Which tasks a server serves: kept rows of `filtered_dataset` chosen by a SQL filter, each read
+"""Which tasks a server serves: kept rows of `filtered_dataset` (less those a recheck found
+contaminated) chosen by a SQL filter, each read
 back as the `Task` stage IV rolled out on (the stored task JSON, checked against its columns as
 exports check it), and a seedable sampler over them.
 
@@ -59,7 +60,9 @@ def select_tasks(lake: Lake, condition: str = "true") -> list[Task]:
         "with chosen as (select *, "
         f"{difficulty} as difficulty, "
         "(successes > 0 and successes < scored_attempts) as learnable "
-        "from filtered_dataset where kept) "
+        "from filtered_dataset where kept and task_id not in "
+        # (what `endless decontaminate` found contaminated is never served, as never exported)
+        "(select task_id from contamination_recheck where status = 'rejected')) "
         f"select * exclude (difficulty, learnable) from chosen where ({condition}) "
         "order by batch, task_id"
     )
