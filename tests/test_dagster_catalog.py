@@ -19,11 +19,14 @@ from endless_assets.defs.partitions import imported_batches
 from endless_assets.schemas import TABLES
 
 GRAPH = defs.resolve_asset_graph()
-TABLE_ASSETS = [
-    key
-    for key in GRAPH.get_all_asset_keys()
-    if key.path[-1] in TABLES and GRAPH.get(key).is_materializable
-]
+TABLE_ASSETS = sorted(  # (sorted: every xdist worker must collect the same tests, in order)
+    (
+        key
+        for key in GRAPH.get_all_asset_keys()
+        if key.path[-1] in TABLES and GRAPH.get(key).is_materializable
+    ),
+    key=lambda key: key.to_user_string(),
+)
 READABLE = {"string", "int64", "float64", "bool", "timestamp[UTC]"}
 
 
