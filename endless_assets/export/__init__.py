@@ -5,7 +5,8 @@ and imports of task sets from elsewhere (Harbor task directories).
 asset share: it loads the kept tasks of the chosen batches from the lake (less those the latest
 `contamination_recheck` found contaminated, unless asked to include them), validates every one
 (a malformed task fails the export with its id before anything is written) and writes the
-format into a staging directory that replaces `out` only when complete. `out` is checked first
+format, each task with its quality record (quality.py: the evidence the lake holds for it), into
+a staging directory that replaces `out` only when complete. `out` is checked first
 (output.py): never the data directory, above it or inside it (but for `<data_dir>/exports/`),
 the working or home directory or `/`; an existing one is replaced only when empty or marked as
 an earlier export's.
@@ -19,6 +20,7 @@ from pathlib import Path
 from endless_assets.export.atif import export_atif
 from endless_assets.export.harbor import export_harbor
 from endless_assets.export.output import MARKER, OutputError, check_destination
+from endless_assets.export.quality import quality_records
 from endless_assets.export.tasks import ExportError, load_tasks
 from endless_assets.export.terminal_bench import export_terminal_bench
 from endless_assets.export.trainer import export_rl, export_sft
@@ -109,11 +111,10 @@ def _export(
             f"nothing to export: all {len(kept)} kept task(s) were found contaminated by "
             "contamination_recheck (include them with --include-contaminated)"
         )
-    if fmt == "harbor":
-        written = export_harbor(tasks, out, base_image=base_image, overwrite=overwrite)
-        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)}, left_out)
-    if fmt == "terminal-bench":
-        written = export_terminal_bench(tasks, out, base_image=base_image, overwrite=overwrite)
+    quality = quality_records(lake, tasks)
+    if fmt in ("harbor", "terminal-bench"):
+        write = export_harbor if fmt == "harbor" else export_terminal_bench
+        written = write(tasks, out, base_image=base_image, overwrite=overwrite, quality=quality)
         return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)}, left_out)
     if fmt == "rl":
         rows = export_rl(
@@ -123,9 +124,10 @@ def _export(
             settings=settings,
             val_fraction=val_fraction,
             overwrite=overwrite,
+            quality=quality,
         )
         return ExportSummary(fmt, out, len(tasks), rows, left_out)
-    rows = export_sft(lake, tasks, out, overwrite=overwrite)
+    rows = export_sft(lake, tasks, out, overwrite=overwrite, quality=quality)
     return ExportSummary(fmt, out, len(tasks), rows, left_out)
 
 

@@ -4,7 +4,8 @@
 <task_id>/
   instruction.md             what the agent reads
   task.toml                  Harbor config + [metadata]: category, complexity, scenario, pass
-                             rate, difficulty, source batch, generator, solver, truth
+                             rate, difficulty, source batch, generator, solver, truth, and
+                             [metadata.quality]: the task's quality record (quality.py)
   environment/Dockerfile     the task image, FROM the base image given by --base-image
   environment/...            its build-context files
   tests/test.sh              grades: runs the completion test, writes /logs/verifier/reward.txt
@@ -42,6 +43,7 @@ from typing import Any
 
 from endless_assets.export import task_parts
 from endless_assets.export.output import staged_directory, write_text
+from endless_assets.export.quality import KEY, QualityRecord, carried, record_of
 from endless_assets.export.tasks import ExportError
 from endless_assets.export.toml_text import dumps
 from endless_assets.models import Task
@@ -95,8 +97,11 @@ echo $reward > /logs/verifier/reward.txt
 """
 
 
-def task_config(task: Task, base_image: str) -> dict[str, Any]:
-    ours = _ours(task, base_image)
+def task_config(
+    task: Task, base_image: str, quality: QualityRecord | None = None
+) -> dict[str, Any]:
+    """task.toml; `quality` is the task's record (None: every value not checked)."""
+    ours = _ours(task, base_image, quality or QualityRecord())
     original = task.source_metadata.get("config")
     if task.source_metadata.get("format") != "harbor" or not isinstance(original, dict):
         return ours
@@ -104,6 +109,7 @@ def task_config(task: Task, base_image: str) -> dict[str, Any]:
     metadata = config.setdefault("metadata", {})
     for key, value in ours["metadata"].items():
         metadata.setdefault(key, value)
+    metadata[KEY] = ours["metadata"][KEY]  # this lake's record, not the one it came with
     if task.agent_user:
         config.setdefault("agent", {})["user"] = task.agent_user
     if task.workdir:
@@ -111,7 +117,7 @@ def task_config(task: Task, base_image: str) -> dict[str, Any]:
     return config
 
 
-def _ours(task: Task, base_image: str) -> dict[str, Any]:
+def _ours(task: Task, base_image: str, quality: QualityRecord) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "author_name": "endless",
         **task.provenance(),
@@ -120,6 +126,7 @@ def _ours(task: Task, base_image: str) -> dict[str, Any]:
         "tags": [t for t in (task.category, task.family, task.complexity) if t],
         "base_image": base_image,
         "truth": _json(task.truth),
+        KEY: quality.as_dict(),  # TOML has no null: a value not measured is left out
     }
     if task.source_name:
         metadata["source_name"] = task.source_name
@@ -159,11 +166,13 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool]]:
+def task_files(
+    task: Task, base_image: str, quality: QualityRecord | None = None
+) -> dict[str, tuple[str | bytes, bool]]:
     """Relative path -> (text or bytes, executable) for one task directory."""
     files: dict[str, tuple[str | bytes, bool]] = {
         "instruction.md": (task.instruction.rstrip("\n") + "\n", False),
-        "task.toml": (dumps(task_config(task, base_image)), False),
+        "task.toml": (dumps(task_config(task, base_image, quality)), False),
         "environment/Dockerfile": (task_parts.dockerfile(task, base_image), False),
     }
     spec = task_parts.verifier(task)
@@ -201,8 +210,10 @@ def _initial_is_its_own(task: Task) -> bool:
     return task.initial_test != trivial_initial_test(strip_identity(task.dockerfile or ""))
 
 
-def write_task(directory: Path, task: Task, base_image: str) -> None:
-    for rel, (content, executable) in task_files(task, base_image).items():
+def write_task(
+    directory: Path, task: Task, base_image: str, quality: QualityRecord | None = None
+) -> None:
+    for rel, (content, executable) in task_files(task, base_image, quality).items():
         if isinstance(content, bytes):
             task_parts.write_bytes(directory / rel, content, executable=executable)
         else:
@@ -210,16 +221,23 @@ def write_task(directory: Path, task: Task, base_image: str) -> None:
 
 
 def export_harbor(
-    tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
+    tasks: list[Task],
+    out: Path,
+    *,
+    base_image: str,
+    overwrite: bool = False,
+    quality: dict[str, QualityRecord] | None = None,
 ) -> list[Path]:
-    """Validate every task, then write one Harbor task directory per task under `out`."""
+    """Validate every task, then write one Harbor task directory per task under `out`, each
+    with its quality record from `quality` (task id -> record; absent: not checked)."""
     task_parts.validate(tasks)
     check_base_image(base_image)
     written = []
     with staged_directory(out, fmt="harbor", overwrite=overwrite) as stage:
         for task in tasks:
-            write_task(stage / task.task_id, task, base_image)
-            _check_written(stage / task.task_id, task, base_image)
+            record = record_of(quality, task)
+            write_task(stage / task.task_id, task, base_image, record)
+            _check_written(stage / task.task_id, task, base_image, record)
             written.append(Path(out) / task.task_id)
     return written
 
@@ -229,12 +247,13 @@ def check_base_image(base_image: str) -> None:
         raise ExportError(f"--base-image {base_image!r} is not an image reference")
 
 
-def _check_written(directory: Path, task: Task, base_image: str) -> None:
+def _check_written(directory: Path, task: Task, base_image: str, quality: QualityRecord) -> None:
     """Read the directory back as Harbor would and compare: the export is what we meant."""
     from endless_assets.export.harbor_import import read_harbor_dir, solution_body
 
     try:
         back = read_harbor_dir(directory)
+        record = carried(back.metadata)
     except Exception as exc:
         raise ExportError(
             f"task {task.task_id}: the written Harbor task does not read back: {exc}"
@@ -260,6 +279,7 @@ def _check_written(directory: Path, task: Task, base_image: str) -> None:
                 back.reference_solution.strip(),
             ),
             ("build-context files", meant, written),
+            ("quality record", quality, record),
         )
         if ours != theirs
     ]

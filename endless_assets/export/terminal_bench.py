@@ -2,8 +2,9 @@
 
 ```
 <task_id>/
-  task.yaml             instruction, difficulty, category, tags, parser (pytest), timeouts, and
-                        an `endless:` block with provenance and pass rate
+  task.yaml             instruction, difficulty, category, tags, parser (pytest), timeouts, an
+                        `endless:` block with provenance and pass rate, and `quality:` the
+                        task's quality record (quality.py; null: not measured)
   Dockerfile            the task image, FROM --base-image, ending as the agent user
   docker-compose.yaml   the standard single `client` service
   run-tests.sh          runs the completion test with the image's pytest (no network), -rA for
@@ -32,6 +33,7 @@ from endless_assets.export.harbor import AGENT_TIMEOUT_SEC, GRADER_FILE, VERIFIE
 from endless_assets.export.harbor import check_base_image as _check_base_image
 from endless_assets.export.harbor_import import solution_body
 from endless_assets.export.output import staged_directory, write_text
+from endless_assets.export.quality import KEY, QualityRecord, carried, record_of
 from endless_assets.export.tasks import ExportError
 from endless_assets.export.tb_import import REWARD_ENDING
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
@@ -73,11 +75,14 @@ python3 -m pytest "${TEST_DIR:-/tests}/test_outputs.py" -rA
 """
 
 
-def task_yaml(task: Task, base_image: str) -> str:
+def task_yaml(task: Task, base_image: str, quality: QualityRecord | None = None) -> str:
+    """task.yaml; `quality` is the task's record (None: every value not checked)."""
+    record = (quality or QualityRecord()).as_dict()
     original = task.source_metadata.get("config")
     if task.source_metadata.get("format") == "terminal-bench" and isinstance(original, dict):
         data = {"instruction": task.instruction.rstrip("\n"), **original}
         data["endless"] = {**task.provenance(), "base_image": base_image}
+        data[KEY] = record  # this lake's record, not the one it came with
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
     difficulty = task.difficulty if task.difficulty in ("easy", "medium", "hard") else "unknown"
     data: dict[str, Any] = {
@@ -92,6 +97,7 @@ def task_yaml(task: Task, base_image: str) -> str:
         "max_test_timeout_sec": VERIFIER_TIMEOUT_SEC,
         "run_tests_in_same_shell": False,
         "endless": {**task.provenance(), "base_image": base_image},
+        KEY: record,
     }
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
 
@@ -134,7 +140,9 @@ def solution_script(reference_solution: str) -> str:
     )
 
 
-def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool]]:
+def task_files(
+    task: Task, base_image: str, quality: QualityRecord | None = None
+) -> dict[str, tuple[str | bytes, bool]]:
     context = task_parts.context_files(task)
     clashes = sorted(p for p in context if p in RESERVED or p == "tests" or p.startswith("tests/"))
     if clashes:
@@ -149,7 +157,7 @@ def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool
         else "#!/bin/bash\n" + solution_body(task.reference_solution)
     )
     files: dict[str, tuple[str | bytes, bool]] = {
-        "task.yaml": (task_yaml(task, base_image), False),
+        "task.yaml": (task_yaml(task, base_image, quality), False),
         "Dockerfile": (dockerfile(task, base_image), False),
         "docker-compose.yaml": (DOCKER_COMPOSE, False),
         "solution.sh": (solution, True),
@@ -173,29 +181,38 @@ def task_files(task: Task, base_image: str) -> dict[str, tuple[str | bytes, bool
 
 
 def export_terminal_bench(
-    tasks: list[Task], out: Path, *, base_image: str, overwrite: bool = False
+    tasks: list[Task],
+    out: Path,
+    *,
+    base_image: str,
+    overwrite: bool = False,
+    quality: dict[str, QualityRecord] | None = None,
 ) -> list[Path]:
+    """One directory per task, each with its record from `quality` (absent: not checked)."""
     task_parts.validate(tasks)
     _check_base_image(base_image)
     written = []
     with staged_directory(out, fmt="terminal-bench", overwrite=overwrite) as stage:
         for task in tasks:
-            for rel, (content, executable) in task_files(task, base_image).items():
+            record = record_of(quality, task)
+            for rel, (content, executable) in task_files(task, base_image, record).items():
                 if isinstance(content, bytes):
                     task_parts.write_bytes(
                         stage / task.task_id / rel, content, executable=executable
                     )
                 else:
                     write_text(stage / task.task_id / rel, content, executable=executable)
-            _check_written(stage / task.task_id, task)
+            _check_written(stage / task.task_id, task, record)
             written.append(Path(out) / task.task_id)
     return written
 
 
-def _check_written(directory: Path, task: Task) -> None:
+def _check_written(directory: Path, task: Task, quality: QualityRecord) -> None:
     config = yaml.safe_load((directory / "task.yaml").read_text(encoding="utf-8"))
     if config.get("instruction", "").strip() != task.instruction.strip():
         raise ExportError(f"task {task.task_id}: task.yaml does not carry the instruction back")
+    if carried(config) != quality:
+        raise ExportError(f"task {task.task_id}: task.yaml does not carry the quality record back")
     compose = yaml.safe_load((directory / "docker-compose.yaml").read_text(encoding="utf-8"))
     if "client" not in compose.get("services", {}):
         raise ExportError(f"task {task.task_id}: docker-compose.yaml has no client service")

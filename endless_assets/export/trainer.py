@@ -9,6 +9,9 @@ and `extra_info`; plus flat columns with everything needed to rebuild and grade 
 `completion_test`, `reference_solution`, the agent user and limits). A row's `split` is decided
 by a hash of its task id, so it never changes between exports.
 
+Both carry the task's quality record (quality.py) as `quality`: a struct column in Parquet and an
+object in JSONL, with the same keys as everywhere else (null: not measured).
+
 SFT rows are the successful rollouts that carry chat messages (model solvers; the oracle and
 no-op policies talk to no model and have none): `messages` as `{role, content}` pairs exactly as
 sent and received, with the task id, solver and rollout index.
@@ -26,6 +29,7 @@ import polars as pl
 from endless_assets.export.dockerfile import rebase
 from endless_assets.export.harbor import check_base_image
 from endless_assets.export.output import staged_directory
+from endless_assets.export.quality import KEY, QualityRecord, record_of
 from endless_assets.export.tasks import ExportError, validate_all
 from endless_assets.lake import Lake
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
@@ -67,7 +71,13 @@ def prompt_messages(instruction: str, settings: Settings) -> list[dict[str, str]
 
 
 def rl_row(
-    task: Task, index: int, *, base_image: str, settings: Settings, split: str
+    task: Task,
+    index: int,
+    *,
+    base_image: str,
+    settings: Settings,
+    split: str,
+    quality: QualityRecord,
 ) -> dict[str, Any]:
     prompt = prompt_messages(task.instruction, settings)
     meta = task.provenance()
@@ -107,6 +117,7 @@ def rl_row(
         "generator": task.generator,
         "generator_model": task.generator_model,
         "prompt_version": task.prompt_version,
+        KEY: quality.as_dict(),
     }
 
 
@@ -190,6 +201,7 @@ def _rl_schema() -> dict[str, pl.DataType]:
         "generator": text,
         "generator_model": text,
         "prompt_version": text,
+        KEY: QualityRecord.polars_dtype(),
     }
 
 
@@ -201,8 +213,10 @@ def export_rl(
     settings: Settings,
     val_fraction: float = 0.0,
     overwrite: bool = False,
+    quality: dict[str, QualityRecord] | None = None,
 ) -> dict[str, int]:
-    """train.parquet/.jsonl (and validation.* when val_fraction > 0). Returns rows per split."""
+    """train.parquet/.jsonl (and validation.* when val_fraction > 0), each row with its task's
+    record from `quality` (absent: not checked). Returns rows per split."""
     validate_all(tasks)
     check_base_image(base_image)
     if not 0 <= val_fraction < 1:
@@ -210,7 +224,10 @@ def export_rl(
     splits: dict[str, list[dict[str, Any]]] = {"train": []}
     for index, task in enumerate(tasks):
         split = split_of(task.task_id, val_fraction)
-        row = rl_row(task, index, base_image=base_image, settings=settings, split=split)
+        record = record_of(quality, task)
+        row = rl_row(
+            task, index, base_image=base_image, settings=settings, split=split, quality=record
+        )
         check_messages(row["prompt"], f"task {task.task_id}", need_assistant=False)
         splits.setdefault(split, []).append(row)
     with staged_directory(out, fmt="rl", overwrite=overwrite) as stage:
@@ -235,10 +252,17 @@ def successful_rollouts(lake: Lake, tasks: list[Task]) -> pl.DataFrame:
 
 
 def export_sft(
-    lake: Lake, tasks: list[Task], out: Path, *, overwrite: bool = False
+    lake: Lake,
+    tasks: list[Task],
+    out: Path,
+    *,
+    overwrite: bool = False,
+    quality: dict[str, QualityRecord] | None = None,
 ) -> dict[str, int]:
-    """train.parquet/.jsonl: one row per successful rollout that has chat messages."""
+    """train.parquet/.jsonl: one row per successful rollout that has chat messages, with its
+    task's record from `quality` (absent: not checked)."""
     validate_all(tasks)
+    by_id = {task.task_id: task for task in tasks}
     rows = []
     skipped = 0
     for r in successful_rollouts(lake, tasks).to_dicts():
@@ -261,6 +285,7 @@ def export_sft(
                 "n_turns": r["n_turns"],
                 "tokens_in": r["tokens_in"],
                 "tokens_out": r["tokens_out"],
+                KEY: record_of(quality, by_id[r["task_id"]]).as_dict(),
             }
         )
     schema = {
@@ -272,6 +297,7 @@ def export_sft(
         "n_turns": pl.Int64,
         "tokens_in": pl.Int64,
         "tokens_out": pl.Int64,
+        KEY: QualityRecord.polars_dtype(),
     }
     with staged_directory(out, fmt="sft", overwrite=overwrite) as stage:
         _write_rows(stage, "train", rows, schema)
