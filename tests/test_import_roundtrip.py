@@ -17,7 +17,10 @@ from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.export import export_dataset
+from endless_assets.export.quality import quality_records
+from endless_assets.export.tasks import load_tasks
 from endless_assets.lake import Lake
+from endless_assets.models import Task
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
@@ -134,6 +137,21 @@ def test_imported_tasks_have_the_same_instructions_tests_and_solutions(roundtrip
     )
     assert len(original) == TASKS
     assert sorted(back.rows()) == sorted(original.rows())
+
+
+def test_imported_tasks_keep_the_quality_record_their_export_carried(roundtrip):
+    lake, _, _ = roundtrip
+    records = quality_records(lake, load_tasks(lake, [SOURCE_BATCH]))
+    drafts = query(
+        lake, f"select draft from task_descriptions where batch = '{IMPORTED}' and draft <> ''"
+    )
+    carried = {}
+    for (draft,) in drafts.rows():
+        task = Task.model_validate_json(draft)
+        if "quality" in task.source_metadata:  # ours; the foreign tasks carry none
+            carried[task.source_name.rsplit("/", 1)[-1]] = task.source_metadata["quality"]
+    assert carried == {task_id: record.as_dict() for task_id, record in records.items()}
+    assert {r["soundness"] for r in carried.values()} == {"checked"}
 
 
 def test_imported_tasks_are_revalidated_and_kept_and_foreign_ones_judged(roundtrip):

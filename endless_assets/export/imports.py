@@ -8,6 +8,10 @@ Base images the machine cannot pull are mapped with `base_image_map` (`ubuntu:22
 setting `base_recipe`, `endless-base-bookworm` and `endless-base-trixie` name a recipe). An image
 that is neither mapped nor present is not checked here: stage II rejects the task with
 `build_failed` and Docker's own message (e.g. pull access denied).
+
+A task exported by us carries its quality record (quality.py: Harbor `[metadata.quality]`,
+Terminal-Bench `quality:`); it is kept as `source_metadata["quality"]`, every key, nulls
+included (one that does not read is left out, with a note).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from endless_assets.export.harbor_import import (
     trivial_initial_test,
 )
 from endless_assets.export.import_files import DEFAULT_MAX_BINARY_BYTES
+from endless_assets.export.quality import KEY, carried
 from endless_assets.export.tb_import import is_tb_dir, read_tb_dir
 from endless_assets.models import Task, task_seed
 
@@ -82,6 +87,14 @@ def draft_from_harbor(
     mapped = replace_base_images(task.dockerfile, image_map)
     if mapped != task.dockerfile:
         notes.append("base image mapped")
+    source: dict[str, Any] = {"format": task.source_format, "config": task.config}
+    try:
+        record = carried(meta)
+    except ValueError as exc:
+        notes.append(f"quality record not read ({exc})")
+    else:
+        if record is not None:
+            source[KEY] = record.as_dict()
     draft = Task(
         batch=batch,
         index=index,
@@ -105,7 +118,7 @@ def draft_from_harbor(
         binary_files=task.binary_files,
         executable_files=task.executable_files,
         source_name=source_name or task.directory.name,
-        source_metadata={"format": task.source_format, "config": task.config},
+        source_metadata=source,
     )
     return draft, tuple(notes)
 
