@@ -27,6 +27,8 @@ from endless_assets.export.harbor import write_task
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.lake import Lake
 from endless_assets.models import task_seed
+from endless_assets.report.html import build_report
+from endless_assets.report.tables import stats_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = "2026-05-20"
@@ -194,6 +196,14 @@ def test_a_kept_batch_is_checked_again_against_a_benchmark_added_later(kept_batc
     # Nothing was regenerated or re-run: the earlier partitions are as they were.
     assert lake.read("task_descriptions", BATCH)["created_at"].equals(described["created_at"])
     assert lake.read("filtered_dataset", BATCH)["created_at"].equals(kept_before["created_at"])
+
+    page = build_report(lake, [BATCH])  # the report's section names the benchmark tasks
+    assert "<h2>Decontamination</h2>" in page and "bench-3" in page and "bench-4" in page
+    decon = next(t for t in stats_tables(lake, [BATCH]) if t.name == "decontamination")
+    # (the pipeline's own check had no reference set: it is not a row of the view)
+    assert dict(zip(decon.frame["checked"], decon.frame["contaminated"], strict=True)) == {
+        "recheck": 2
+    }
 
     summary = export_dataset(lake, "harbor", work / "out", batches=[BATCH])
     assert (summary.tasks, summary.contaminated_left_out) == (TASKS - 2, 2)

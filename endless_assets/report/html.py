@@ -221,6 +221,19 @@ def _figure(name: str, value: float) -> str:
     return f"{value:,.2f}" if value < 1000 else f"{value:,.0f}"
 
 
+def _contamination_sources(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
+    """Per benchmark task and field: how many of the dataset's tasks shared it, at most."""
+    hits = stats_query(lake, "contamination", batches)
+    if not len(hits):
+        return pl.DataFrame({"reference_set": [], "reference_task": [], "field": [], "tasks": []})
+    return (
+        hits.group_by(["reference_set", "reference_task", "field"])
+        .agg(pl.col("task_id").n_unique().alias("tasks"), pl.col("score").max().alias("max_score"))
+        .sort(["tasks", "reference_set", "reference_task"], descending=[True, False, False])
+        .head(20)
+    )
+
+
 def _section(title: str, *parts: str) -> str:
     return f"<section><h2>{escape(title)}</h2>{''.join(parts)}</section>"
 
@@ -279,6 +292,16 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "Failure modes",
                 _failure_chart(tables["failure_modes"].frame),
                 html_table(tables["failure_modes"].frame),
+            ),
+            _section(
+                "Decontamination",
+                "<p class='sub'>Tasks held against the benchmarks of "
+                "<code>decontamination_references</code>, field by field: right after stage I "
+                "(<i>pipeline</i>) and again later (<i>recheck</i>, <code>endless "
+                "decontaminate</code>). Exports leave out what a recheck found.</p>",
+                html_table(tables["decontamination"].frame),
+                "<h3>Benchmark tasks the dataset shared a field with</h3>",
+                html_table(_contamination_sources(lake, batches)),
             ),
             _section("Turns per episode", _turns_chart(turns)),
             _section("Token cost", html_table(tables["token_cost"].frame)),

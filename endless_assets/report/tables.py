@@ -91,6 +91,18 @@ TABLES: dict[str, tuple[str, list[str]]] = {
         "Generator x solver",
         ["generator", "solver", "tasks", "solved_tasks", "mean_pass_rate"],
     ),
+    "decontamination": (
+        "Decontamination against benchmark task sets",
+        [
+            "checked",
+            "reference_sets",
+            "thresholds",
+            "checked_tasks",
+            "contaminated",
+            "contaminated_share",
+            "last_checked",
+        ],
+    ),
 }
 
 
