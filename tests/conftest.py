@@ -50,6 +50,18 @@ def no_container_outlives_the_session():
     assert not leftovers, f"containers left behind by this test process: {leftovers}"
 
 
+@pytest.fixture(autouse=True)
+def no_dagster_instance_stays_open():
+    """A Dagster instance opened and never closed (a schedule or sensor context built without
+    `with`) stays the process's definitions-state store after it is gone; every later
+    `materialize` in the worker then fails. Fail the test that left it open instead."""
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    before = _current_storage.get()
+    yield
+    assert _current_storage.get() is before, "this test left a Dagster instance open"
+
+
 @pytest.fixture
 def container(sandbox: Sandbox):
     with sandbox.container(sandbox.base.tag, labels={"role": "test"}) as box:

@@ -161,11 +161,11 @@ def test_drift_revalidation_has_its_own_job_and_a_schedule_that_starts_stopped(d
     assert job.asset_layer.executable_asset_keys == {dg.AssetKey("drift_revalidation")}
     assert dg.AssetKey("drift_revalidation") not in daily.asset_layer.executable_asset_keys
     assert drift_revalidation_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    context = dg.build_schedule_context(
+    with dg.build_schedule_context(
         resources={"pipeline": PipelineSettings(data_dir=str(drift["lake"].data_dir))},
         scheduled_execution_time=dt.datetime(2026, 6, 7, 4, tzinfo=dt.UTC),
-    )
-    requests = drift_revalidation_schedule(context)
+    ) as context:
+        requests = drift_revalidation_schedule(context)
     assert [r.partition_key for r in requests] == [BATCH]
     assert requests[0].run_key == f"drift-{BATCH}-2026-06-07"
 
@@ -235,9 +235,11 @@ def revalidate_imported(tmp_path, instance: dg.DagsterInstance) -> None:
     assert job.asset_layer.executable_asset_keys == {imported_drift_revalidation.key}
     schedule = imported_drift_revalidation_schedule
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
-    context = dg.build_schedule_context(
+    # As a context manager: the context opens the instance, which holds Dagster's
+    # process-wide definitions state until it is closed.
+    with dg.build_schedule_context(
         instance=instance,
         resources={"pipeline": PipelineSettings(data_dir=str(data_dir))},
         scheduled_execution_time=dt.datetime(2026, 6, 7, 4, 30, tzinfo=dt.UTC),
-    )
-    assert [r.partition_key for r in schedule(context)] == [IMPORTED_BATCH]
+    ) as context:
+        assert [r.partition_key for r in schedule(context)] == [IMPORTED_BATCH]

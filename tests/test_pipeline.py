@@ -229,9 +229,9 @@ def test_a_batch_with_broken_tasks_rejects_each_with_its_reason(tmp_path, sandbo
 
 def test_the_daily_schedule_requests_the_days_batch():
     schedule = defs.resolve_schedule_def("daily_batch_schedule")
-    context = dg.build_schedule_context(
+    with dg.build_schedule_context(
         scheduled_execution_time=datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
-    )
-    result = schedule.evaluate_tick(context)
+    ) as context:
+        result = schedule.evaluate_tick(context)
     keys = [r.partition_key for r in result.run_requests or []]
     assert keys == ["2026-11-30"]
