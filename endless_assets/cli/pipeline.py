@@ -222,12 +222,13 @@ def sql(
 def settings(
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
 ) -> None:
-    """Print every setting with its environment variable, default and current value."""
+    """Print every setting, by group, with its environment variable, default and current value."""
     from endless_assets.settings import FIELDS
 
     current = resolved_settings().as_dict()
     frame = pl.DataFrame(
         {
+            "group": [f.group for f in FIELDS],
             "setting": [f.name for f in FIELDS],
             "env": [f.env for f in FIELDS],
             "default": [str(f.default) for f in FIELDS],

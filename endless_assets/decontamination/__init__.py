@@ -22,13 +22,12 @@ from endless_assets.decontamination.measures import Thresholds
 from endless_assets.decontamination.references import (
     ReadStats,
     References,
-    ReferenceSource,
     ReferenceTask,
     TaskProblem,
-    parse_references,
     read_references,
     reference_task,
 )
+from endless_assets.settings.references import ReferenceSource, parse_references
 
 __all__ = [
     "CONTAMINATION_COLUMNS",

@@ -79,32 +79,6 @@ def run_parallel(
     return [r for r in results if r is not None]
 
 
-OPERATIONAL = frozenset(
-    {
-        "data_dir",
-        "workers",
-        "docker_host",
-        "docker_hosts",
-        "warm_containers",
-        "shard_tasks",
-        "llm_concurrency",
-        "llm_timeout",
-        "llm_retries",
-        "llm_backoff",
-        "llm_cache",
-        "rollout_workers",
-        "generator_base_url",
-        "solver_base_url",
-        "auditor_base_url",
-        "reference_judge_base_url",
-        # Which tasks enter stage II, not what any stage makes of a task.
-        "decontamination_references",
-        "decontamination_ngrams",
-        "decontamination_fuzzy",
-    }
-)
-
-
 def resumable(
     pipeline: PipelineSettings,
     settings: Settings,
@@ -120,8 +94,7 @@ def resumable(
     endpoints' URLs: the models are named apart, the parallelism, the data directory), are not
     part of "the same": a batch whose engine was lost is rerun on the others without redoing
     what is journaled."""
-    made = {k: v for k, v in settings.as_dict().items() if k not in OPERATIONAL}
-    scope = fingerprint(made, generator.name, generator.model, generator.version)
+    scope = fingerprint(settings.made(), generator.name, generator.model, generator.version)
     return Resumable(
         Journal(pipeline.lake().data_dir, table, batch, scope),
         item_key=lambda item: str(item if key == "index" else item.task_id),

@@ -1,4 +1,4 @@
-"""What a valid value of each setting is (settings.py checks every value against these rules
+"""What a valid value of each setting is (Settings.check holds every value against these rules
 before anything runs)."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from endless_assets.sandbox.disk import check_budget, parse_size
+from endless_assets.settings.declare import SettingsError
+from endless_assets.settings.references import parse_references
 
 # Memory goes to Docker as given, so it takes the forms both parse_size and docker-py read:
 # digits, an optional fraction, k/m/g, an optional b (no t, no "gib").
@@ -69,8 +71,6 @@ def _docker_hosts_ok(value: str) -> bool:
 
 def _references_ok(value: str) -> bool:
     """True, or a SettingsError naming the entry that is wrong and why (decontamination)."""
-    from endless_assets.decontamination import parse_references
-
     try:
         parse_references(value)
     except ValueError as exc:
@@ -86,8 +86,6 @@ def _ngrams_ok(value: str) -> bool:
 
 def _refused(name: str, env: str, value: str, reason: str) -> Exception:
     """A SettingsError worded as Settings.check words one, with the reason the rule found."""
-    from endless_assets.settings import SettingsError
-
     origin = f"from {env}"
     if os.environ.get(env) != value:
         origin = f"from config; its environment variable is {env}"

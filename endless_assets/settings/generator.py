@@ -1,0 +1,57 @@
+"""Settings of the task generator (stages I-III) and of every LLM client's transport."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from endless_assets.settings.declare import setting
+
+
+@dataclass(frozen=True)
+class GeneratorSettings:
+    generator: str = setting(
+        "procedural", "ENDLESS_GENERATOR", "who writes tasks", choices=("procedural", "llm")
+    )
+    generator_model: str = setting(
+        "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator"
+    )
+    # The API key is read from OPENAI_API_KEY when a client is made; never a setting, never stored.
+    generator_base_url: str = setting(
+        "",
+        "OPENAI_BASE_URL",
+        "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
+        operational=True,
+    )
+    task_temperature: float = setting(1.0, "ENDLESS_TASK_TEMPERATURE", "temperature, stage I")
+    test_temperature: float = setting(
+        0.6, "ENDLESS_TEST_TEMPERATURE", "temperature for environments and tests (stages II-III)"
+    )
+    max_tokens: int = setting(4096, "ENDLESS_MAX_TOKENS", "max tokens per generator reply")
+    repair_rounds: int = setting(3, "ENDLESS_REPAIR_ROUNDS", "LLM tries per stage II/III task")
+    dedupe_threshold: float = setting(
+        0.4,
+        "ENDLESS_DEDUPE_THRESHOLD",
+        "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
+    )
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    llm_concurrency: int = setting(
+        32, "ENDLESS_LLM_CONCURRENCY", "LLM requests in flight", operational=True
+    )
+    llm_timeout: float = setting(
+        300.0, "ENDLESS_LLM_TIMEOUT", "seconds per LLM request", operational=True
+    )
+    llm_retries: int = setting(
+        6, "ENDLESS_LLM_RETRIES", "retries on 429/5xx/connection errors", operational=True
+    )
+    llm_cache: bool = setting(
+        True, "ENDLESS_LLM_CACHE", "reuse cached replies on re-runs", operational=True
+    )
+    llm_backoff: float = setting(
+        0.5,
+        "ENDLESS_LLM_BACKOFF",
+        "seconds before the first retry; doubles per retry, at most 30",
+        operational=True,
+    )

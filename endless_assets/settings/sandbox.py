@@ -1,0 +1,46 @@
+"""Settings of the sandbox: the engines, and the limits every task container runs under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from endless_assets.settings.declare import setting
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    docker_host: str = setting(
+        "", "DOCKER_HOST", "Docker engine URL (empty: the local socket)", operational=True
+    )
+    docker_hosts: str = setting(
+        "",
+        "ENDLESS_DOCKER_HOSTS",
+        "sandbox engine pool: comma-separated Docker/Podman engine URLs (unix://, tcp://, "
+        "ssh://), each with an optional =slots (default: workers); builds and containers go to "
+        "the least-loaded engine. Empty: docker_host alone",
+        operational=True,
+    )
+    memory: str = setting("1g", "ENDLESS_MEMORY", "memory limit per task container")
+    cpus: float = setting(1.0, "ENDLESS_CPUS", "CPU limit per task container")
+    pids: int = setting(512, "ENDLESS_PIDS", "process limit per task container")
+    disk: str = setting(
+        "2g",
+        "ENDLESS_DISK",
+        "disk an agent may write per task container (writes past it: 'No space left on "
+        "device'; 0: no budget)",
+    )
+    build_network: bool = setting(
+        True,
+        "ENDLESS_BUILD_NETWORK",
+        "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
+        "network; procedural builds never get one; containers never do); imported Dockerfiles "
+        "only when set explicitly",
+    )
+    warm_containers: int = setting(
+        0,
+        "ENDLESS_WARM_CONTAINERS",
+        "stage IV starts up to this many task containers ahead of the attempts that will take "
+        "them (grader resident, nothing run in them): for engines with cores to spare; 0: "
+        "each attempt starts its own",
+        operational=True,
+    )
