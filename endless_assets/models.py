@@ -49,6 +49,9 @@ class Task(BaseModel):
     generator_model: str = ""
     prompt_version: str = ""
     family: str = ""
+    # The task this one is a variant of (a level harder or easier, sampling/evolve.py); "" for
+    # a task drawn on its own.
+    parent_task_id: str = ""
     # Who the agent is and where the task came from (imports, issue 11). Our own tasks keep the
     # defaults: the agent, the oracle and the do-nothing control run as `user` (uid 1000) in
     # /home/user. An imported task runs them as Harbor and Terminal-Bench do: "" = the image's
@@ -95,8 +98,10 @@ class Task(BaseModel):
 
     def stored_json(self) -> str:
         """The task as stored in the lake (`draft` and `task` columns): everything but the score,
-        which has its own columns."""
-        return self.model_dump_json(exclude={"score"})
+        which has its own columns. A task with no parent stores no `parent_task_id`, as tasks
+        did before variants existed."""
+        exclude = {"score"} if self.parent_task_id else {"score", "parent_task_id"}
+        return self.model_dump_json(exclude=exclude)
 
     @property
     def difficulty(self) -> str:

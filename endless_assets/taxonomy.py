@@ -86,6 +86,17 @@ class Taxonomy:
             len(self.complexities),
         )
 
+    def draw_cell(self, seed: int, category: str, complexity: str) -> Draw:
+        """The task with this seed placed in (`category`, `complexity`), as stage I's draw chose
+        them; its scenario is the one `draw(seed)` gives. TaxonomyError for a name not listed."""
+        categories = {e.name: e for e in self.categories}
+        levels = {e.name: (i + 1, e) for i, e in enumerate(self.complexities)}
+        if category not in categories or complexity not in levels:
+            raise TaxonomyError(f"no taxonomy cell ({category!r}, {complexity!r})")
+        level, entry = levels[complexity]
+        drawn = self.draw(seed)
+        return Draw(category, complexity, entry.hint, drawn.scenario, level, len(levels))
+
     def level_of(self, complexity: str) -> int | None:
         """The rank (1 = simplest) of the complexity with this name, None for a name that is
         not one of them (e.g. an unleveled procedural task's easy, medium or hard)."""

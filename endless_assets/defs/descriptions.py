@@ -22,9 +22,18 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
-from endless_assets.models import task_seed
+from endless_assets.sampling.policy import Draw
 from endless_assets.sandbox.base_image import base_image_tag
+from endless_assets.schemas import TABLES
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+from endless_assets.stages.draws import (
+    describe_slot,
+    draws_frame,
+    plan_draw,
+    slot_columns,
+    slot_seed,
+    why_uniform,
+)
 from endless_assets.stages.rows import description_row, failed_description_row, frame
 
 TABLE = "task_descriptions"
@@ -38,7 +47,9 @@ TABLE = "task_descriptions"
     io_manager_key="lake_io_manager",
     check_specs=[schema_check_spec(TABLE)],
     description="Stage I: one row per sampled task (instruction, privileged truth, reference "
-    "solution), seeded by the batch key; rejected samples keep their row and reason.",
+    "solution), seeded by the batch key; rejected samples keep their row and reason. Under the "
+    "frontier sampler each task's cell is drawn from the solver's history of the batches before "
+    "it, and the draw is written to the task_draws table.",
     **table_asset(TABLE, code_version=generator_version()),
 )
 def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSettings):
@@ -46,14 +57,18 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     batch = context.partition_key
     generator = make_generator(settings, base_image_tag())
     started = time.monotonic()
+    plan = plan_draw(pipeline.lake(), settings, generator, batch)
+    note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
+    if note:  # said once per run, not per task
+        context.log.warning(f"sampler: {note}")
 
     def describe(index: int) -> dict:
-        seed = task_seed(batch, index, settings.seed)
+        seed = slot_seed(plan, batch, index, settings.seed)
         t0 = time.monotonic()
         try:
-            draft, usage = generator.describe(batch, index, seed)
+            draft, usage = describe_slot(generator, plan, batch, index, seed)
         except GenerationError as exc:
-            return failed_description_row(
+            row = failed_description_row(
                 batch,
                 index,
                 seed,
@@ -65,13 +80,14 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
                 time.monotonic() - t0,
                 REJECTED,
             )
+            return {**row, **slot_columns(plan, index)}
         return description_row(draft, usage, time.monotonic() - t0)
 
     def failed(index: int, exc: BaseException) -> dict:
-        return failed_description_row(
+        row = failed_description_row(
             batch,
             index,
-            task_seed(batch, index, settings.seed),
+            slot_seed(plan, batch, index, settings.seed),
             generator.name,
             generator.model,
             generator.version,
@@ -80,6 +96,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
             0.0,
             HARNESS_ERROR,
         )
+        return {**row, **slot_columns(plan, index)}
 
     resume = resumable(pipeline, settings, TABLE, batch, generator, key="index")
     rows = run_parallel(
@@ -94,6 +111,9 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         rows = reject_duplicates(rows, pipeline.lake(), generator.dedupe_threshold)
     table = frame(TABLE, rows)
     check = validate(TABLE, table, context=context)
+    draws = draws_frame(plan)
+    TABLES["task_draws"].validate(draws, lazy=True)  # ours to get right: fails the step
+    pipeline.lake().write("task_draws", batch, draws)
     ok_rows = [r for r in rows if r["status"] == OK]
     metadata = {
         "funnel_step": "I. describe",
@@ -103,6 +123,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
         **generator.run_metadata(),
+        **draw_metadata(settings.sampler, plan, note),
     }
     if ok_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(ok_rows[0]))
@@ -110,3 +131,16 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
             Counter(table.filter(table["status"] == OK)["category"].to_list()), "category"
         )
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
+
+
+def draw_metadata(sampler: str, plan: Draw | None, note: str) -> dict:
+    """The draw in the materialization's metadata: its summary, the note said once (why it is
+    uniform), and the tasks per cell."""
+    meta: dict = {"sampler": sampler}
+    if note:
+        meta["sampler_note"] = note
+    if plan is None:
+        return meta
+    meta.update({f"draw_{k}": v for k, v in plan.summary().items() if v is not None})
+    meta["draw_cells"] = counts_table(Counter(s.cell.id for s in plan.slots), "cell")
+    return meta

@@ -2,7 +2,9 @@
 
 A generator is asked three things, one per stage, and may be asked again with feedback:
 
-- `describe(batch, index, seed)`: stage I, the task and its privileged truth;
+- `describe(batch, index, seed)`: stage I, the task and its privileged truth, in the generator's
+  own seeded deal; or `describe_cell(batch, index, seed, name, grade)`, the task of one of its
+  `cells()` (a family and level, a taxonomy category and complexity) as stage I's draw chose it;
 - `write_environment(draft, feedback)`: stage II, a Dockerfile and an initial-state test;
 - `write_completion_test(draft, feedback)`: stage III, the final-state test.
 
@@ -65,6 +67,9 @@ class TaskGenerator(Protocol):
     reference_required: bool  # must the reference solution pass the completion test?
     needs_build_network: bool  # may its Dockerfiles' RUN steps reach the network?
     dedupe_threshold: float | None  # near-duplicate rejection in stage I; None: never
+    # What its cells are (sampling/cells.py): "family" (family, level 1-6), "taxonomy"
+    # (category, complexity), or "" for a generator whose tasks cannot be drawn by cell.
+    cell_kind: str
 
     def parallelism(self, settings: Settings) -> int:
         """Tasks a stage works on at once (Docker work stays bounded by `workers`)."""
@@ -75,6 +80,17 @@ class TaskGenerator(Protocol):
         ...
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]: ...
+
+    def cells(self) -> list[tuple[str, Any]]:
+        """Every (name, grade) `describe_cell` takes, in a stable order; [] when none."""
+        ...
+
+    def describe_cell(
+        self, batch: str, index: int, seed: int, name: str, grade: Any
+    ) -> tuple[Task, Usage]:
+        """The task at `index` of `batch` drawn from the cell (name, grade); a generator with
+        no cells raises GenerationError."""
+        ...
 
     def write_environment(
         self, draft: Task, feedback: str | None, previous: Environment | None

@@ -17,6 +17,7 @@ class CarriedGenerator:
     needs_build_network = True  # but imported builds are offline unless build_network is set
     dedupe_threshold = None
     version = ""
+    cell_kind = ""  # carried tasks arrive whole: nothing to draw
 
     def parallelism(self, settings: Settings) -> int:
         return settings.workers
@@ -26,6 +27,14 @@ class CarriedGenerator:
 
     def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
         raise GenerationError("carried tasks are imported, not described")
+
+    def cells(self) -> list[tuple[str, Any]]:
+        return []
+
+    def describe_cell(
+        self, batch: str, index: int, seed: int, name: str, grade: Any
+    ) -> tuple[Task, Usage]:
+        raise GenerationError("carried tasks are imported, not drawn by cell")
 
     def write_environment(
         self, draft: Task, feedback: str | None, previous: Environment | None

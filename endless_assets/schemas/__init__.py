@@ -13,6 +13,7 @@ import polars as pl
 
 from endless_assets.schemas.base import DRIFT_STATUSES, STATUSES, TERMINATIONS
 from endless_assets.schemas.checks import ContaminationRecheck, TaskDecontamination
+from endless_assets.schemas.draws import TaskDraws
 from endless_assets.schemas.outcomes import (
     DriftRevalidation,
     FilteredDataset,
@@ -35,6 +36,7 @@ __all__ = [
     "SolverRollouts",
     "TaskDecontamination",
     "TaskDescriptions",
+    "TaskDraws",
     "TaskEnvironments",
     "TaskSoundness",
     "empty_frame",
@@ -52,6 +54,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "drift_revalidation": DriftRevalidation,
     "served_episodes": ServedEpisodes,
     "contamination_recheck": ContaminationRecheck,
+    "task_draws": TaskDraws,
 }
 
 

@@ -35,4 +35,5 @@ REQUESTS = "model requests made for this task in the stage (0 for procedural wor
 TOKENS_IN = "prompt tokens sent to the model"
 TOKENS_OUT = "completion tokens received from the model"
 CREATED_AT = "when the row was written (UTC)"
+PARENT_TASK_ID = "the task this one is a variant of (a level harder or easier), '' otherwise"
 ATTEMPT_LOG = "JSON list: each round's stage and error"

@@ -10,6 +10,7 @@ from endless_assets.schemas.base import (
     CREATED_AT,
     DRIFT_STATUSES,
     FAILURES,
+    PARENT_TASK_ID,
     SECONDS,
     STATUS,
     STATUSES,
@@ -123,6 +124,7 @@ class FilteredDataset(pa.DataFrameModel):
     complexity: pl.Utf8 = col("taxonomy complexity")
     scenario: pl.Utf8 = col("the persona and situation")
     family: pl.Utf8 = col("the procedural family, or the generator's name")
+    parent_task_id: pl.Utf8 = col(PARENT_TASK_ID)
     instruction: pl.Utf8 = col("what the agent is told to do")
     truth: pl.Utf8 = col("JSON: the privileged facts the tests check")
     dockerfile: pl.Utf8 = col("the task's Dockerfile")

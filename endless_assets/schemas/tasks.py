@@ -9,6 +9,7 @@ from endless_assets.schemas.base import (
     ATTEMPT_LOG,
     BATCH,
     CREATED_AT,
+    PARENT_TASK_ID,
     REQUESTS,
     SECONDS,
     STATUS,
@@ -29,6 +30,7 @@ class TaskDescriptions(pa.DataFrameModel):
     complexity: pl.Utf8 = col("taxonomy complexity: easy, medium or hard")
     scenario: pl.Utf8 = col("the persona and situation the task is told in")
     family: pl.Utf8 = col("the procedural family that made it, or the LLM generator's name")
+    parent_task_id: pl.Utf8 = col(PARENT_TASK_ID)
     instruction: pl.Utf8 = col("what the agent is told to do")
     truth: pl.Utf8 = col("JSON: the privileged facts the tests check (never shown to the agent)")
     reference_solution: pl.Utf8 = col("a shell script that solves the task")

@@ -1,6 +1,7 @@
 """Every setting, declared once in its group (run.py, sandbox.py, generator.py, solver.py,
-checks.py): default, environment variable, meaning. Explicit values (Dagster config, CLI flags)
-win over the environment, which wins over the default; secrets are never settings."""
+checks.py, sampling.py): default, environment variable, meaning. Explicit values (Dagster
+config, CLI flags) win over the environment, which wins over the default; secrets are never
+settings."""
 
 from endless_assets.settings.core import (
     BY_NAME,

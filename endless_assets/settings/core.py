@@ -17,6 +17,7 @@ from endless_assets.settings.declare import KINDS, Field, SettingsError, is_unse
 from endless_assets.settings.generator import GeneratorSettings, LLMSettings
 from endless_assets.settings.rules import RULES
 from endless_assets.settings.run import RunSettings
+from endless_assets.settings.sampling import SamplingSettings
 from endless_assets.settings.sandbox import SandboxSettings
 from endless_assets.settings.solver import KeepSettings, SolverSettings
 
@@ -31,6 +32,7 @@ GROUPS: dict[str, type] = {
     "solver": SolverSettings,
     "keep": KeepSettings,
     "soundness": SoundnessSettings,
+    "sampling": SamplingSettings,
     "imports": ImportSettings,
 }
 
@@ -38,6 +40,7 @@ GROUPS: dict[str, type] = {
 @dataclass(frozen=True)
 class Settings(
     ImportSettings,
+    SamplingSettings,
     SoundnessSettings,
     KeepSettings,
     SolverSettings,

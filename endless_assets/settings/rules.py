@@ -166,4 +166,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         "comma-separated whole numbers from 3 to 50, none twice, like 13,8",
     ),
     "decontamination_fuzzy": ((lambda v: 0 < v <= 1), "above 0 and at most 1"),
+    "target_pass_rate": ((lambda v: 0 < v < 1), "strictly between 0 and 1"),
+    "sampler_window": _at_least(1),
+    "exploration_floor": _SHARE,
+    "evolve_budget": _SHARE,
 }

@@ -36,6 +36,7 @@ TASK_COLUMNS = (
     "complexity",
     "scenario",
     "family",
+    "parent_task_id",
     "instruction",
     "truth",
     "reference_solution",
@@ -113,6 +114,7 @@ def failed_description_row(
         generator_model=model,
         prompt_version=version,
         **dict.fromkeys(("category", "complexity", "scenario", "family", "reference_solution"), ""),
+        parent_task_id="",
     )
     row = description_row(placeholder, usage, seconds, status=status, reason=reason)
     row.update(task_id=task_id_for(batch, index, "", {"failed": True}), draft="")

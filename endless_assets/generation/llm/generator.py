@@ -36,7 +36,7 @@ from endless_assets.llm.preflight import reply_cache, require_model
 from endless_assets.models import Task
 from endless_assets.sandbox.base_image import PACKAGES
 from endless_assets.settings import Settings
-from endless_assets.taxonomy import Taxonomy
+from endless_assets.taxonomy import Draw, Taxonomy
 
 Messages = list[dict[str, str]]
 SEED_MODULUS = 2**31  # some servers take only 32-bit seeds
@@ -53,6 +53,7 @@ class LLMGenerator:
     name = "llm"
     reference_required = False  # a failing reference solution is recorded; stage IV decides
     needs_build_network = True  # its Dockerfiles may apt-get or pip install
+    cell_kind = "taxonomy"
 
     def __init__(
         self,
@@ -118,9 +119,25 @@ class LLMGenerator:
 
     # --- stage I ----------------------------------------------------------------------------
 
+    def cells(self) -> list[tuple[str, str]]:
+        """Every (category, complexity) of the taxonomy, category by category."""
+        return [
+            (c.name, x.name) for c in self.taxonomy.categories for x in self.taxonomy.complexities
+        ]
+
     def describe(self, batch: str, index: int, seed: int) -> tuple[Task, Usage]:
+        """The task at `index` of `batch`, its place in the taxonomy drawn by its seed."""
+        return self._describe(batch, index, seed, self.taxonomy.draw(seed))
+
+    def describe_cell(
+        self, batch: str, index: int, seed: int, name: str, grade: str
+    ) -> tuple[Task, Usage]:
+        """The task at `index` of `batch` in category `name` at complexity `grade` (its
+        scenario still drawn by its seed)."""
+        return self._describe(batch, index, seed, self.taxonomy.draw_cell(seed, name, grade))
+
+    def _describe(self, batch: str, index: int, seed: int, draw: Draw) -> tuple[Task, Usage]:
         usage = Usage()
-        draw = self.taxonomy.draw(seed)
         messages = [
             self._system("task"),
             {

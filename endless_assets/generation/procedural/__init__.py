@@ -49,6 +49,7 @@ class ProceduralGenerator(CarriedGenerator):
     repair_rounds = 1
     reference_required = True
     needs_build_network = False  # families build from their own files only
+    cell_kind = "family"
 
     def __init__(self, base_image: str, families: list[type[Family]] | None = None) -> None:
         self.base_image = base_image

@@ -1,0 +1,39 @@
+"""Settings of stage I's draw: which cells a batch's tasks are drawn from, steered by what the
+solver made of the batches before it (sampling/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from endless_assets.settings.declare import setting
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    sampler: str = setting(
+        "uniform",
+        "ENDLESS_SAMPLER",
+        "how stage I chooses each task's cell: uniform (the generator's own seeded deal, as a "
+        "batch has always been drawn) or frontier (cells drawn towards target_pass_rate from "
+        "the solver's history of earlier batches; uniform over the cells until there is one)",
+        choices=("uniform", "frontier"),
+    )
+    target_pass_rate: float = setting(
+        0.5,
+        "ENDLESS_TARGET_PASS_RATE",
+        "frontier: the pass rate a drawn task should land near (strictly between 0 and 1)",
+    )
+    sampler_window: int = setting(
+        14, "ENDLESS_SAMPLER_WINDOW", "frontier: daily batches of history a draw reads"
+    )
+    exploration_floor: float = setting(
+        0.2,
+        "ENDLESS_EXPLORATION_FLOOR",
+        "frontier: share of a batch spread evenly over every cell, so no cell starves",
+    )
+    evolve_budget: float = setting(
+        0.1,
+        "ENDLESS_EVOLVE_BUDGET",
+        "frontier: share of a batch given to variants (a level harder of a task solved in every "
+        "attempt, easier of one never solved)",
+    )

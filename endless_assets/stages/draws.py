@@ -1,0 +1,171 @@
+"""Stage I's draw: the cell each task of a batch is drawn from, with the frontier sampler
+(sampling/policy.py) over what the configured solver made of the daily batches before it, and
+the variants (sampling/evolve.py) of past tasks at its edge.
+
+Everything is read from the lake's partitions of batches strictly before the batch's own key,
+and the random draws are seeded by that key, so a batch drawn again later draws the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from endless_assets.generation import TaskGenerator, Usage
+from endless_assets.models import Task, task_seed
+from endless_assets.sampling.cells import Cell
+from endless_assets.sampling.evolve import Proposal, candidates, combine, propose
+from endless_assets.sampling.history import DAY, read_history
+from endless_assets.sampling.policy import DRAW_COLUMNS, Draw, Slot, batch_rng, draw
+from endless_assets.settings import Settings
+
+if TYPE_CHECKING:
+    from endless_assets.lake import Lake
+
+TABLE = "task_draws"
+# The columns the variants' parents are read with, per table.
+PARENT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "task_descriptions": {
+        **{name: pl.Utf8() for name in ("task_id", "batch", "status", "generator", "category")},
+        **{name: pl.Utf8() for name in ("complexity", "family", "truth")},
+        "seed": pl.Int64(),
+    },
+    "filtered_dataset": {
+        **{name: pl.Utf8() for name in ("task_id", "batch", "solver_model")},
+        "successes": pl.Int64(),
+        "scored_attempts": pl.Int64(),
+        "kept": pl.Boolean(),
+    },
+    "task_draws": {"batch": pl.Utf8(), "parent_task_id": pl.Utf8()},
+}
+
+
+def solver_name(settings: Settings) -> str:
+    """The solver as filtered_dataset names it: policy, or policy/model."""
+    if settings.solver == "chat" and settings.solver_model:
+        return f"chat/{settings.solver_model}"
+    return settings.solver
+
+
+def generator_cells(generator: TaskGenerator) -> list[Cell]:
+    """The cells the generator can describe ([] for one that cannot be steered)."""
+    if not generator.cell_kind:
+        return []
+    return [Cell(generator.cell_kind, (name, grade)) for name, grade in generator.cells()]
+
+
+def why_uniform(settings: Settings, generator: TaskGenerator, batch: str) -> str:
+    """Why the batch is the generator's own deal rather than a drawn one ('' when it is drawn)."""
+    if settings.sampler != "frontier":
+        return ""  # the uniform sampler, as asked: nothing to say
+    if not generator_cells(generator):
+        return f"the {generator.name} generator's tasks cannot be drawn by cell"
+    if not DAY.match(batch):
+        return f"batch {batch!r} is not a day: no history to draw from"
+    return ""
+
+
+def plan_draw(lake: Lake, settings: Settings, generator: TaskGenerator, batch: str) -> Draw | None:
+    """The batch's draw under the frontier sampler, None for the generator's own deal (the
+    uniform sampler, a generator with no cells, a batch that is not a day). The variants of
+    `evolve_budget` take the last slots when the draw targets (not at a cold start, and not
+    degraded: a solver that passes everything gets no harder variants chased for it)."""
+    cells = generator_cells(generator)
+    if settings.sampler != "frontier" or not cells or not DAY.match(batch):
+        return None
+    history = read_history(
+        lake, before=batch, window=settings.sampler_window, solver=solver_name(settings)
+    )
+    options: dict[str, Any] = {
+        "target_pass_rate": settings.target_pass_rate,
+        "floor": settings.exploration_floor / len(cells),
+    }
+    first = draw(cells, history, settings.tasks, rng=batch_rng(batch, settings.seed), **options)
+    if first.mode != "targeting" or settings.evolve_budget <= 0:
+        return first
+    proposals = variants(lake, settings, batch, cells, first)
+    if not proposals:
+        return first
+    n = settings.tasks - len(proposals)
+    rest = draw(cells, history, n, rng=batch_rng(batch, settings.seed), **options)
+    return combine(rest, proposals)
+
+
+def _read_before(lake: Lake, table: str, batch: str, window: int | None) -> pl.DataFrame:
+    columns = PARENT_COLUMNS[table]
+    past = [b for b in lake.batches(table) if DAY.match(b) and b < batch]
+    parts = [
+        pl.read_parquet(lake.partition_path(table, b), columns=list(columns)).cast(columns)
+        for b in (past[-window:] if window else past)
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame(schema=columns)
+
+
+def variants(
+    lake: Lake, settings: Settings, batch: str, cells: Sequence[Cell], first: Draw
+) -> list[Proposal]:
+    """Variants of the solver's past tasks solved in every attempt or in none, a level away,
+    into cells the generator has, parents never proposed before, best-scored targets first."""
+    window = settings.sampler_window
+    descriptions = _read_before(lake, "task_descriptions", batch, window)
+    filtered = _read_before(lake, "filtered_dataset", batch, window)
+    filtered = filtered.filter(pl.col("solver_model") == solver_name(settings))
+    found = candidates(descriptions, filtered, before=batch, window=window)
+    drawn = _read_before(lake, TABLE, batch, None)
+    grades = list(dict.fromkeys(cell.key[1] for cell in cells if cell.kind == "taxonomy"))
+    proposals = propose(
+        found,
+        batch=batch,
+        n=settings.tasks,
+        budget=settings.evolve_budget,
+        complexities=grades,
+        scores={cell: view.score for cell, view in first.views.items()},
+        exclude=set(drawn.filter(pl.col("parent_task_id") != "")["parent_task_id"].to_list()),
+    )
+    known = set(cells)
+    return [p for p in proposals if p.cell in known]
+
+
+def draws_frame(plan: Draw | None) -> pl.DataFrame:
+    """The rows of the `task_draws` table (none for the generator's own deal)."""
+    if plan is None:
+        return pl.DataFrame(schema={name: dtype for name, (dtype, _) in DRAW_COLUMNS.items()})
+    return plan.frame()
+
+
+def slot_seed(plan: Draw | None, batch: str, index: int, salt: int) -> int:
+    """The task's seed: a variant's lineage seed, else the batch's seed for its index."""
+    slot = plan.slots[index] if plan is not None else None
+    if slot is not None and slot.seed is not None:
+        return slot.seed
+    return task_seed(batch, index, salt)
+
+
+def describe_slot(
+    generator: TaskGenerator, plan: Draw | None, batch: str, index: int, seed: int
+) -> tuple[Task, Usage]:
+    """Task `index` of the batch: the generator's own deal, or the drawn cell's task (a variant
+    records the task it is a variant of)."""
+    if plan is None:
+        return generator.describe(batch, index, seed)
+    slot: Slot = plan.slots[index]
+    draft, usage = generator.describe_cell(batch, index, seed, *slot.cell.key)
+    if slot.parent_task_id:
+        draft = draft.model_copy(update={"parent_task_id": slot.parent_task_id})
+    return draft, usage
+
+
+def slot_columns(plan: Draw | None, index: int) -> dict[str, Any]:
+    """What a failed task's row still says of its slot (its parent, its family for a family
+    cell), so the funnel and the lineage keep it."""
+    if plan is None:
+        return {}
+    slot = plan.slots[index]
+    columns: dict[str, Any] = {"parent_task_id": slot.parent_task_id}
+    if slot.cell.kind == "family":
+        columns["family"] = slot.cell.key[0]
+    else:
+        columns["category"], columns["complexity"] = slot.cell.key
+    return columns
