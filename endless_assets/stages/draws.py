@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from endless_assets.agent.policies import NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator, Usage
 from endless_assets.models import Task, task_seed
 from endless_assets.sampling.cells import Cell
@@ -43,10 +44,12 @@ PARENT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
 
 
 def solver_name(settings: Settings) -> str:
-    """The solver as filtered_dataset names it: policy, or policy/model."""
-    if settings.solver == "chat" and settings.solver_model:
-        return f"chat/{settings.solver_model}"
-    return settings.solver
+    """The solver as filtered_dataset names it: policy, or policy/model (the chat solver's
+    model is its `solver_model`; no endpoint is asked)."""
+    if settings.solver == "chat":
+        return f"chat/{settings.solver_model}" if settings.solver_model else "chat"
+    policy = {"oracle": OraclePolicy, "noop": NoopPolicy}[settings.solver]
+    return f"{policy.name}/{policy.model}" if policy.model else policy.name
 
 
 def generator_cells(generator: TaskGenerator) -> list[Cell]:
