@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from dagster_daemon import start_daemon, stop
 from dagster_webserver import reexecutable_without_warning, webserver
 
@@ -57,47 +58,76 @@ def endless_run(env: dict[str, str]) -> str:
 
 def check_ui(env: dict[str, str], tmp_path: Path) -> list[str]:
     run_id = endless_run(env)
-    said: list[str] = []
     with webserver(env, tmp_path / "webserver.log") as server:
-        snapshot_id, runs = server.job_runs("daily_batch")
-        [run] = [r for r in runs if r["runId"] == run_id]  # on its job's page
-        assert run["status"] == "SUCCESS"
-        assert reexecutable_without_warning(run, snapshot_id)
-        details = server.graphql(RESOURCE)["topLevelResourceDetailsOrError"]
-        values = {v["key"]: v for v in details["configuredValues"]}
-        assert values["tasks"]["value"] == "24" and values["solver"]["value"] == '"oracle"'
-        # A fresh project with one batch: its partitions are the days since its first batch.
-        stats = [n["partitionStats"] for n in server.graphql(STATS)["assetNodes"]]
-        assert stats == [{"numMaterialized": 1, "numPartitions": 1, "numFailed": 0}] * 2
-        # The docker pool has slots (a limit of None reads "does not have any slots configured").
-        pool = server.graphql(POOL)["instance"]["concurrencyLimit"]
-        assert pool == {"limit": 1, "slotCount": 1}
-        if BROWSER:
-            sys.path.insert(0, str(ROOT / "scripts"))
-            from ui_check import check
+        return check_ui_on(server, env, tmp_path, run_id)
 
-            new_run = check(server.url, "daily_batch", run_id, said.append)
-            # The re-executed run waits in the queue; a daemon (as `dg dev` runs one) launches
-            # it, and it succeeds as the job's run.
-            daemon = start_daemon(env, tmp_path / "daemon.log")
-            try:
-                for _ in range(POLLS):
-                    status = server.graphql(RUN, id=new_run)["runOrError"]
-                    if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
-                        break
-                    assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
-                    time.sleep(1)
-            finally:
-                stop(daemon)
-            assert status == {"status": "SUCCESS", "pipelineName": "daily_batch"}
-            said.append(f"re-executed run {new_run[:8]}: {status['status']}")
+
+def check_ui_on(server, env: dict[str, str], tmp_path: Path, run_id: str) -> list[str]:
+    said: list[str] = []
+    snapshot_id, runs = server.job_runs("daily_batch")
+    [run] = [r for r in runs if r["runId"] == run_id]  # on its job's page
+    assert run["status"] == "SUCCESS"
+    assert reexecutable_without_warning(run, snapshot_id)
+    details = server.graphql(RESOURCE)["topLevelResourceDetailsOrError"]
+    values = {v["key"]: v for v in details["configuredValues"]}
+    assert values["tasks"]["value"] == "24" and values["solver"]["value"] == '"oracle"'
+    # A fresh project with one batch: its partitions are the days since its first batch.
+    stats = [n["partitionStats"] for n in server.graphql(STATS)["assetNodes"]]
+    assert stats == [{"numMaterialized": 1, "numPartitions": 1, "numFailed": 0}] * 2
+    # The docker pool has slots (a limit of None reads "does not have any slots configured").
+    pool = server.graphql(POOL)["instance"]["concurrencyLimit"]
+    assert pool == {"limit": 1, "slotCount": 1}
+    if BROWSER:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from ui_check import check
+
+        new_run = check(server.url, "daily_batch", run_id, said.append)
+        # The re-executed run waits in the queue; a daemon (as `dg dev` runs one) launches
+        # it, and it succeeds as the job's run.
+        daemon = start_daemon(env, tmp_path / "daemon.log")
+        try:
+            for _ in range(POLLS):
+                status = server.graphql(RUN, id=new_run)["runOrError"]
+                if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+                    break
+                assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]
+                time.sleep(1)
+        finally:
+            stop(daemon)
+        assert status == {"status": "SUCCESS", "pipelineName": "daily_batch"}
+        said.append(f"re-executed run {new_run[:8]}: {status['status']}")
     return said
 
 
-def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_sqlite(sandbox, tmp_path):
+@pytest.fixture(scope="module")
+def sqlite_project(sandbox, tmp_path_factory):
+    """One SQLite instance with a batch made by `endless run` and one brought in by `endless
+    import` (of that batch's export), and a webserver over it."""
+    tmp_path = tmp_path_factory.mktemp("ui-sqlite")
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_PG_URL"}
     env |= {"DAGSTER_HOME": str(tmp_path / "home"), "ENDLESS_DATA_DIR": str(tmp_path / "data")}
-    said = check_ui(env, tmp_path)
+    run_id = endless_run(env)
+    for command in (
+        ["export", "--format", "harbor", "--out", str(tmp_path / "harbor")],
+        ["import", "harbor", str(tmp_path / "harbor"), "--batch", "brought-in", "--quiet"],
+    ):
+        proc = subprocess.run(
+            [*ENDLESS, *command],
+            env={**env, "COLUMNS": "200"},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    import_run_id = re.search(r"\(run\s+([0-9a-f-]{36})\)", proc.stdout).group(1)
+    with webserver(env, tmp_path / "webserver.log") as server:
+        yield env, tmp_path, server, run_id, import_run_id
+
+
+def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_sqlite(sqlite_project):
+    env, tmp_path, server, run_id, _ = sqlite_project
+    said = check_ui_on(server, env, tmp_path, run_id)
     print("\n".join(said))
 
 
@@ -115,28 +145,11 @@ def test_a_batch_made_by_endless_run_is_first_class_in_the_ui_on_postgres(
 
 
 def test_a_batch_brought_in_by_endless_import_is_on_its_jobs_page_without_a_warning(
-    sandbox, tmp_path
+    sqlite_project,
 ):
-    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_PG_URL"}
-    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "ENDLESS_DATA_DIR": str(tmp_path / "data")}
-    endless_run(env)
-    for command in (
-        ["export", "--format", "harbor", "--out", str(tmp_path / "harbor")],
-        ["import", "harbor", str(tmp_path / "harbor"), "--batch", "brought-in", "--quiet"],
-    ):
-        proc = subprocess.run(
-            [*ENDLESS, *command],
-            env={**env, "COLUMNS": "200"},
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    run_id = re.search(r"\(run\s+([0-9a-f-]{36})\)", proc.stdout).group(1)
-    with webserver(env, tmp_path / "webserver.log") as server:
-        snapshot_id, runs = server.job_runs("imported_batch")
-        [run] = [r for r in runs if r["runId"] == run_id]
-        assert run["status"] == "SUCCESS"
-        assert {"key": "dagster/partition", "value": "brought-in"} in run["tags"]
-        assert reexecutable_without_warning(run, snapshot_id)
+    _, _, server, _, run_id = sqlite_project
+    snapshot_id, runs = server.job_runs("imported_batch")
+    [run] = [r for r in runs if r["runId"] == run_id]
+    assert run["status"] == "SUCCESS"
+    assert {"key": "dagster/partition", "value": "brought-in"} in run["tags"]
+    assert reexecutable_without_warning(run, snapshot_id)
