@@ -5,6 +5,7 @@ report run the same templates over chosen batches. Also the difficulty labels in
 from __future__ import annotations
 
 from endless_assets.agent.analysis import failure_mode_sql
+from endless_assets.sampling.views import CELL_BATCHES_SQL
 from endless_assets.stages.filtering import DIFFICULTY_THRESHOLDS
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -252,6 +253,44 @@ STATS_TEMPLATES: dict[str, str] = {
         from stages left join kept using (batch)
         order by batch, stage_order
     """,
+    # The learnable share: kept tasks the solver solved in some of its attempts but not all
+    # (0 < pass rate < 1, the ones an RL update learns from), and what each cost: every token
+    # and every second of every stage's work on the batch's tasks (kept or not), per learnable.
+    "learnable": """
+        with scores as (
+            select {key} as batch, solver_model as solver,
+                   count(*) filter (where scored_attempts > 0) as scored,
+                   count(*) filter (where kept) as kept,
+                   count(*) filter (where kept and successes > 0
+                                    and successes < scored_attempts) as learnable
+            from filtered_dataset where {where} group by all
+        ), costs as (
+            select {key} as batch, coalesce(sum(tokens), 0)::BIGINT as tokens,
+                   coalesce(sum(seconds), 0)::DOUBLE as stage_seconds
+            from (
+                select batch, tokens_in + tokens_out as tokens, 0.0 as seconds
+                from task_descriptions
+                union all
+                select batch, tokens_in + tokens_out, seconds from task_environments
+                union all
+                select batch, tokens_in + tokens_out, seconds from completion_tests
+                union all
+                select batch, coalesce(tokens_in, 0) + coalesce(tokens_out, 0), seconds
+                from task_soundness
+                union all
+                select batch, tokens_in + tokens_out, seconds from solver_rollouts
+            )
+            where {where} group by all
+        )
+        select batch, solver, scored, kept, learnable,
+               case when kept > 0 then learnable / kept end as learnable_share,
+               tokens, stage_seconds,
+               case when learnable > 0 then tokens / learnable end as tokens_per_learnable,
+               case when learnable > 0 then stage_seconds / learnable end
+                   as seconds_per_learnable
+        from scores left join costs using (batch)
+        order by batch, solver
+    """,
     # Models side by side: who wrote tasks and how many survived; who solved them and how well.
     "generator_models": f"""
         with described as (
@@ -353,4 +392,7 @@ STATS_VIEWS: dict[str, str] = {
         from funnel group by stage_order, stage order by stage_order
     """,
     **{name: render_stats_sql(name) for name in STATS_TEMPLATES if name != "funnel"},
+    # Per batch, solver and cell: what was drawn, described, scored, kept, learnable, and the
+    # pass rates' distribution (sampling/views.py; what stage I's frontier draw reads).
+    "cell_batches": CELL_BATCHES_SQL,
 }

@@ -82,6 +82,7 @@ def test_the_report_is_self_contained(html):
 def test_the_report_has_every_section_and_chart(lake, html):
     for title in (
         "Funnel",
+        "Learnable share",
         "Category mix",
         "Difficulty",
         "Failure modes",
@@ -91,8 +92,9 @@ def test_the_report_has_every_section_and_chart(lake, html):
         "Sample of kept tasks",
     ):
         assert f"<h2>{title}</h2>" in html
-    # Funnel, category mix, a difficulty histogram per solver, failure modes, turns.
-    assert html.count("<svg") == 6
+    # Funnel, learnable share, category mix, a difficulty histogram per solver, failure modes,
+    # turns.
+    assert html.count("<svg") == 7
     assert "chat/model-a" in html and "chat/model-b" in html
     figures = headline(lake)
     assert f"<b>{figures['tasks_kept']:,}</b>tasks kept" in html

@@ -74,7 +74,8 @@ def stats(
     scope = ", ".join(batch) if batch else "all batches"
     out.print(
         f"[bold]{scope}[/]: {figures['tasks_sampled']} tasks sampled in {figures['batches']} "
-        f"batch(es), {figures['tasks_kept']} kept ({figures['keep_rate']:.1%}), mean pass rate "
+        f"batch(es), {figures['tasks_kept']} kept ({figures['keep_rate']:.1%}; learnable "
+        f"{figures['learnable_share']:.1%}), mean pass rate "
         f"of kept tasks {figures['mean_pass_rate_kept']:.2f}, {figures['rollouts']} rollouts, "
         f"{figures['tokens']:,} tokens ({figures['tokens_per_kept_task']:,.0f} per kept task)"
     )

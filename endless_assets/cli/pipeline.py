@@ -188,6 +188,20 @@ def _print_funnel(data_dir: str, batch: str) -> None:
     )
     if len(reasons):
         print_frame(reasons, title="why tasks did not survive")
+    learnable = query(
+        lake,
+        f"select solver, kept, learnable, learnable_share, tokens_per_learnable, "
+        f"seconds_per_learnable from learnable where batch = '{batch}' order by solver",
+    )
+    if len(learnable):
+        print_frame(learnable, title="learnable share: kept tasks with 0 < pass rate < 1")
+    draws = query(
+        lake,
+        f"select any_value(mode) as mode, source, count(*) as tasks, count(distinct cell) as "
+        f"cells from task_draws where batch = '{batch}' group by source order by source",
+    )
+    if len(draws):
+        print_frame(draws, title="stage I's draw (frontier sampler)")
 
 
 def _kept(data_dir: str, batch: str) -> int:

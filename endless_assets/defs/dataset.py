@@ -20,6 +20,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
 from endless_assets.stages.filtering import KeepRule, score_tasks
 from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, frame, tasks_with_tests
@@ -152,6 +153,19 @@ def _materialize(
             }
         )
     )
+    metadata.update(
+        learnable_metadata(
+            table,
+            [
+                task_descriptions,
+                task_environments,
+                completion_tests,
+                task_soundness,
+                solver_rollouts,
+            ],
+            [task_environments, completion_tests, task_soundness, solver_rollouts],
+        )
+    )
     if reasons:
         metadata["drop_reasons"] = counts_table(reasons, "reason")
     if kept_rows:
@@ -161,6 +175,28 @@ def _materialize(
         metadata=metadata,
         check_results=[check, invariants(TABLE, violations, spec.prefix)],
     )
+
+
+def learnable_metadata(
+    table: pl.DataFrame, token_frames: list[pl.DataFrame], container_frames: list[pl.DataFrame]
+) -> dict:
+    """The batch's learnable share (kept tasks with 0 < pass rate < 1) and what each learnable
+    task cost: every token and container second spent on the batch's tasks, kept or not (a
+    figure with nothing to divide by is left out)."""
+    if table.is_empty():
+        return {"learnable": 0}
+    share = learnable_share(table).row(0, named=True)
+    costs = cost_per_learnable(table, task_costs(token_frames, container_frames))
+    cost = costs.row(0, named=True) if len(costs) else {}
+    figures = {
+        "learnable": share["learnable"],
+        "learnable_share": share["learnable_share"],
+        "tokens_per_learnable": cost.get("tokens_per_learnable"),
+        "container_seconds_per_learnable": cost.get("container_seconds_per_learnable"),
+    }
+    return {
+        k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items() if v is not None
+    }
 
 
 filtered_dataset = build_filtered_dataset(GENERATED)

@@ -18,6 +18,12 @@ import polars as pl
 
 from endless_assets.catalog import query
 from endless_assets.lake import Lake
+from endless_assets.report.frontier import (
+    draws_per_batch,
+    learnable_chart,
+    learnable_per_batch,
+    lineages,
+)
 from endless_assets.report.svg import hbar, vbar
 from endless_assets.report.tables import (
     StatsTable,
@@ -245,6 +251,7 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
     histogram = stats_query(lake, "pass_rate_histogram", batches)
     turns = stats_query(lake, "turns_per_episode", batches)
     samples = sample_tasks(lake, batches, sample)
+    per_batch = learnable_per_batch(lake, batches)
     scope = ", ".join(batches) if batches else "all batches"
     cards = "".join(
         f"<div class='card'><b>{_figure(name, value)}</b>{escape(name.replace('_', ' '))}</div>"
@@ -263,6 +270,19 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 html_table(tables["funnel"].frame),
                 "<h3>Why tasks did not survive</h3>",
                 html_table(tables["funnel_reasons"].frame),
+            ),
+            _section(
+                "Learnable share",
+                "<p class='sub'>Kept tasks the solver solved in some of its attempts but not "
+                "all (0 &lt; pass rate &lt; 1): the ones a group of RL rollouts learns from. Per "
+                "batch, with what each learnable task cost, stage I's draw (the frontier "
+                "sampler), and variants with the task they came from.</p>",
+                learnable_chart(per_batch),
+                html_table(per_batch),
+                "<h3>Stage I's draw</h3>",
+                html_table(draws_per_batch(lake, batches)),
+                "<h3>Lineages</h3>",
+                html_table(lineages(lake, batches)),
             ),
             _section(
                 "Category mix",

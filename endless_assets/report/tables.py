@@ -65,6 +65,18 @@ TABLES: dict[str, tuple[str, list[str]]] = {
             "loop_share",
         ],
     ),
+    "learnable": (
+        "Learnable share (kept tasks solved in some attempts, not all) and its cost",
+        [
+            "solver",
+            "scored",
+            "kept",
+            "learnable",
+            "learnable_share",
+            "tokens_per_learnable",
+            "seconds_per_learnable",
+        ],
+    ),
     "token_cost": (
         "Token cost per stage",
         ["stage", "requests", "tokens_in", "tokens_out", "tokens", "tokens_per_kept_task"],
@@ -152,6 +164,8 @@ def headline(lake: Lake, batches: list[str] | None = None) -> dict[str, float | 
           (select count(distinct batch) from task_descriptions where {where}) as batches,
           (select count(*) from task_descriptions where {where}) as tasks_sampled,
           (select count(*) from filtered_dataset where kept and {where}) as tasks_kept,
+          (select count(*) from filtered_dataset where kept and successes > 0
+              and successes < scored_attempts and {where}) as tasks_learnable,
           (select avg(pass_rate) from filtered_dataset where kept and {where}) as mean_pass_rate,
           (select count(*) from solver_rollouts where {where}) as rollouts
         """,
@@ -165,6 +179,7 @@ def headline(lake: Lake, batches: list[str] | None = None) -> dict[str, float | 
         "tasks_sampled": sampled,
         "tasks_kept": kept,
         "keep_rate": round(kept / sampled, 4) if sampled else 0.0,
+        "learnable_share": round(int(row["tasks_learnable"] or 0) / kept, 4) if kept else 0.0,
         "mean_pass_rate_kept": round(float(row["mean_pass_rate"] or 0.0), 4),
         "rollouts": int(row["rollouts"] or 0),
         "tokens": tokens,

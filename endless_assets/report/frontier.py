@@ -1,0 +1,70 @@
+"""The report's learnable-share section: the share per batch (a curve over the batches), stage
+I's draw per batch, and the lineages of variants (a task and the task it is a variant of)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from endless_assets.catalog import query
+from endless_assets.lake import Lake
+from endless_assets.report.svg import vbar
+from endless_assets.report.tables import batch_filter
+from endless_assets.stats_views import render_stats_sql
+
+
+def learnable_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
+    """The `learnable` view per batch and solver, oldest batch first."""
+    return query(lake, render_stats_sql("learnable", where=batch_filter(batches)))
+
+
+def learnable_chart(per_batch: pl.DataFrame) -> str:
+    """Per batch (per solver when there are several), the learnable share of the kept tasks."""
+    if per_batch.is_empty():
+        return "<p class='empty'>no scored tasks</p>"
+    solvers = sorted(per_batch["solver"].unique().to_list())
+    bins = []
+    for batch in sorted(per_batch["batch"].unique().to_list()):
+        rows = per_batch.filter(pl.col("batch") == batch)
+        shares = dict(zip(rows["solver"], rows["learnable_share"].fill_null(0.0), strict=True))
+        bins.append((batch, [float(shares.get(s, 0.0)) for s in solvers]))
+    return vbar(bins, solvers, x_label="batch: learnable share of kept tasks", title="learnable")
+
+
+def draws_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
+    """Stage I's draw per batch: its mode and how many tasks each source gave (frontier only)."""
+    return query(
+        lake,
+        f"""
+        select batch, any_value(mode) as mode, any_value(solver) as history_solver,
+               count(*) as tasks, count(distinct cell) as cells,
+               count(*) filter (where source = 'uniform') as uniform,
+               count(*) filter (where source = 'floor') as floor,
+               count(*) filter (where source = 'exploit') as exploit,
+               count(*) filter (where source = 'evolve') as evolve
+        from task_draws where {batch_filter(batches)} group by batch order by batch
+        """,
+    )
+
+
+def lineages(lake: Lake, batches: list[str] | None, limit: int = 50) -> pl.DataFrame:
+    """Variants and their parents: the move, and each one's pass rate where it was scored."""
+    return query(
+        lake,
+        f"""
+        select * from (
+            select c.batch, c.task_id, c.parent_task_id, p.batch as parent_batch,
+                   p.family || ':' || coalesce(json_extract_string(p.truth, '$.level'),
+                                               p.complexity) as parent_cell,
+                   c.family || ':' || coalesce(json_extract_string(c.truth, '$.level'),
+                                               c.complexity) as cell,
+                   fp.pass_rate as parent_pass_rate, fc.pass_rate as pass_rate, fc.kept
+            from task_descriptions c
+            left join task_descriptions p on p.task_id = c.parent_task_id
+            left join filtered_dataset fp on fp.task_id = c.parent_task_id
+            left join filtered_dataset fc on fc.task_id = c.task_id
+            where coalesce(c.parent_task_id, '') <> ''
+        )
+        where {batch_filter(batches)}
+        order by batch, task_id limit {int(limit)}
+        """,
+    )
