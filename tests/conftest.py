@@ -39,6 +39,51 @@ def root_image(sandbox: Sandbox) -> str:
     return build.tag
 
 
+# The slow tier: modules whose tests take more than about 25 s together on 2 cores (they make
+# batches, start servers or run other harnesses). `pytest -m "not slow"` is the fast tier for the
+# inner loop (README, "Quick start"); CI runs everything.
+SLOW_MODULES = frozenset(
+    {
+        "test_cli",
+        "test_decontamination_pipeline",
+        "test_docker_run_launcher",
+        "test_drift",
+        "test_durable_attempts",
+        "test_engine_pool",
+        "test_export",
+        "test_export_harbor_harness",
+        "test_export_quality_pipeline",
+        "test_family_levels",
+        "test_frontier_pipeline",
+        "test_hostile_batch",
+        "test_import_conventions",
+        "test_import_roundtrip",
+        "test_llm_client",
+        "test_llm_real_server",
+        "test_pipeline",
+        "test_podman",
+        "test_review_hostile",
+        "test_reward_integrity",
+        "test_rollout_stage",
+        "test_root_integrity",
+        "test_serve",
+        "test_serve_lifecycle",
+        "test_shards",
+        "test_solver_episodes",
+        "test_soundness",
+        "test_soundness_pipeline",
+        "test_team_instance",
+        "test_ui_runs",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_container_outlives_the_session():
     yield
