@@ -1,5 +1,6 @@
 """Stage I's draw outside Dagster: when a batch is the generator's own deal, what a cold start
-draws, variants of past tasks from a real lake, and the cells each generator offers."""
+draws, variants of past tasks from a real lake (procedural, and an LLM shown the parent over
+real HTTP), and the cells each generator offers."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import json
 import polars as pl
 
 from endless_assets.generation.carried import CarriedGenerator
+from endless_assets.generation.llm import LLMGenerator
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.lake import Lake
+from endless_assets.llm.client import ChatClient, Endpoint
 from endless_assets.models import Task
 from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.evolve import child_seed
@@ -18,12 +21,15 @@ from endless_assets.settings import Settings
 from endless_assets.stages.draws import (
     describe_slot,
     draws_frame,
+    parent_tasks,
     plan_draw,
     slot_seed,
     solver_name,
     why_uniform,
 )
 from endless_assets.taxonomy import Taxonomy
+from endless_assets.testing.scripted_model import ScriptedTaskModel
+from endless_assets.testing.scripted_server import ScriptedServer
 
 SOLVER = {"solver": "chat", "solver_model": "m", "k": 4}
 FAMILIES = ("json_filter", "text_replace")
@@ -89,6 +95,10 @@ def past_batch(lake: Lake, batch: str, outcomes: list[tuple[str, int, int]]) -> 
                 "family": family,
                 "truth": json.dumps({"level": level}),
                 "seed": seeds[task_id],
+                "draft": generator()
+                .describe_cell(batch, i, seeds[task_id], family, level)[0]
+                .model_copy(update={"instruction": f"task {task_id}"})
+                .stored_json(),
             }
         )
         rollouts += [
@@ -128,7 +138,9 @@ def test_a_task_solved_every_time_yields_a_harder_variant_of_its_lineage(tmp_pat
     assert harder.cell == Cell.family("json_filter", 3)
     assert harder.seed == child_seed(seeds["et-2026-05-01-0"], harder.cell)
     assert by_parent["et-2026-05-01-2"].cell == Cell.family("text_replace", 5)
-    draft, _ = describe_slot(generator(), plan, "2026-05-02", 4, harder.seed)
+    parents = parent_tasks(lake, plan)
+    assert {p.instruction for p in parents.values()} == {f"task {t}" for t in by_parent}
+    draft, _ = describe_slot(generator(), plan, "2026-05-02", 4, harder.seed, parents)
     assert draft.parent_task_id == "et-2026-05-01-0" and draft.truth["level"] == 3
     # Recorded, the parents are not proposed again the next day.
     lake.write("task_draws", "2026-05-02", plan.frame())
@@ -161,3 +173,20 @@ def test_the_taxonomy_places_a_seeded_task_in_a_chosen_cell():
     placed = taxonomy.draw_cell(7, category, complexity)
     assert (placed.category, placed.complexity, placed.level) == (category, complexity, 5)
     assert placed.scenario == drawn.scenario and placed.levels == len(taxonomy.complexities)
+
+
+def test_the_llm_generator_writes_a_variant_from_its_parents_request(sandbox):
+    model = ScriptedTaskModel(sandbox.base.tag)
+    with ScriptedServer(model) as server:
+        client = ChatClient(Endpoint(model="writer", base_url=server.base_url, retries=0))
+        llm = LLMGenerator(client, sandbox.base.tag)
+        category, complexity = llm.cells()[7]
+        parent, _ = llm.describe_cell("2026-05-01", 0, 11, category, complexity)
+        assert (parent.category, parent.complexity) == (category, complexity)
+        harder = llm.taxonomy.complexities[llm.taxonomy.level_of(complexity)].name
+        child, usage = llm.describe_variant("2026-05-02", 3, 12, category, harder, parent)
+    assert child.parent_task_id == parent.task_id and child.complexity == harder
+    assert usage.requests == 1
+    request = server.requests[-1]["messages"][-1]["content"]
+    assert "a harder variant" in request and "solved in every attempt" in request
+    assert parent.instruction.strip() in request

@@ -29,6 +29,7 @@ from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
 from endless_assets.stages.draws import (
     describe_slot,
     draws_frame,
+    parent_tasks,
     plan_draw,
     slot_columns,
     slot_seed,
@@ -58,6 +59,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     generator = make_generator(settings, base_image_tag())
     started = time.monotonic()
     plan = plan_draw(pipeline.lake(), settings, generator, batch)
+    parents = parent_tasks(pipeline.lake(), plan)
     note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
     if note:  # said once per run, not per task
         context.log.warning(f"sampler: {note}")
@@ -66,7 +68,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         seed = slot_seed(plan, batch, index, settings.seed)
         t0 = time.monotonic()
         try:
-            draft, usage = describe_slot(generator, plan, batch, index, seed)
+            draft, usage = describe_slot(generator, plan, batch, index, seed, parents)
         except GenerationError as exc:
             row = failed_description_row(
                 batch,

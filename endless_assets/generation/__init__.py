@@ -92,6 +92,14 @@ class TaskGenerator(Protocol):
         no cells raises GenerationError."""
         ...
 
+    def describe_variant(
+        self, batch: str, index: int, seed: int, name: str, grade: Any, parent: Task
+    ) -> tuple[Task, Usage]:
+        """A variant of `parent` in the cell (name, grade), a level harder or easier: a family
+        writes the new level from the variant's lineage seed, the LLM is shown the parent. It
+        records `parent_task_id`; a generator with no cells raises GenerationError."""
+        ...
+
     def write_environment(
         self, draft: Task, feedback: str | None, previous: Environment | None
     ) -> tuple[Environment, Usage]: ...

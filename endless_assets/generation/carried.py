@@ -36,6 +36,11 @@ class CarriedGenerator:
     ) -> tuple[Task, Usage]:
         raise GenerationError("carried tasks are imported, not drawn by cell")
 
+    def describe_variant(
+        self, batch: str, index: int, seed: int, name: str, grade: Any, parent: Task
+    ) -> tuple[Task, Usage]:
+        raise GenerationError("carried tasks are imported, not drawn by cell")
+
     def write_environment(
         self, draft: Task, feedback: str | None, previous: Environment | None
     ) -> tuple[Environment, Usage]:

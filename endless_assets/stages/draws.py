@@ -8,7 +8,7 @@ and the random draws are seeded by that key, so a batch drawn again later draws 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -146,15 +146,38 @@ def slot_seed(plan: Draw | None, batch: str, index: int, salt: int) -> int:
     return task_seed(batch, index, salt)
 
 
+def parent_tasks(lake: Lake, plan: Draw | None) -> dict[str, Task]:
+    """The tasks the plan's variants are of, rebuilt from the drafts of the batches before."""
+    wanted = [s.parent_task_id for s in plan.slots if s.parent_task_id] if plan else []
+    found: dict[str, Task] = {}
+    for batch in lake.batches("task_descriptions") if plan and wanted else []:
+        if not DAY.match(batch) or batch >= plan.batch:
+            continue
+        path = lake.partition_path("task_descriptions", batch)
+        rows = pl.read_parquet(path, columns=["task_id", "draft"])
+        for task_id, draft in rows.filter(pl.col("task_id").is_in(wanted)).rows():
+            found[task_id] = Task.model_validate_json(draft)
+    return found
+
+
 def describe_slot(
-    generator: TaskGenerator, plan: Draw | None, batch: str, index: int, seed: int
+    generator: TaskGenerator,
+    plan: Draw | None,
+    batch: str,
+    index: int,
+    seed: int,
+    parents: Mapping[str, Task] | None = None,
 ) -> tuple[Task, Usage]:
-    """Task `index` of the batch: the generator's own deal, or the drawn cell's task (a variant
-    records the task it is a variant of)."""
+    """Task `index` of the batch: the generator's own deal, the drawn cell's task, or a variant
+    of its parent (in `parents`), which records the task it is a variant of."""
     if plan is None:
         return generator.describe(batch, index, seed)
     slot: Slot = plan.slots[index]
-    draft, usage = generator.describe_cell(batch, index, seed, *slot.cell.key)
+    parent = (parents or {}).get(slot.parent_task_id)
+    if parent is not None:
+        draft, usage = generator.describe_variant(batch, index, seed, *slot.cell.key, parent)
+    else:
+        draft, usage = generator.describe_cell(batch, index, seed, *slot.cell.key)
     if slot.parent_task_id:
         draft = draft.model_copy(update={"parent_task_id": slot.parent_task_id})
     return draft, usage

@@ -136,23 +136,47 @@ class LLMGenerator:
         scenario still drawn by its seed)."""
         return self._describe(batch, index, seed, self.taxonomy.draw_cell(seed, name, grade))
 
-    def _describe(self, batch: str, index: int, seed: int, draw: Draw) -> tuple[Task, Usage]:
+    def describe_variant(
+        self, batch: str, index: int, seed: int, name: str, grade: str, parent: Task
+    ) -> tuple[Task, Usage]:
+        """A variant of `parent` in category `name` at complexity `grade`: the model is shown
+        the parent's request and truth and asked for the same kind of work a level harder (or
+        easier), still checkable from files on disk. It records `parent_task_id`."""
+        draw = self.taxonomy.draw_cell(seed, name, grade)
+        harder = draw.level > (self.taxonomy.level_of(parent.complexity) or 0)
+        variant = self.prompts["task"].render(
+            "variant",
+            direction="harder" if harder else "easier",
+            record="solved in every attempt" if harder else "never solved",
+            how="more steps, more files, edge cases or traps in the data, as its guidance asks"
+            if harder
+            else "fewer steps and files, and only the traps its guidance asks for",
+            parent_category=parent.category,
+            parent_complexity=parent.complexity,
+            parent_instruction=parent.instruction.strip(),
+            parent_truth=_truth_text(parent).strip(),
+            **self._placement(draw),
+        )
+        draft, usage = self._describe(batch, index, seed, draw, variant)
+        return draft.model_copy(update={"parent_task_id": parent.task_id}), usage
+
+    def _placement(self, draw: Draw) -> dict[str, str]:
+        return {
+            "category": draw.category,
+            "complexity": draw.complexity,
+            "complexity_hint": draw.complexity_hint or draw.complexity,
+            "level": str(draw.level),
+            "levels": str(draw.levels),
+            "scenario": draw.scenario,
+        }
+
+    def _describe(
+        self, batch: str, index: int, seed: int, draw: Draw, request: str | None = None
+    ) -> tuple[Task, Usage]:
         usage = Usage()
-        messages = [
-            self._system("task"),
-            {
-                "role": "user",
-                "content": self.prompts["task"].render(
-                    "user",
-                    category=draw.category,
-                    complexity=draw.complexity,
-                    complexity_hint=draw.complexity_hint or draw.complexity,
-                    level=str(draw.level),
-                    levels=str(draw.levels),
-                    scenario=draw.scenario,
-                ),
-            },
-        ]
+        if request is None:
+            request = self.prompts["task"].render("user", **self._placement(draw))
+        messages = [self._system("task"), {"role": "user", "content": request}]
         reply = self._ask(messages, self.task_temperature, seed, usage, code="request_refused")
         with self._unusable(reply, usage, code="unusable_task"):
             parsed = parse_task(reply.text)

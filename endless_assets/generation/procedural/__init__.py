@@ -89,6 +89,14 @@ class ProceduralGenerator(CarriedGenerator):
             check_level(level)
         return self._describe(batch, index, seed, self._family_named(family), level)
 
+    def describe_variant(
+        self, batch: str, index: int, seed: int, name: str, grade: int, parent: Task
+    ) -> tuple[Task, Usage]:
+        """The family's task at level `grade` from the variant's own seed (derived from the
+        parent's: its lineage), recording the parent."""
+        draft, usage = self.describe_cell(batch, index, seed, name, grade)
+        return draft.model_copy(update={"parent_task_id": parent.task_id}), usage
+
     def _describe(
         self, batch: str, index: int, seed: int, family: type[Family], level: int | None
     ) -> tuple[Task, Usage]:
