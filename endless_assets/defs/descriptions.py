@@ -4,10 +4,12 @@ import time
 from collections import Counter
 
 import dagster as dg
+import polars as pl
 
 from endless_assets.defs.columns import generator_version, table_asset
 from endless_assets.defs.common import (
     counts_table,
+    frame_table,
     resumable,
     run_parallel,
     schema_check_spec,
@@ -145,4 +147,14 @@ def draw_metadata(sampler: str, plan: Draw | None, note: str) -> dict:
         return meta
     meta.update({f"draw_{k}": v for k, v in plan.summary().items() if v is not None})
     meta["draw_cells"] = counts_table(Counter(s.cell.id for s in plan.slots), "cell")
+    if plan.views:  # what the solver's history window said of each cell it has seen
+        seen = pl.DataFrame(
+            [
+                {"cell": cell.id, **{k: round(v, 4) for k, v in vars(view).items()}}
+                for cell, view in sorted(plan.views.items())
+                if view.evidence
+            ]
+        )
+        if len(seen):
+            meta["draw_history"] = frame_table(seen.sort("score", descending=True))
     return meta
