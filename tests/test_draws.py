@@ -20,7 +20,9 @@ from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
 from endless_assets.stages.draws import (
     describe_slot,
+    draw_history,
     draws_frame,
+    history_frame,
     parent_tasks,
     plan_draw,
     slot_seed,
@@ -59,6 +61,7 @@ def test_the_uniform_sampler_a_carried_generator_and_a_named_batch_keep_the_gene
     assert plan_draw(lake, frontier, generator(), "imported-set") is None
     assert "not a day" in why_uniform(frontier, generator(), "imported-set")
     TABLES["task_draws"].validate(draws_frame(None))
+    TABLES["cell_history"].validate(history_frame(None))
 
 
 def test_a_cold_start_spreads_the_batch_over_the_cells_and_describes_each_drawn_cell(tmp_path):
@@ -138,6 +141,16 @@ def test_a_task_solved_every_time_yields_a_harder_variant_of_its_lineage(tmp_pat
     assert harder.cell == Cell.family("json_filter", 3)
     assert harder.seed == child_seed(seeds["et-2026-05-01-0"], harder.cell)
     assert by_parent["et-2026-05-01-2"].cell == Cell.family("text_replace", 5)
+    history = draw_history(lake, config, generator(), "2026-05-02")
+    window = history_frame(history)
+    TABLES["cell_history"].validate(window)
+    assert window["cell"].to_list() == [
+        "family:json_filter:2",
+        "family:json_filter:3",
+        "family:text_replace:6",
+    ]
+    assert window["outcomes"].to_list() == ["[[4, 4, 1]]", "[[2, 4, 1]]", "[[0, 4, 1]]"]
+    assert set(window["as_of"]) == {"2026-05-02"} and set(window["solver"]) == {"chat/m"}
     parents = parent_tasks(lake, plan)
     assert {p.instruction for p in parents.values()} == {f"task {t}" for t in by_parent}
     draft, _ = describe_slot(generator(), plan, "2026-05-02", 4, harder.seed, parents)

@@ -164,6 +164,15 @@ def test_every_described_task_is_the_cell_its_draw_chose(frontier_lake):
     assert (joined["parent_task_id"] == joined["parent_task_id_drawn"]).all()
 
 
+def test_each_batch_records_the_history_window_its_draw_read(frontier_lake):
+    kept = frontier_lake.read_all("filtered_dataset").filter(pl.col("kept"))
+    for i, day in enumerate(DAYS):
+        window = frontier_lake.read("cell_history", day)
+        assert window["generated"].sum() == TASKS * i
+        assert set(window["solver"]) <= {"chat/hidden-skill"} and set(window["as_of"]) <= {day}
+        assert window["kept"].sum() == kept.filter(pl.col("batch") < day).height
+
+
 def test_a_batch_drawn_again_later_reproduces_its_draw(frontier_lake, families):
     lake = frontier_lake
     day = DAYS[2]

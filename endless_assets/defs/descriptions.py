@@ -30,7 +30,9 @@ from endless_assets.schemas import TABLES
 from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
 from endless_assets.stages.draws import (
     describe_slot,
+    draw_history,
     draws_frame,
+    history_frame,
     parent_tasks,
     plan_draw,
     slot_columns,
@@ -60,7 +62,8 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     batch = context.partition_key
     generator = make_generator(settings, base_image_tag())
     started = time.monotonic()
-    plan = plan_draw(pipeline.lake(), settings, generator, batch)
+    history = draw_history(pipeline.lake(), settings, generator, batch)
+    plan = plan_draw(pipeline.lake(), settings, generator, batch, history)
     parents = parent_tasks(pipeline.lake(), plan)
     note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
     if note:  # said once per run, not per task
@@ -115,9 +118,9 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         rows = reject_duplicates(rows, pipeline.lake(), generator.dedupe_threshold)
     table = frame(TABLE, rows)
     check = validate(TABLE, table, context=context)
-    draws = draws_frame(plan)
-    TABLES["task_draws"].validate(draws, lazy=True)  # ours to get right: fails the step
-    pipeline.lake().write("task_draws", batch, draws)
+    for name, rows in (("task_draws", draws_frame(plan)), ("cell_history", history_frame(history))):
+        TABLES[name].validate(rows, lazy=True)  # ours to get right: fails the step
+        pipeline.lake().write(name, batch, rows)
     ok_rows = [r for r in rows if r["status"] == OK]
     metadata = {
         "funnel_step": "I. describe",

@@ -13,7 +13,7 @@ import polars as pl
 
 from endless_assets.schemas.base import DRIFT_STATUSES, STATUSES, TERMINATIONS
 from endless_assets.schemas.checks import ContaminationRecheck, TaskDecontamination
-from endless_assets.schemas.draws import TaskDraws
+from endless_assets.schemas.draws import CellHistory, TaskDraws
 from endless_assets.schemas.outcomes import (
     DriftRevalidation,
     FilteredDataset,
@@ -28,6 +28,7 @@ __all__ = [
     "STATUSES",
     "TABLES",
     "TERMINATIONS",
+    "CellHistory",
     "CompletionTests",
     "ContaminationRecheck",
     "DriftRevalidation",
@@ -55,6 +56,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "served_episodes": ServedEpisodes,
     "contamination_recheck": ContaminationRecheck,
     "task_draws": TaskDraws,
+    "cell_history": CellHistory,
 }
 
 

@@ -18,7 +18,7 @@ from endless_assets.generation import TaskGenerator, Usage
 from endless_assets.models import Task, task_seed
 from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.evolve import Proposal, candidates, combine, propose
-from endless_assets.sampling.history import DAY, read_history
+from endless_assets.sampling.history import DAY, HISTORY_COLUMNS, History, read_history
 from endless_assets.sampling.policy import DRAW_COLUMNS, Draw, Slot, batch_rng, draw
 from endless_assets.settings import Settings
 
@@ -70,17 +70,40 @@ def why_uniform(settings: Settings, generator: TaskGenerator, batch: str) -> str
     return ""
 
 
-def plan_draw(lake: Lake, settings: Settings, generator: TaskGenerator, batch: str) -> Draw | None:
-    """The batch's draw under the frontier sampler, None for the generator's own deal (the
-    uniform sampler, a generator with no cells, a batch that is not a day). The variants of
-    `evolve_budget` take the last slots when the draw targets (not at a cold start, and not
-    degraded: a solver that passes everything gets no harder variants chased for it)."""
-    cells = generator_cells(generator)
-    if settings.sampler != "frontier" or not cells or not DAY.match(batch):
+def draw_history(
+    lake: Lake, settings: Settings, generator: TaskGenerator, batch: str
+) -> History | None:
+    """What the configured solver made of the `sampler_window` daily batches strictly before
+    `batch`, per cell; None when the batch is the generator's own deal (see `plan_draw`)."""
+    if settings.sampler != "frontier" or not generator_cells(generator) or not DAY.match(batch):
         return None
-    history = read_history(
-        lake, before=batch, window=settings.sampler_window, solver=solver_name(settings)
-    )
+    window = settings.sampler_window
+    return read_history(lake, before=batch, window=window, solver=solver_name(settings))
+
+
+def history_frame(history: History | None) -> pl.DataFrame:
+    """The rows of the `cell_history` table (none for the generator's own deal)."""
+    if history is None:
+        return pl.DataFrame(schema={name: dtype for name, (dtype, _) in HISTORY_COLUMNS.items()})
+    return history.frame()
+
+
+def plan_draw(
+    lake: Lake,
+    settings: Settings,
+    generator: TaskGenerator,
+    batch: str,
+    history: History | None = None,
+) -> Draw | None:
+    """The batch's draw under the frontier sampler, None for the generator's own deal (the
+    uniform sampler, a generator with no cells, a batch that is not a day), from `history`
+    (default: `draw_history`). The variants of `evolve_budget` take the last slots when the
+    draw targets (not at a cold start, and not degraded: a solver that passes everything gets
+    no harder variants chased for it)."""
+    cells = generator_cells(generator)
+    history = history or draw_history(lake, settings, generator, batch)
+    if history is None or not cells:
+        return None
     options: dict[str, Any] = {
         "target_pass_rate": settings.target_pass_rate,
         "floor": settings.exploration_floor / len(cells),
