@@ -54,7 +54,8 @@ TABLE = "task_descriptions"
     description="Stage I: one row per sampled task (instruction, privileged truth, reference "
     "solution), seeded by the batch key; rejected samples keep their row and reason. Under the "
     "frontier sampler each task's cell is drawn from the solver's history of the batches before "
-    "it, and the draw is written to the task_draws table.",
+    "it; the draw and the history it read are written to the task_draws and cell_history "
+    "tables.",
     **table_asset(TABLE, code_version=generator_version()),
 )
 def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSettings):
