@@ -119,9 +119,12 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         rows = reject_duplicates(rows, pipeline.lake(), generator.dedupe_threshold)
     table = frame(TABLE, rows)
     check = validate(TABLE, table, context=context)
-    for name, rows in (("task_draws", draws_frame(plan)), ("cell_history", history_frame(history))):
-        TABLES[name].validate(rows, lazy=True)  # ours to get right: fails the step
-        pipeline.lake().write(name, batch, rows)
+    for name, drawn in (
+        ("task_draws", draws_frame(plan)),
+        ("cell_history", history_frame(history)),
+    ):
+        TABLES[name].validate(drawn, lazy=True)  # ours to get right: fails the step
+        pipeline.lake().write(name, batch, drawn)
     ok_rows = [r for r in rows if r["status"] == OK]
     metadata = {
         "funnel_step": "I. describe",
