@@ -1,4 +1,5 @@
-"""The Docker client, the labels every object carries, and the sweeper for leftovers."""
+"""The Docker client and the labels every object carries (leftovers.py sweeps what dead
+processes left)."""
 
 from __future__ import annotations
 
@@ -174,11 +175,10 @@ def owner_alive(owner: str) -> bool:
 
 
 def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
-    """Remove the task containers of processes that are gone (or all of them), with the disk
-    budgets mounted for them (leftovers.py). Returns how many containers were removed."""
-    from endless_assets.sandbox import leftovers  # it imports this module
+    """Moved to leftovers.py (kept until the re-layout rewrites its importers)."""
+    from endless_assets.sandbox import leftovers
 
-    return leftovers.sweep(client, everything=everything).containers
+    return leftovers.sweep_containers(client, everything=everything)
 
 
 def project_containers(client: DockerClient) -> list[str]:

@@ -179,3 +179,9 @@ def _remove(client: DockerClient, container_id: str, budgets: list, swept: Swept
         if attempt + 1 < REMOVE_TRIES:
             swept.mounts += _release(budgets)[0]
     swept.left.append(f"{container_id[:12]}: {why[-300:]}")
+
+
+def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
+    """Remove the task containers of processes that are gone (or all of them), with the disk
+    budgets mounted for them. Returns how many containers were removed."""
+    return sweep(client, everything=everything).containers

@@ -3,11 +3,11 @@
 Each returns an outcome that becomes one table row; a rejected task keeps its row with a
 `status` and a `reject_reason`. `SandboxError` (the engine failing) is caught and recorded as
 `harness_error`, never as a rejection of the task, after the work it broke was tried again
-`ENGINE_RETRIES` times.
+`ENGINE_RETRIES` times (runner.py).
 """
 
-OK = "ok"
-REJECTED = "rejected"
-HARNESS_ERROR = "harness_error"
-SKIPPED = "skipped"  # an earlier stage rejected the task
-ENGINE_RETRIES = 2  # tries again of one task's work that a sandbox engine broke
+from endless_assets.models import HARNESS_ERROR, OK, REJECTED, SKIPPED
+
+ENGINE_RETRIES = 2  # (runner.py) kept here until the re-layout rewrites its importers
+
+__all__ = ["ENGINE_RETRIES", "HARNESS_ERROR", "OK", "REJECTED", "SKIPPED"]
