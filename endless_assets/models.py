@@ -214,7 +214,7 @@ class Task(BaseModel):
     executable_files: list[str] = Field(default_factory=list)
     # The task's directory name where it was imported from (e.g. "evoeval/10"), and what its
     # task.toml / task.yaml said, section by section, for a faithful export ("config"), with
-    # the quality record one of our exports carried ("quality", export/quality.py).
+    # the quality record one of our exports carried ("quality", interop/quality.py).
     source_name: str = ""
     source_metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from dataclasses import field as dataclass_field
 from typing import Any
 
-from endless_assets.sandbox.engines import EngineSpec, parse_hosts
+from endless_assets.sandbox.engine.engines import EngineSpec, parse_hosts
 from endless_assets.settings_rules import RULES
 
 

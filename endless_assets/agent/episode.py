@@ -1,7 +1,7 @@
 """The episode loop, the same for every policy: act, observe, repeat; then grade.
 
 The container is fresh for every episode and removed afterwards whatever happened. The tests
-are copied in only after the loop ends (see sandbox/verdict.py). Infrastructure failures are
+are copied in only after the loop ends (see sandbox/grading/verdict.py). Infrastructure failures are
 `harness_error` with no reward, never a reward of 0.
 """
 
@@ -17,11 +17,12 @@ from typing import Any
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
 from endless_assets.agent.replies import FORMAT_HINT
 from endless_assets.llm.pacing import QueueClock, queue_clock
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.shell import CommandResult, ShellSession
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import Verdict, start_grader, stop_agent
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.shell import CommandResult, ShellSession
-from endless_assets.sandbox.verdict import Verdict, run_pytest, start_grader, stop_agent
 
 TERMINATIONS = ("done", "turn_limit", "time_limit", "context_limit", "harness_error")
 

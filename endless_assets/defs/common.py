@@ -13,11 +13,11 @@ import polars as pl
 
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
-from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
 from endless_assets.stages import runner
-from endless_assets.stages.journal import Resumable
 from endless_assets.stages.runner import ENGINE_RETRIES
+from endless_assets.store.journal import Resumable
+from endless_assets.store.schemas import TABLES
 
 T = TypeVar("T")
 R = TypeVar("R")

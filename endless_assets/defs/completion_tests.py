@@ -8,8 +8,7 @@ from endless_assets.defs.common import usage_metadata
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageRun, StageSpec
 from endless_assets.generation.llm.cost import cost_per_task
-from endless_assets.models import Task
-from endless_assets.stages import OK
+from endless_assets.models import OK, Task
 from endless_assets.stages.completion import CompletionOutcome, check_completion_test
 from endless_assets.stages.rows import completion_row, draft_from_row, draft_with_environment
 

@@ -20,7 +20,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.stages.filtering import KeepRule, score_tasks
+from endless_assets.models import KeepRule, score_tasks
 from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, frame, tasks_with_tests
 

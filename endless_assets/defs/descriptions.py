@@ -22,9 +22,8 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
-from endless_assets.models import task_seed
-from endless_assets.sandbox.base_image import base_image_tag
-from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+from endless_assets.models import HARNESS_ERROR, OK, REJECTED, task_seed
+from endless_assets.sandbox.image.base_image import base_image_tag
 from endless_assets.stages.rows import description_row, failed_description_row, frame
 
 TABLE = "task_descriptions"

@@ -25,8 +25,7 @@ from endless_assets.defs.environments import imported_build_network
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.generation.factory import docker_slots
-from endless_assets.models import Task
-from endless_assets.stages import HARNESS_ERROR
+from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.stages.drift import DRIFTED, VALID, DriftOutcome, revalidate
 from endless_assets.stages.rows import frame, now
 

@@ -1,7 +1,7 @@
 """Stage IV asset: k attempts per task by the configured solver, each in a fresh container.
 
 Which attempts run and which are reused is stages/attempts.py's business; each scored attempt
-is persisted as it finishes (stages/journal.py), so an interrupted run loses only what was in
+is persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
 flight. Episodes run
 `Settings.episode_workers` at a time (16 for a chat model, which mostly waits on its endpoint)
 while at most `workers` of them start a container or run pytest at once, so a 2-core machine
@@ -33,11 +33,11 @@ from endless_assets.defs.common import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.stages import shards
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.stages.attempts import ImageCache, attempt_key, plan_attempts, with_recovered
-from endless_assets.stages.journal import Journal
 from endless_assets.stages.rows import frame, rollout_row, tasks_with_tests
+from endless_assets.store import shards
+from endless_assets.store.journal import Journal
 
 TABLE = "solver_rollouts"
 

@@ -33,10 +33,9 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.factory import docker_slots, make_generator, task_parallelism
-from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.models import HARNESS_ERROR, Task
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.settings import Settings
-from endless_assets.stages import HARNESS_ERROR
 from endless_assets.stages.rows import frame
 
 

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 import docker.errors
 from docker import DockerClient
 
-from endless_assets.sandbox.base_image import BaseImage, base_image_tag, ensure_base_image
-from endless_assets.sandbox.client import SandboxError, sweep_containers
-from endless_assets.sandbox.container import Limits, TaskContainer, task_container
-from endless_assets.sandbox.engines import Engine, EngineSpec, copy_image, pool_for
-from endless_assets.sandbox.images import BuildResult, build_task_image, image_tag_for
-from endless_assets.sandbox.verdict import start_grader
-from endless_assets.sandbox.warm import Opened, WarmPool
+from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
+from endless_assets.sandbox.containers.warm import Opened, WarmPool
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
+from endless_assets.sandbox.engine.leftovers import sweep_containers
+from endless_assets.sandbox.grading.verdict import start_grader
+from endless_assets.sandbox.image.base_image import BaseImage, base_image_tag, ensure_base_image
+from endless_assets.sandbox.image.images import BuildResult, build_task_image, image_tag_for
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from endless_assets.agent.episode import observation_text
 from endless_assets.agent.policies import Action
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.shell import CommandResult
+from endless_assets.sandbox.containers.shell import CommandResult
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.serve.episode import Finished, Ready, ServedEpisode
 from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction, TerminalObservation, TerminalState

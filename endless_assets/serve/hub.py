@@ -18,8 +18,8 @@ from typing import Protocol
 
 from endless_assets.agent.episode import EpisodeLimits
 from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.engines import answers
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.engines import answers
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.serve.episode import ServedEpisode
 from endless_assets.serve.record import EpisodeLog

@@ -11,12 +11,12 @@ from typing import Any
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator
-from endless_assets.models import Task
-from endless_assets.sandbox import bundle
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.models import REJECTED, Task
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading import bundle
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import Verdict
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import Verdict, run_pytest
-from endless_assets.stages import REJECTED
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)

@@ -10,14 +10,13 @@ from typing import Any
 import docker.errors
 
 from endless_assets.generation import Environment, TaskGenerator
-from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import ContainerExited, TaskContainer
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.images import encode_context
+from endless_assets.models import REJECTED, Task
+from endless_assets.sandbox.containers.container import ContainerExited, TaskContainer
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.image.images import encode_context
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import run_pytest
-from endless_assets.stages import REJECTED
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 
 # What the engine did, never the task: OSError is the engine's connection broken under the

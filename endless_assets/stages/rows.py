@@ -8,15 +8,14 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.agent.analysis import analysis_columns
 from endless_assets.agent.episode import Rollout
 from endless_assets.generation import Usage
-from endless_assets.models import Task, task_id_for
-from endless_assets.schemas import polars_schema
-from endless_assets.stages import OK
+from endless_assets.models import OK, Task, task_id_for
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.environment import EnvironmentOutcome
-from endless_assets.stages.soundness import SoundnessOutcome
+from endless_assets.stages.soundness.stage import SoundnessOutcome
+from endless_assets.store.failure_modes import analysis_columns
+from endless_assets.store.schemas import polars_schema
 
 
 def now() -> datetime:

@@ -4,7 +4,7 @@ reported to a logger.
 
 The retry policy of every stage lives here: `ENGINE_RETRIES` tries again of one item's work that
 a sandbox engine broke, after the engines that stopped answering are drained
-(sandbox/retry.py). Dagster assets call these through defs/common.py, which passes their log.
+(sandbox/engine/retry.py). Dagster assets call these through defs/common.py, which passes their log.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Protocol, TypeVar
 
 from endless_assets.generation import TaskGenerator
 from endless_assets.models import HARNESS_ERROR
-from endless_assets.sandbox.retry import with_engine_retries
+from endless_assets.sandbox.engine.retry import with_engine_retries
 from endless_assets.settings import Settings
-from endless_assets.stages.journal import Journal, Resumable, fingerprint
+from endless_assets.store.journal import Journal, Resumable, fingerprint
 
 T = TypeVar("T")
 R = TypeVar("R")
