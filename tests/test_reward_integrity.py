@@ -578,11 +578,11 @@ def test_no_process_in_a_task_container_can_trace_another(container):
 # -- a root agent (imported tasks whose image has no USER) --------------------------------------
 # Root in its own container could read the test as the grader writes it, plant a process that
 # outlives the grader's reach, or change the interpreter the grader starts. Its verdicts come
-# from a verifier container (sandbox/grading/verifier.py): each row is first tried where that defence is
-# missing (`own`: our grader in the agent's own container; `unchecked`: a verifier container
-# without the check of what the agent changed; `caches_read`: one that reads the image's bytecode
-# caches whatever the agent changed; `moved_prefix`: one whose interpreter is not compared with
-# the first grader's; `script_here`: the task's test.sh run in the
+# from a verifier container (sandbox/grading/verifier.py): each row is first tried where that
+# defence is missing (`own`: our grader in the agent's own container; `unchecked`: a verifier
+# container without the check of what the agent changed; `caches_read`: one that reads the image's
+# bytecode caches whatever the agent changed; `moved_prefix`: one whose interpreter is not compared
+# with the first grader's; `script_here`: the task's test.sh run in the
 # agent's own container, reward files read as they are), where it earns 1, then against ours.
 
 ROOT_WATCHER = (

@@ -170,7 +170,7 @@ def run_episode_in(
     rollout: Rollout | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded.
-    `learn`: the reference solution's episode in stage III (verdict.run_pytest). `rollout`: the
+    `learn`: the reference solution's episode in stage III (grade.run_pytest). `rollout`: the
     record to fill in, when the caller reads its turns as they happen (a served episode)."""
     started = time.monotonic() if started is None else started
     if rollout is None:

@@ -1,8 +1,8 @@
 """A task container's agent-writable state: listed, snapshotted, restored, and diffed.
 
-The soundness stage (stages/soundness/stage.py) grades many end states of one task in few containers.
-The agent (not root, no capabilities, no-new-privileges) can only change what it may write:
-directories and files it owns, or that its group or everyone may write. Those are the
+The soundness stage (stages/soundness/stage.py) grades many end states of one task in few
+containers. The agent (not root, no capabilities, no-new-privileges) can only change what it may
+write: directories and files it owns, or that its group or everyone may write. Those are the
 container's *writable roots*. `take_snapshot` finds them with one `find` per mount that skips
 the trees an image never hands to the agent (/usr/lib, /usr/share, ...: 0.02 CPU-s instead of
 the 0.2 of a full walk), copies them into a root-only tar and lists them. `restore_script` puts
@@ -50,7 +50,8 @@ PRUNED = (
     "/var/lib/dpkg",
     "/var/cache",
 )
-# What the agent's shell gets (sandbox/containers/shell.py): a probe that runs as the agent runs like it.
+# What the agent's shell gets (sandbox/containers/shell.py): a probe that runs as the agent runs
+# like it.
 AGENT_ENV = {
     "PATH": AGENT_PATH,
     "LANG": "C.UTF-8",

@@ -174,13 +174,6 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
-def sweep_containers(client: DockerClient, *, everything: bool = False) -> int:
-    """Moved to leftovers.py (kept until the re-layout rewrites its importers)."""
-    from endless_assets.sandbox.engine import leftovers
-
-    return leftovers.sweep_containers(client, everything=everything)
-
-
 def project_containers(client: DockerClient) -> list[str]:
     found = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
     return [c.name for c in found]

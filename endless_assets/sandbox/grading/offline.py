@@ -21,7 +21,7 @@ from endless_assets.sandbox.grading import offline_pytest
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _PRELUDE = r"""#!/bin/sh
-# endless: an offline stand-in (grading has no network), see endless_assets/sandbox/grading/offline.py
+# endless: an offline stand-in (grading has no network), see endless_assets/sandbox/grading/
 here=$(cd "$(dirname "$0")" && pwd)
 report() {
   printf '%s\n' "$*" >> "${ENDLESS_OFFLINE_REPORT:-/dev/null}"

@@ -24,7 +24,7 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
 
 import docker.errors
 
@@ -33,11 +33,11 @@ from endless_assets.sandbox.containers.shell_stream import FrameDecoder
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading import bundle
 
-_HERE = Path(__file__).parent
-# One program: the self-description and the script route first, then the grader proper (see
-# grader.py's `_op`).
+# One program, read as package data (it runs inside the container, never imported here): the
+# self-description and the script route first, then the grader proper (see grader.py's `_op`).
 GRADER_SOURCE = "\n".join(
-    (_HERE / name).read_text() for name in ("grader_describe.py", "grader_script.py", "grader.py")
+    resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    for name in ("grader_describe.py", "grader_script.py", "grader.py")
 )
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,13 +74,6 @@ class Verdict:
                 f"{self.failures} failures, {self.errors} errors"
             )
         return f"{text} ({self.detail})" if self.detail else text
-
-
-def run_pytest(*args, **kwargs):  # type: ignore[no-untyped-def]
-    """Moved to grade.py (kept until the re-layout rewrites its importers)."""
-    from endless_assets.sandbox.grading.grade import run_pytest
-
-    return run_pytest(*args, **kwargs)
 
 
 def parse_verdict(

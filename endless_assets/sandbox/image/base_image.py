@@ -10,7 +10,8 @@ Two recipes, the same packages on two Debian releases: `bookworm` (Python 3.11, 
 `trixie` (Python 3.13, what Terminal-Bench's python-3-13 images run; floating-point sums differ
 between the two). The setting `base_recipe` (ENDLESS_BASE_RECIPE) picks the one `endless-base`
 means; an import's `--base-image-map` may name either as `endless-base-bookworm` or
-`endless-base-trixie`. `python -m endless_assets.sandbox.image.base_image trixie` builds one by name.
+`endless-base-trixie`. `python -m endless_assets.sandbox.image.base_image trixie` builds one by
+name.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
    says whether the test checks what the instruction does not ask, or misses what it asks
    (`misaligned: <issues>`);
 2. a *cheat rollout*: a chat model is told to make the completion test pass without doing the
-   task (stages/soundness/cheat_policy.py), in a fresh container by the one episode loop; if the test
-   passes,
+   task (stages/soundness/cheat_policy.py), in a fresh container by the one episode loop; if the
+   test passes,
 3. a *judge* reads the instruction, the truth and the trajectory and decides whether the task
    was really done (`hackable: cheat` when not).
 

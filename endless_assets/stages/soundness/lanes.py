@@ -1,8 +1,8 @@
 """How the soundness stage runs its jobs: lanes of containers, restored between jobs.
 
 `repeats` lanes, each a fresh container of the task's image, run in parallel. A lane first
-snapshots the agent-writable state (sandbox/containers/snapshot.py), then runs its two controls, restoring
-the initial state in between: even lanes the reference first (in the fresh container), odd
+snapshots the agent-writable state (sandbox/containers/snapshot.py), then runs its two controls,
+restoring the initial state in between: even lanes the reference first (in the fresh container), odd
 lanes the do-nothing episode first. Lane 0 lists what its reference run changed (by inode change
 time against a marker touched just before it); from that the shortcut probes are made and put
 on a queue that every lane drains, with the ablations. Each such job is one script in the

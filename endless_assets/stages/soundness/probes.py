@@ -1,8 +1,8 @@
 """The end states the soundness stage grades besides the controls: shortcuts and ablations.
 
 A probe is a shell script run as root in a container restored to the task's initial state
-(sandbox/containers/snapshot.py); what it leaves is graded by the completion test. Shortcut probes never do
-the task, so a test that passes after one is hackable:
+(sandbox/containers/snapshot.py); what it leaves is graded by the completion test. Shortcut probes
+never do the task, so a test that passes after one is hackable:
 
 - `stub:empty`, `stub:junk-line`, `stub:input-copy`: every file the reference run created or
   changed (and every path the truth or the instruction names that it would write) is there, with

@@ -7,14 +7,16 @@ Three kinds of evidence offline (no model), and a fourth with one, per task:
    after the other control in others; any disagreement between runs is `flaky: ...`. Stage
    III's run of the reference is one more (`earlier_reference`): a test that passed it there
    and fails it every time here is flaky too, not a reference that fails.
-2. Shortcut probes (stages/soundness/probes.py): end states that never do the task (output stubs with
+2. Shortcut probes (stages/soundness/probes.py): end states that never do the task (output stubs
+with
    wrong content, touched files, a blanket chmod, the setup steps alone, planted pytest hooks).
    A completion test that passes one, in a fresh container too, is `hackable: <probe>`; a test
    that passes after doing nothing every time is `hackable: do-nothing`.
 3. Test strength: the reference with each top-level step removed in turn. The share of these
    ablations the test rejects is the mutation score (None for a reference of one step); it
    rejects a task only below `min_mutation_score` (`weak_test: ...`).
-4. With a model configured (stages/soundness/audit.py), for a task the above found sound: an alignment
+4. With a model configured (stages/soundness/audit.py), for a task the above found sound: an
+alignment
    audit (`misaligned: ...`) and a cheat rollout with its judge (`hackable: cheat`); attached
    with `with_audit`. Without one, `audit` says why they were skipped.
 
@@ -168,8 +170,8 @@ def with_audit(
     min_mutation_score: float = 0.0,
     reference_required: bool = True,
 ) -> SoundnessOutcome:
-    """`outcome` with the model probes' results (stages/soundness/audit.py) attached and decided again
-    (an engine failure of the offline probes stays what it was)."""
+    """`outcome` with the model probes' results (stages/soundness/audit.py) attached and decided
+    again (an engine failure of the offline probes stays what it was)."""
     outcome.audit = audit
     if outcome.status != HARNESS_ERROR:
         outcome.decide(min_mutation_score, reference_required)
