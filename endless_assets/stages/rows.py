@@ -14,52 +14,12 @@ from endless_assets.models import OK, Task, task_id_for
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.environment import EnvironmentOutcome
 from endless_assets.stages.soundness.stage import SoundnessOutcome
+from endless_assets.store.columns import stored_columns, task_columns
 from endless_assets.store.failure_modes import analysis_columns
-from endless_assets.store.schemas import polars_schema
 
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
-    schema = polars_schema(table)
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows, schema=schema)
-
-
-# The task's own columns, shared by `task_descriptions` and `filtered_dataset`.
-TASK_COLUMNS = (
-    "category",
-    "complexity",
-    "scenario",
-    "family",
-    "instruction",
-    "truth",
-    "reference_solution",
-    "generator",
-    "generator_model",
-    "prompt_version",
-)
-
-
-def task_columns(task: Task) -> dict[str, Any]:
-    columns = {name: getattr(task, name) for name in TASK_COLUMNS}
-    columns["truth"] = task.truth_json()
-    return columns
-
-
-def stored_columns(task: Task) -> dict[str, Any]:
-    """The columns of a `filtered_dataset` row that repeat the task (for SQL); exports check
-    them against the task JSON the row carries."""
-    return {
-        **task_columns(task),
-        "dockerfile": task.dockerfile or "",
-        "context_files": json.dumps(task.context_files, sort_keys=True, ensure_ascii=False),
-        "initial_test": task.initial_test or "",
-        "completion_test": task.completion_test or "",
-    }
 
 
 def description_row(
