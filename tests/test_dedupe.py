@@ -17,7 +17,8 @@ from endless_assets.generation.dedupe import (
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.models import task_seed
-from endless_assets.stages.rows import description_row, frame
+from endless_assets.stages.rows import description_row
+from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 from endless_assets.store.schemas import TABLES
 

@@ -28,7 +28,8 @@ from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction
 from endless_assets.serve.record import EpisodeLog
 from endless_assets.serve.tasks import TaskSet
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 from endless_assets.testing.kept_lake import write_kept
 from endless_assets.testing.scripted_server import ScriptedServer

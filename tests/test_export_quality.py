@@ -21,9 +21,10 @@ from endless_assets.models import OK, REJECTED, Task, TaskScore
 from endless_assets.settings import Settings
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.decontamination import DecontaminationOutcome
-from endless_assets.stages.rows import completion_row, frame, now, soundness_row
+from endless_assets.stages.rows import completion_row, now, soundness_row
 from endless_assets.stages.soundness.audit import AuditOutcome, Judgement
 from endless_assets.stages.soundness.stage import ProbeOutcome, SoundnessOutcome
+from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 
 BASE = "endless-base:quality-test"

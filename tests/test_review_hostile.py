@@ -34,7 +34,8 @@ from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.grading.verdict import start_grader, stop_agent
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.columns import frame
 from endless_assets.store.schemas import SolverRollouts
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 

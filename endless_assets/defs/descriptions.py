@@ -24,7 +24,8 @@ from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import HARNESS_ERROR, OK, REJECTED, task_seed
 from endless_assets.sandbox.image.base_image import base_image_tag
-from endless_assets.stages.rows import description_row, failed_description_row, frame
+from endless_assets.stages.rows import description_row, failed_description_row
+from endless_assets.store.columns import frame
 
 TABLE = "task_descriptions"
 

@@ -27,7 +27,8 @@ from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.generation.factory import docker_slots
 from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.stages.drift import DRIFTED, VALID, DriftOutcome, revalidate
-from endless_assets.stages.rows import frame, now
+from endless_assets.stages.rows import now
+from endless_assets.store.columns import frame
 
 TABLE = "drift_revalidation"
 

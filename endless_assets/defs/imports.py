@@ -29,7 +29,8 @@ from endless_assets.generation import Usage
 from endless_assets.interop.harbor_import import ImportProblem
 from endless_assets.interop.imports import import_tasks
 from endless_assets.models import REJECTED, task_seed
-from endless_assets.stages.rows import description_row, failed_description_row, frame
+from endless_assets.stages.rows import description_row, failed_description_row
+from endless_assets.store.columns import frame
 
 TABLE = "task_descriptions"
 IMPORT_OP = "imported__task_descriptions"

@@ -35,8 +35,9 @@ from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.stages.attempts import ImageCache, attempt_key, plan_attempts, with_recovered
-from endless_assets.stages.rows import frame, rollout_row, tasks_with_tests
+from endless_assets.stages.rows import rollout_row, tasks_with_tests
 from endless_assets.store import shards
+from endless_assets.store.columns import frame
 from endless_assets.store.journal import Journal
 
 TABLE = "solver_rollouts"

@@ -36,7 +36,7 @@ from endless_assets.generation.factory import docker_slots, make_generator, task
 from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.settings import Settings
-from endless_assets.stages.rows import frame
+from endless_assets.store.columns import frame
 
 
 @dataclass(frozen=True)

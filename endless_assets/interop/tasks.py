@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from endless_assets.interop.dockerfile import DockerfileError, base_images
 from endless_assets.models import Task, TaskScore
-from endless_assets.stages.rows import stored_columns
+from endless_assets.store.columns import stored_columns
 from endless_assets.store.lake import Lake
 
 TASK_ID = re.compile(r"^et-[0-9a-f]{16}$")

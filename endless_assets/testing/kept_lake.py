@@ -13,8 +13,9 @@ from collections import defaultdict
 
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.models import Task, score_task, task_seed
-from endless_assets.stages.rows import filtered_row, frame
+from endless_assets.stages.rows import filtered_row
 from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 
 
