@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,23 +135,22 @@ def run_episode(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     labels: dict[str, str] | None = None,
-    docker_slots: threading.Semaphore | None = None,
     warm: bool = False,
 ) -> Rollout:
     """One episode in a fresh container of `image`, graded, and the container removed; `warm`:
     a container the sandbox started ahead (`Sandbox.expect`), when it has one.
 
-    `docker_slots` bounds the CPU-heavy moments (starting the container, running pytest) across
-    concurrent episodes, so many episodes can wait on a model while a small machine stays
-    responsive.
+    The sandbox's slots (`Sandbox.slots`) bound the CPU-heavy moments (starting the container,
+    running pytest) across concurrent episodes, so many episodes can wait on a model while a
+    small machine stays responsive.
     """
     started = time.monotonic()
     try:
         with contextlib.ExitStack() as stack:
-            with docker_slots or contextlib.nullcontext():
+            with sandbox.slots:
                 container = stack.enter_context(sandbox.container(image, labels=labels, warm=warm))
             return run_episode_in(
-                container, task, policy, completion_test, limits, started, docker_slots
+                container, task, policy, completion_test, limits, started, sandbox.slots
             )
     except SandboxError as exc:
         return _harness_error(task, policy, exc, started)
@@ -164,14 +163,15 @@ def run_episode_in(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     started: float | None = None,
-    docker_slots: threading.Semaphore | None = None,
+    slots: AbstractContextManager[Any] | None = None,
     *,
     learn: bool = False,
     rollout: Rollout | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded.
     `learn`: the reference solution's episode in stage III (grade.run_pytest). `rollout`: the
-    record to fill in, when the caller reads its turns as they happen (a served episode)."""
+    record to fill in, when the caller reads its turns as they happen (a served episode).
+    `slots`: held while the verdict runs (the sandbox's, `Sandbox.slots`)."""
     started = time.monotonic() if started is None else started
     if rollout is None:
         rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
@@ -191,7 +191,7 @@ def run_episode_in(
             queue_clock(queued),
         ):
             rollout.termination = _loop(shell, policy, rollout, limits, started, queued)
-        with docker_slots or contextlib.nullcontext():
+        with slots or contextlib.nullcontext():
             verdict = run_pytest(
                 container, completion_test, timeout=limits.test_timeout, learn=learn
             )

@@ -103,7 +103,6 @@ def serve(
         limits,
         max_sessions=max_sessions,
         episodes=EpisodeLog(lake),
-        docker_slots=settings.workers,
     )
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -58,7 +58,6 @@ def _materialize(
             # A task that carries no reference solution (e.g. imported without one) cannot be
             # required to pass with it: the solver in stage IV decides whether it is solvable.
             reference_required=reference_required and bool(draft.reference_solution.strip()),
-            docker_slots=run.slots,
         )
 
     rows = run.each(drafts, work, completion_row, CompletionOutcome, label="completion")

@@ -52,9 +52,7 @@ def _materialize(run: StageRun, task_descriptions: pl.DataFrame) -> dg.Materiali
         )
 
     def work(draft: Task) -> EnvironmentOutcome:
-        return build_environment(
-            draft, run.generator, run.sandbox, docker_slots=run.slots, build_network=network
-        )
+        return build_environment(draft, run.generator, run.sandbox, build_network=network)
 
     rows = run.each(drafts, work, environment_row, EnvironmentOutcome, label="environment")
     table = run.frame(rows)

@@ -33,6 +33,7 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
                 limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
                 warm=s.warm_containers,
+                slots=max(1, s.workers),
             )
         )
 

@@ -71,7 +71,6 @@ def _materialize(
             repeats=settings.soundness_repeats,
             min_mutation_score=settings.min_mutation_score,
             reference_required=required,
-            docker_slots=run.slots,
             probes=settings.soundness == "full",
             earlier_reference=earlier.get(task.task_id),
         )
@@ -79,7 +78,7 @@ def _materialize(
             why = "the offline probes did not find the task sound"
             outcome.audit = skipped if auditor is None else AuditOutcome.skipped(why)
             return outcome
-        audit = audit_task(task, image, run.sandbox, auditor, docker_slots=run.slots)
+        audit = audit_task(task, image, run.sandbox, auditor)
         return with_audit(outcome, audit, settings.min_mutation_score, required)
 
     # Each task runs `soundness_repeats` lanes of containers; `workers` bounds them together.

@@ -88,7 +88,6 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             seed=seed,
             labels={"role": "serve", "task_id": task.task_id, "session": self.session_id},
             on_end=self.hub.episode_ended,
-            docker_slots=self.hub.docker_slots,
         )
         self.episode, self._reported = episode, 0
         if unbuilt is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,14 +77,13 @@ def revalidate(
     repeats: int = 3,
     reference_required: bool = True,
     network: bool = False,
-    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> DriftOutcome:
     """Rebuild `task`'s image from its Dockerfile without any cached layer and run the repeated
     controls on it. A build that fails now is drift (`build_failed: ...`), as is a control that
     no longer holds; an engine failure is a harness error. `network`: may RUN steps reach the
     network (as when the task was built; the sandbox's configuration still decides)."""
     started = time.monotonic()
-    slots = docker_slots if docker_slots is not None else nullcontext()
+    slots = sandbox.slots
     outcome = DriftOutcome(
         task.task_id,
         HARNESS_ERROR,
@@ -110,7 +108,6 @@ def revalidate(
                 sandbox,
                 repeats=repeats,
                 reference_required=reference_required,
-                docker_slots=docker_slots,
                 probes=False,
             )
         finally:

@@ -4,14 +4,13 @@ here).
 Which attempts run and which are reused is attempts.py's business; each scored attempt is
 persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
 flight. Episodes run `Settings.episode_workers` at a time (16 for a chat model, which mostly
-waits on its endpoint) while at most `workers` of them start a container or run pytest at once,
-so a 2-core machine stays responsive.
+waits on its endpoint) while at most `workers` of them start a container or run pytest at once
+(the sandbox's slots), so a 2-core machine stays responsive.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +97,6 @@ def run_rollouts(
         f"journal), {len(todo)} to run, {workers} episodes in "
         f"parallel, at most {settings.workers} starting containers or grading at once"
     )
-    docker_slots = threading.BoundedSemaphore(max(1, settings.workers))
     breaker = EndpointBreaker()
     images = ImageCache(sandbox)
     position = {(task.task_id, idx): i for i, (task, idx) in enumerate(todo)}
@@ -135,7 +133,6 @@ def run_rollouts(
             task.completion_test or "",
             limits,
             labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
-            docker_slots=docker_slots,
             warm=bool(settings.warm_containers),
         )
         if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -292,8 +291,6 @@ def audit_task(
     image: str,
     sandbox: Sandbox,
     auditor: Auditor,
-    *,
-    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> AuditOutcome:
     """The alignment audit, then (for an aligned test) the cheat rollout in a fresh container of
     `image` and, if the cheat passed, its judge. See the module's docstring."""
@@ -312,7 +309,7 @@ def audit_task(
         )
         if alignment.verdict == MISALIGNED:
             return outcome  # rejected: a cheat would add cost, not evidence
-        cheat = _cheat(task, image, sandbox, auditor, seed, docker_slots)
+        cheat = _cheat(task, image, sandbox, auditor, seed)
         outcome.judgements.append(cheat)
         if cheat.verdict == HARNESS:
             outcome.state = f"{HARNESS}: the cheat rollout: {cheat.detail}"
@@ -336,7 +333,6 @@ def _cheat(
     sandbox: Sandbox,
     auditor: Auditor,
     seed: int,
-    docker_slots: Any,
 ) -> Judgement:
     policy = CheatPolicy(
         auditor,
@@ -353,7 +349,6 @@ def _cheat(
         task.completion_test or "",
         auditor.limits,
         labels={"task_id": task.task_id, "batch": task.batch, "role": "soundness-cheat"},
-        docker_slots=docker_slots,
     )
     turns = rollout.trajectory()
     for turn in turns:  # what the judge needs, and what the row keeps

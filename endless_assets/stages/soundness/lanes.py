@@ -20,9 +20,8 @@ import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy, Policy
@@ -118,12 +117,11 @@ class LaneRun:
         sandbox: Sandbox,
         *,
         limits: EpisodeLimits,
-        slots: AbstractContextManager[Any] | None,
         engine_retries: int,
         probes: bool = True,
     ) -> None:
         self.task, self.image, self.sandbox, self.limits = task, image, sandbox, limits
-        self.slots = slots if slots is not None else nullcontext()
+        self.slots = sandbox.slots
         self.engine_retries = max(0, engine_retries)
         self.probes = probes  # False: the controls only
         self.test = task.completion_test or ""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -187,7 +186,6 @@ def check_soundness(
     min_mutation_score: float = 0.0,
     reference_required: bool = True,
     limits: EpisodeLimits = CHECK_LIMITS,
-    docker_slots: AbstractContextManager[Any] | None = None,
     engine_retries: int = 2,
     probes: bool = True,
     earlier_reference: bool | None = None,
@@ -195,8 +193,8 @@ def check_soundness(
     """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
     stage III settled) in containers of `image_tag`; see the module's docstring.
 
-    `docker_slots` (e.g. a semaphore) is held by each lane while its container exists, as
-    stage III holds it; lanes take one slot each. `reference_required=False` (the LLM path)
+    A slot of the sandbox (`Sandbox.slots`) is held by each lane while its container exists,
+    as stage III holds it; lanes take one slot each. `reference_required=False` (the LLM path)
     accepts a reference that fails every run (stage IV's solver decides solvability); a
     reference that passes some runs and fails others is flaky either way. `probes=False` runs
     the repeated controls only (e.g. to re-validate kept tasks on a rebuilt image).
@@ -213,7 +211,6 @@ def check_soundness(
         image_tag,
         sandbox,
         limits=limits,
-        slots=docker_slots,
         engine_retries=engine_retries,
         probes=probes,
     )
