@@ -22,11 +22,11 @@ import uuid
 
 from docker import DockerClient
 
-from endless_assets.sandbox import build_cgroup
-from endless_assets.sandbox.build_limits import BuildLimits
-from endless_assets.sandbox.client import connect
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.images import build_context, build_task_image
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.engine.client import connect
+from endless_assets.sandbox.image import build_cgroup
+from endless_assets.sandbox.image.build_limits import BuildLimits
+from endless_assets.sandbox.image.images import build_context, build_task_image
 from endless_assets.sandbox.sandbox import Sandbox
 
 LIMITS = Limits()  # the defaults, as task containers get them

@@ -1,10 +1,10 @@
 """What the per-container disk budget costs: container start + removal with and without it.
 
 Starts and removes containers of the base image one at a time, alternating `disk=0` (no budget)
-and `disk=2g` (a loop-mounted ext4 under the container's layer, see sandbox/disk.py), and prints
-the median wall time of each and the machine's CPU time per container (all processes: dockerd,
-runc, mkfs, mount; from /proc/stat, so run it on an otherwise idle machine). Then how fast an
-agent can write inside a container with and without it (dd of 512 MiB).
+and `disk=2g` (a loop-mounted ext4 under the container's layer, see sandbox/engine/disk.py), and
+prints the median wall time of each and the machine's CPU time per container (all processes:
+dockerd, runc, mkfs, mount; from /proc/stat, so run it on an otherwise idle machine). Then how fast
+an agent can write inside a container with and without it (dd of 512 MiB).
 
     .venv/bin/python bench/disk_budget.py [--runs 20]
 """
@@ -16,7 +16,7 @@ import os
 import statistics
 import time
 
-from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.containers.container import Limits
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 
 

@@ -5,8 +5,8 @@ engine), it times: starting the container (with the run's limits: the disk budge
 included), starting its resident grader, opening the agent's shell, one command, the verdict,
 and removing the container; and prints the median of each phase and of start + grader + verdict
 + removal, the lifecycle issue 13 asks to keep under 0.5 s. `--warm` takes containers started
-ahead instead (sandbox/warm.py): the start and the grader's start leave the episode's clock.
-`--user root` (or another user of the base image) runs the agent as that user, the way an
+ahead instead (sandbox/containers/warm.py): the start and the grader's start leave the episode's
+clock. `--user root` (or another user of the base image) runs the agent as that user, the way an
 imported task's is (identity.py): a root agent's verdict is a verifier container's. The machine's
 CPU per episode is printed too (cpu.py).
 
@@ -21,11 +21,12 @@ import time
 
 from cpu import CpuMeter
 
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import start_grader
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest, start_grader
 
 TEST = 'def test_upper():\n    assert open("/home/user/out.txt").read() == "HELLO\\n"\n'
 SOLVE = "tr a-z A-Z < /home/user/in.txt > /home/user/out.txt"

@@ -1,8 +1,8 @@
 """Where an imported batch's validation spends its time: stages I-III of the conventions import.
 
 Imported tasks (Harbor, Terminal-Bench) are graded by their own scripts, and a root agent's verdict
-too is given in a verifier container (sandbox/verifier.py): commit, a new container, a grader in
-it, the script. This materializes the mixed-conventions directory of
+too is given in a verifier container (sandbox/grading/verifier.py): commit, a new container, a
+grader in it, the script. This materializes the mixed-conventions directory of
 tests/test_import_conventions.py (10 tasks: root agents, task.toml users, tests/test.sh, a
 Terminal-Bench compose task...) through imported task_descriptions, task_environments and
 completion_tests with `workers=2`, and prints the wall clock and, per step of a verdict, how often
@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import test_import_conventions as conventions
 
 from endless_assets.defs.imports import IMPORTED_ASSETS
-from endless_assets.sandbox import container, verdict, verifier
+from endless_assets.sandbox.containers import container
+from endless_assets.sandbox.grading import verdict, verifier
 
 TIMES: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
 LOCK = threading.Lock()

@@ -33,11 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import endless_assets.definitions as definitions  # noqa: E402
-from endless_assets.catalog import query  # noqa: E402
 from endless_assets.defs.io_manager import ParquetLakeIOManager  # noqa: E402
 from endless_assets.defs.resources import PipelineSettings  # noqa: E402
-from endless_assets.lake import Lake  # noqa: E402
 from endless_assets.sandbox.sandbox import Sandbox  # noqa: E402
+from endless_assets.store.catalog import query  # noqa: E402
+from endless_assets.store.lake import Lake  # noqa: E402
 from endless_assets.testing.scripted_model import ScriptedTaskModel  # noqa: E402
 from endless_assets.testing.scripted_server import ScriptedServer  # noqa: E402
 

@@ -30,9 +30,9 @@ def main() -> None:
 
     data_dir = tempfile.mkdtemp(prefix="endless-bench-")
     os.environ["ENDLESS_DATA_DIR"] = data_dir
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
     from endless_assets.launch import ensure_dagster_home, launch_batch
+    from endless_assets.store.catalog import query
+    from endless_assets.store.lake import Lake
 
     ensure_dagster_home()
     overrides = {"tasks": args.tasks, "seed": random.randrange(1 << 30), "workers": args.workers}

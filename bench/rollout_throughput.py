@@ -105,6 +105,7 @@ def main() -> None:
     sandbox = Sandbox(SandboxConfig(warm=args.warm))
     image = sandbox.base.tag
     slots = TimedSlots(args.docker_slots)
+    sandbox.slots = slots  # type: ignore[assignment]
     limits = EpisodeLimits(max_turns=args.turns + 1, command_timeout=30)
     try:
         base_url = urls.get(timeout=30)
@@ -122,7 +123,6 @@ def main() -> None:
                 TEST,
                 limits,
                 labels={"role": "bench"},
-                docker_slots=slots,  # type: ignore[arg-type]
                 warm=bool(args.warm),
             )
 

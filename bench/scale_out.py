@@ -31,8 +31,8 @@ from cpu import CpuMeter
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask, OraclePolicy
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.engines import EngineSpec
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.engine.engines import EngineSpec
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.testing.engines import ExtraEngine
 

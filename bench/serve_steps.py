@@ -35,10 +35,10 @@ from pathlib import Path
 from cpu import CpuMeter
 from openenv.core.generic_client import GenericEnvClient
 
-from endless_assets.catalog import query
-from endless_assets.lake import Lake
-from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL
+from endless_assets.sandbox.engine.client import OWNER_LABEL, PROJECT_LABEL
 from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.kept_lake import procedural_tasks, write_kept
 
 

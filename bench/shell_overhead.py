@@ -12,8 +12,8 @@ import argparse
 import statistics
 import time
 
+from endless_assets.sandbox.containers.shell import ShellSession
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.shell import ShellSession
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.snapshot import container_cpu_seconds
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.snapshot import container_cpu_seconds
 from endless_assets.stages.completion import check_completion_test
 from endless_assets.stages.environment import build_environment
-from endless_assets.stages.soundness import check_soundness
+from endless_assets.stages.soundness.stage import check_soundness
 
 TICK = os.sysconf("SC_CLK_TCK")
 RUNS = ("stage III", "soundness")

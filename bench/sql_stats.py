@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from synthetic_lake import Spec, write_synthetic_lake  # noqa: E402
 
-from endless_assets.catalog import query, rebuild_catalog  # noqa: E402
-from endless_assets.lake import Lake  # noqa: E402
 from endless_assets.report.tables import TABLES, stats_query  # noqa: E402
-from endless_assets.stats_views import STATS_VIEWS  # noqa: E402
+from endless_assets.store.catalog import query, rebuild_catalog  # noqa: E402
+from endless_assets.store.lake import Lake  # noqa: E402
+from endless_assets.store.stats_views import STATS_VIEWS  # noqa: E402
 
 # Rollouts per sampled task in the synthetic lake: about 74% of tasks reach stage IV, times
 # k=16 attempts, times two solvers.

@@ -32,13 +32,13 @@ from pathlib import Path
 import dagster as dg
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import export_dataset
-from endless_assets.lake import Lake
+from endless_assets.interop import export_dataset
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 RUNNER = Path(__file__).resolve().parents[1] / "scripts" / "harbor-runner.sh"
 ASSETS = [

@@ -15,8 +15,8 @@ import argparse
 import statistics
 import time
 
+from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import run_pytest
 
 TEST = """\
 import os

@@ -90,8 +90,8 @@ def record_batch(home: Path, batch: str, overrides: dict[str, Any]) -> None:
     their partitions start at the earliest of it, the day already recorded and the days in the
     lake (batch_calendar.py)."""
     from endless_assets.batch_calendar import record_batch_day
-    from endless_assets.lake import Lake
     from endless_assets.settings import Settings
+    from endless_assets.store.lake import Lake
 
     lake = Lake(Settings.resolve(**overrides).data_dir)
     with home_lock(home):
@@ -129,9 +129,9 @@ def launch_batch(
     progress: Callable[[str], None] = lambda _: None,
 ) -> LaunchResult:
     """Materialize one partition of the daily batch job, as the UI would, on this instance. With
-    `shards` > 1: stage I, then one run per shard, then the whole job (stages/shards.py); the
+    `shards` > 1: stage I, then one run per shard, then the whole job (store/shards.py); the
     first failing run's result is returned."""
-    from endless_assets.stages.shards import TAG
+    from endless_assets.store.shards import TAG
 
     run = functools.partial(
         launch_job, batch=batch, overrides=overrides, launched_by="endless run", log_level=log_level

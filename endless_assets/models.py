@@ -3,19 +3,172 @@
 Stage I (describe) yields a `Task`. The procedural generator fills every field at once; the
 LLM generator fills the description and truth first and the environment and tests in stages II
 and III. After stage I nothing can tell the two paths apart. Stage IV adds the `score`; exports
-read the same model back from `filtered_dataset`.
+read the same model back from `filtered_dataset`. Here too: the task statuses every stage
+writes, and stage IV's arithmetic (pass@k, difficulty, the keep rule) that makes the `score`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import comb
 from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from endless_assets.stages.filtering import TaskScore
+# The status of a task's row in every stage table. A rejected task keeps its row with a
+# `reject_reason`; `harness_error` is the engine failing, never a rejection of the task.
+OK = "ok"
+REJECTED = "rejected"
+HARNESS_ERROR = "harness_error"
+SKIPPED = "skipped"  # an earlier stage rejected the task
+
+# Difficulty labels from a solver's pass rate over its scored attempts (the same thresholds in
+# SQL views and in exports): a task every attempt solves is easy, one solved at least once but in
+# under a quarter of attempts is hard; never solved is "unsolved" (no label in Harbor terms).
+DIFFICULTY_THRESHOLDS: tuple[tuple[str, float], ...] = (("easy", 0.75), ("medium", 0.25))
+
+
+def difficulty_label(pass_rate: float | None, attempts: int = 1) -> str:
+    """easy (>= 0.75), medium (>= 0.25), hard (> 0), unsolved (0), unknown (no scored attempt)."""
+    if pass_rate is None or attempts <= 0:
+        return "unknown"
+    for label, floor in DIFFICULTY_THRESHOLDS:
+        if pass_rate >= floor:
+            return label
+    return "hard" if pass_rate > 0 else "unsolved"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimator of pass@k from n attempts with c successes (Chen et al., 2021)."""
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if k < 1 or k > n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_at_curve(n: int, c: int) -> list[float]:
+    """pass@k for every k from 1 to n (element i is pass@(i+1)); empty when n is 0."""
+    return [pass_at_k(n, c, k) for k in range(1, n + 1)]
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    """One task's attempts by one solver, reduced to what the keep rule and a trainer need, and
+    the keep decision (stage IV's part of a `Task`)."""
+
+    attempts: int  # rows for the task (scored or not)
+    harness_errors: int
+    scored_attempts: int  # attempts - harness_errors: the n of pass@k
+    successes: int
+    pass_at_n: float  # pass@k with k = n: solved at least once
+    curve: list[float]
+    pass_rate: float  # successes / scored_attempts = pass@1: the difficulty
+    mean_turns_solved: float | None
+    solver_model: str = ""  # policy/model, e.g. chat/o3
+    solver_policy: str = ""
+    kept: bool = False
+    drop_reason: str = ""
+
+    @property
+    def difficulty(self) -> str:
+        return difficulty_label(self.pass_rate, self.scored_attempts)
+
+
+def score_task(
+    rollouts: Sequence[Mapping[str, Any]],
+    rule: KeepRule | None = None,
+    *,
+    solver_model: str = "",
+    solver_policy: str = "",
+) -> TaskScore:
+    """Score a task from its `solver_rollouts` rows (reward null = harness error, not 0) and
+    decide whether `rule` keeps it."""
+    scored = [r for r in rollouts if r["reward"] is not None]
+    solved = [r for r in scored if r["reward"] == 1]
+    n, c = len(scored), len(solved)
+    kept, reason = (rule or KeepRule()).decide(n, c)
+    return TaskScore(
+        attempts=len(rollouts),
+        harness_errors=len(rollouts) - n,
+        scored_attempts=n,
+        successes=c,
+        pass_at_n=pass_at_k(n, c, n) if n else 0.0,
+        curve=pass_at_curve(n, c),
+        pass_rate=c / n if n else 0.0,
+        mean_turns_solved=sum(r["n_turns"] for r in solved) / c if c else None,
+        solver_model=solver_model,
+        solver_policy=solver_policy,
+        kept=kept,
+        drop_reason=reason,
+    )
+
+
+def score_tasks(
+    tasks: Sequence[Task],
+    rollouts: Mapping[str, Sequence[Mapping[str, Any]]],
+    rule: KeepRule,
+    *,
+    solver_model: str,
+    solver_policy: str,
+) -> list[Task]:
+    """Stage IV's last step: each task with its score by one solver (`rollouts` by task id)."""
+    return [
+        task.model_copy(
+            update={
+                "score": score_task(
+                    rollouts.get(task.task_id, []),
+                    rule,
+                    solver_model=solver_model,
+                    solver_policy=solver_policy,
+                )
+            }
+        )
+        for task in tasks
+    ]
+
+
+@dataclass(frozen=True)
+class KeepRule:
+    """Keep a task when its pass rate is inside [min_pass_rate, max_pass_rate] and it was solved.
+
+    The default is the paper's rule: solved at least once. `max_pass_rate < 1` drops tasks solved
+    in every attempt, which teach nothing under a binary reward.
+    """
+
+    min_pass_rate: float = 0.0
+    max_pass_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_pass_rate <= self.max_pass_rate <= 1:
+            raise ValueError(
+                "need 0 <= min_pass_rate <= max_pass_rate <= 1, got "
+                f"{self.min_pass_rate} and {self.max_pass_rate}"
+            )
+
+    def describe(self) -> str:
+        if (self.min_pass_rate, self.max_pass_rate) == (0.0, 1.0):
+            return "solved at least once"
+        return f"solved at least once, pass rate in [{self.min_pass_rate}, {self.max_pass_rate}]"
+
+    def decide(self, scored: int, successes: int) -> tuple[bool, str]:
+        if scored == 0:
+            return False, "no_scored_attempts: every attempt was a harness error"
+        if successes == 0:
+            return False, f"unsolved: 0 of {scored} attempts passed"
+        rate = successes / scored
+        if rate < self.min_pass_rate:
+            return False, f"too_hard: pass rate {rate:.2f} < {self.min_pass_rate:.2f}"
+        if rate > self.max_pass_rate:
+            return False, f"too_easy: pass rate {rate:.2f} > {self.max_pass_rate:.2f}"
+        return True, ""
+
 
 AGENT_USER = "user"
 AGENT_HOME = "/home/user"
@@ -64,7 +217,7 @@ class Task(BaseModel):
     executable_files: list[str] = Field(default_factory=list)
     # The task's directory name where it was imported from (e.g. "evoeval/10"), and what its
     # task.toml / task.yaml said, section by section, for a faithful export ("config"), with
-    # the quality record one of our exports carried ("quality", export/quality.py).
+    # the quality record one of our exports carried ("quality", interop/quality.py).
     source_name: str = ""
     source_metadata: dict[str, Any] = Field(default_factory=dict)
 

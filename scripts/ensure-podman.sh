@@ -13,7 +13,7 @@
 # - the storage option overlay.skip_mount_home (a global flag, which podman passes on to the
 #   cleanup processes conmon starts): without it, a podman process that finds no container
 #   mounted lazily unmounts podman's whole overlay directory, and with it the disk budget of a
-#   container created but not yet started (endless_assets/sandbox/disk.py). The flag replaces
+#   container created but not yet started (endless_assets/sandbox/engine/disk.py). The flag replaces
 #   the storage options of the host's storage.conf (Debian's rootful default has none);
 # - exit_command_delay = 10 (a containers.conf of its own: the host's with that line, through
 #   CONTAINERS_CONF): by default every exec leaves a conmon process sleeping for 5 minutes
@@ -23,7 +23,7 @@
 #   under: rootful Podman raises them to 1048576 and 4194304 for every container, and runc fails
 #   to start any container where the engine's own limits are lower and it lacks
 #   CAP_SYS_RESOURCE (a sandboxed machine). The sandbox sets them on its task containers anyway
-#   (endless_assets/sandbox/podman.py); this makes the rest (a plain `docker run`) work too.
+#   (endless_assets/sandbox/engine/podman.py); this makes the rest (a plain `docker run`) work too.
 set -euo pipefail
 
 SOCKET="${ENDLESS_PODMAN_SOCKET:-/tmp/endless-podman/podman.sock}"

@@ -21,5 +21,5 @@ echo "setup: installing the package and its dependencies" >&2
 # (setting base_recipe, ENDLESS_BASE_RECIPE) is built by `endless setup` above.
 if [ -n "${ENDLESS_EXTRA_BASE_RECIPES:-}" ]; then
   # shellcheck disable=SC2086
-  .venv/bin/python -m endless_assets.sandbox.base_image $ENDLESS_EXTRA_BASE_RECIPES
+  .venv/bin/python -m endless_assets.sandbox.image.base_image $ENDLESS_EXTRA_BASE_RECIPES
 fi

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from postgres_server import postgres  # noqa: F401  (the fixture, for every test module)
 
-from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, SandboxError, owner_tag
+from endless_assets.sandbox.engine.client import OWNER_LABEL, PROJECT_LABEL, SandboxError, owner_tag
 from endless_assets.sandbox.sandbox import Sandbox
 
 
@@ -31,7 +31,7 @@ def sandbox() -> Sandbox:
 def root_image(sandbox: Sandbox) -> str:
     """A task image whose agent is root (no USER, as many imported tasks): graded in verifier
     containers."""
-    from endless_assets.sandbox.identity import identity_dockerfile
+    from endless_assets.sandbox.containers.identity import identity_dockerfile
 
     dockerfile = identity_dockerfile(f"FROM {sandbox.base.tag}\nWORKDIR /app\n", "", "")
     build = sandbox.build(dockerfile, {}, network=False)

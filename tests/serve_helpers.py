@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from docker import DockerClient
 
-from endless_assets.sandbox.client import PROJECT_LABEL
+from endless_assets.sandbox.engine.client import PROJECT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE_LABEL = "endless.role=serve"

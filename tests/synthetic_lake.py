@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from endless_assets.lake import Lake
-from endless_assets.schemas import polars_schema
+from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import polars_schema
 
 CATEGORIES = [
     "log analysis",

@@ -12,11 +12,11 @@ import pytest
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
-from endless_assets.sandbox import bundle
-from endless_assets.sandbox.container import AgentUnknown
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.sandbox.containers.container import AgentUnknown
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.grading import bundle
+from endless_assets.sandbox.grading.grade import run_pytest
 
 LIMITS = EpisodeLimits(command_timeout=60)
 WHO = "echo $(id -un) $(id -u) $PWD $HOME"

@@ -8,7 +8,8 @@ from math import comb
 import duckdb
 import pytest
 
-from endless_assets.agent.analysis import (
+from endless_assets.models import KeepRule, pass_at_k
+from endless_assets.store.failure_modes import (
     FAILURE_MODES,
     Step,
     command_diversity,
@@ -16,7 +17,6 @@ from endless_assets.agent.analysis import (
     failure_mode_sql,
     loop_detected,
 )
-from endless_assets.stages.filtering import KeepRule, pass_at_k
 
 
 def steps(*items):

@@ -12,11 +12,11 @@ import pytest
 
 from endless_assets.generation.parsing import ParseError
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.models import Task
+from endless_assets.models import HARNESS_ERROR, OK, Task
 from endless_assets.settings import Settings
-from endless_assets.stages import HARNESS_ERROR, OK
-from endless_assets.stages.audit import Auditor, AuditOutcome, audit_task
-from endless_assets.stages.audit_replies import (
+from endless_assets.stages.drift import REBUILD_ARG, fresh_dockerfile
+from endless_assets.stages.soundness.audit import Auditor, AuditOutcome, audit_task
+from endless_assets.stages.soundness.audit_replies import (
     ALIGNED,
     DONE,
     MISALIGNED,
@@ -25,8 +25,7 @@ from endless_assets.stages.audit_replies import (
     parse_verdict,
     trajectory_text,
 )
-from endless_assets.stages.drift import REBUILD_ARG, fresh_dockerfile
-from endless_assets.stages.soundness import SoundnessOutcome, with_audit
+from endless_assets.stages.soundness.stage import SoundnessOutcome, with_audit
 from endless_assets.testing.scripted_auditor import ISSUE, ScriptedAuditor
 from endless_assets.testing.scripted_model import ScriptedTask
 from endless_assets.testing.scripted_server import Reply, ScriptedServer

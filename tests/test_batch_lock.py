@@ -13,11 +13,11 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
-from endless_assets import batch_lock
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.stages.shards import TAG as SHARD_TAG
+from endless_assets.store import batch_lock
+from endless_assets.store.lake import Lake
+from endless_assets.store.shards import TAG as SHARD_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

@@ -9,10 +9,10 @@ import dagster as dg
 
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 ASSETS = [
     "base_image",

@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from endless_assets.sandbox import build_cgroup
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.images import build_context, build_task_image
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.image import build_cgroup
+from endless_assets.sandbox.image.images import build_context, build_task_image
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 
 pytestmark = pytest.mark.docker

@@ -11,8 +11,8 @@ import stat
 
 import pytest
 
-from endless_assets.sandbox import verifier
-from endless_assets.sandbox.changes import upper_changes
+from endless_assets.sandbox.containers.changes import upper_changes
+from endless_assets.sandbox.grading import verifier
 
 PY = "/usr/lib/python3/dist-packages"
 ACTIONS = [
@@ -113,7 +113,7 @@ def checked(protected: list[str], changes: list[dict], engine: list[dict], monke
     """verifier.tampering over these changes, for a container that protects `protected`."""
     from types import SimpleNamespace
 
-    from endless_assets.sandbox.changes import change_key
+    from endless_assets.sandbox.containers.changes import change_key
 
     monkeypatch.setattr(verifier, "diff", lambda container: changes)
     box = SimpleNamespace(
@@ -182,7 +182,7 @@ def test_another_name_for_what_grading_loads_is_protected_too(sandbox, root_imag
     """The protected list once named only the files themselves (their resolved paths): without
     the name each change goes through, the check passes it. The grader now protects the names
     that lead to those files too (grader_script.other_names)."""
-    from endless_assets.sandbox.verdict import start_grader
+    from endless_assets.sandbox.grading.verdict import start_grader
 
     name = OTHER_NAMES[action]
     with sandbox.container(root_image, labels={"role": "changes"}) as box:

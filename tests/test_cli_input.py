@@ -19,7 +19,7 @@ import pytest
 from endless_assets.defs.base_image import base_image
 from endless_assets.defs.partitions import BATCH_START
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.sandbox.disk import parse_size
+from endless_assets.sandbox.engine.disk import parse_size
 from endless_assets.settings import FIELDS, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,15 +25,15 @@ import docker.errors
 import pytest
 from docker import DockerClient
 
-from endless_assets.sandbox import disk, mounts
-from endless_assets.sandbox.client import (
+from endless_assets.sandbox.engine import disk, mounts
+from endless_assets.sandbox.engine.client import (
     KIND_LABEL,
     OWNER_LABEL,
     PROJECT_LABEL,
     TASK_KIND,
     base_labels,
-    sweep_containers,
 )
+from endless_assets.sandbox.engine.leftovers import sweep_containers
 from endless_assets.testing.engines import ExtraEngine
 
 ROOT = Path(__file__).resolve().parents[1]

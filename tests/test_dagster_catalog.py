@@ -16,7 +16,7 @@ import pytest
 from endless_assets.definitions import defs
 from endless_assets.defs.columns import generator_version, readable_type, solver_version
 from endless_assets.defs.partitions import imported_batches
-from endless_assets.schemas import TABLES
+from endless_assets.store.schemas import TABLES
 
 GRAPH = defs.resolve_asset_graph()
 TABLE_ASSETS = sorted(  # (sorted: every xdist worker must collect the same tests, in order)

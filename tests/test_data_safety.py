@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 from synthetic_lake import Spec, write_synthetic_lake
 
-from endless_assets.catalog import CatalogError, connect, query, rebuild_catalog
-from endless_assets.lake import Lake, LakeError
+from endless_assets.store.catalog import CatalogError, connect, query, rebuild_catalog
+from endless_assets.store.lake import Lake, LakeError
 
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
 FIRST, SECOND = "2026-10-01", "2026-10-02"

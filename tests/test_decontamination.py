@@ -28,12 +28,12 @@ from endless_assets.decontamination import (
     rejection_reason,
     strongest,
 )
-from endless_assets.export.import_files import DEFAULT_MAX_BINARY_BYTES
-from endless_assets.export.imports import draft_from_harbor, read_task_dir
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
+from endless_assets.interop.import_files import DEFAULT_MAX_BINARY_BYTES
+from endless_assets.interop.imports import draft_from_harbor, read_task_dir
 from endless_assets.models import Task, task_seed
-from endless_assets.sandbox.bundle import Verifier, pack, pytest_source
+from endless_assets.sandbox.grading.bundle import Verifier, pack, pytest_source
 
 APT = (
     "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip "

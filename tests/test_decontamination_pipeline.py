@@ -17,18 +17,18 @@ import pytest
 from test_import_conventions import BOILERPLATE, harbor, source_tasks
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.imports import imported_task_decontamination, imported_task_descriptions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import export_dataset
-from endless_assets.export.harbor import write_task
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.lake import Lake
+from endless_assets.interop import export_dataset
+from endless_assets.interop.harbor import write_task
 from endless_assets.models import task_seed
 from endless_assets.report.html import build_report
 from endless_assets.report.tables import stats_tables
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = "2026-05-20"

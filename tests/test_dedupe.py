@@ -16,10 +16,11 @@ from endless_assets.generation.dedupe import (
 )
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.lake import Lake
 from endless_assets.models import task_seed
-from endless_assets.schemas import TABLES
-from endless_assets.stages.rows import description_row, frame
+from endless_assets.stages.rows import description_row
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import TABLES
 
 LOGS = (
     "I need you to go through /home/user/logs/app.log and count how many ERROR lines each "

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from dagster_daemon import start_daemon, stop, wait_for
 
-from endless_assets.lake import Lake
+from endless_assets.store.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

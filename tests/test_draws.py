@@ -11,12 +11,10 @@ import polars as pl
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.llm import LLMGenerator
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.lake import Lake
 from endless_assets.llm.client import ChatClient, Endpoint
 from endless_assets.models import Task
 from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.evolve import child_seed
-from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
 from endless_assets.stages.draws import (
     describe_slot,
@@ -29,6 +27,8 @@ from endless_assets.stages.draws import (
     solver_name,
     why_uniform,
 )
+from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import TABLES
 from endless_assets.taxonomy import Taxonomy
 from endless_assets.testing.scripted_model import ScriptedTaskModel
 from endless_assets.testing.scripted_server import ScriptedServer

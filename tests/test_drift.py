@@ -20,7 +20,6 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.drift import imported_drift_revalidation
 from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
@@ -31,8 +30,9 @@ from endless_assets.defs.jobs import (
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.soundness import imported_task_soundness
-from endless_assets.lake import Lake
 from endless_assets.models import task_seed
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_model import ScriptedTask, ScriptedTaskModel
 from endless_assets.testing.scripted_server import ScriptedServer
 

@@ -27,8 +27,8 @@ import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.stages.journal import journal_dir
+from endless_assets.store.journal import journal_dir
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-05-17"

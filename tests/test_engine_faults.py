@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from endless_assets.export.imports import import_tasks
 from endless_assets.generation.carried import CarriedGenerator
-from endless_assets.sandbox import images
+from endless_assets.interop.imports import import_tasks
+from endless_assets.sandbox.image import images
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.stages import ENGINE_RETRIES
 from endless_assets.stages.environment import build_environment
+from endless_assets.stages.runner import ENGINE_RETRIES
 
 ROOT = Path(__file__).resolve().parents[1]
 # What `launch_job` does before it runs anything, once per line ("a fresh DAGSTER_HOME") read

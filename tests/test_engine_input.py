@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from endless_assets.sandbox.client import PING_SECONDS, WORK_SECONDS, connect
-from endless_assets.sandbox.engines import EnginePool, EngineSpec, parse_hosts
+from endless_assets.sandbox.engine.client import PING_SECONDS, WORK_SECONDS, connect
+from endless_assets.sandbox.engine.engines import EnginePool, EngineSpec, parse_hosts
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

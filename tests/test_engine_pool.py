@@ -26,10 +26,10 @@ import endless_assets.generation.procedural as procedural
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import PIPELINE_ASSETS
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.engines import EngineSpec, parse_hosts
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.engine.engines import EngineSpec, parse_hosts
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+from endless_assets.store.lake import Lake
 from endless_assets.testing.engines import ExtraEngine
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 

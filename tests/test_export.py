@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import MARKER, ExportError, OutputError, export_dataset
-from endless_assets.export.harbor_import import read_harbor_dir
-from endless_assets.lake import Lake
-from endless_assets.sandbox.base_image import base_image_tag
+from endless_assets.interop import MARKER, ExportError, OutputError, export_dataset
+from endless_assets.interop.harbor_import import read_harbor_dir
+from endless_assets.sandbox.image.base_image import base_image_tag
 from endless_assets.settings import Settings
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 BATCH = "2026-06-01"
 TASKS = 5
@@ -348,8 +348,8 @@ def test_a_task_kept_without_a_reference_solution_ships_without_one(lake, kept, 
 def test_the_exported_harbor_grader_gives_no_reward_for_skipped_tests(sandbox):
     """Exit status 0 is not enough: a test that skips itself (say, because the agent deleted the
     file its condition looks at) must not earn the reward."""
-    from endless_assets.export.harbor import COMPLETION_TEST, GRADER_FILE, grader_script
-    from endless_assets.sandbox.verdict import GRADER_SOURCE
+    from endless_assets.interop.harbor import COMPLETION_TEST, GRADER_FILE, grader_script
+    from endless_assets.sandbox.grading.verdict import GRADER_SOURCE
 
     skipping = "import pytest\n\ndef test_x():\n    pytest.skip('nothing to check')\n"
     passing = "def test_x():\n    assert True\n"

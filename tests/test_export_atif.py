@@ -20,16 +20,17 @@ from broken_families import Good
 from endless_assets.agent.chat import ChatConfig, ChatPolicy
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
-from endless_assets.export import ExportError, export_dataset
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.lake import Lake
+from endless_assets.interop import ExportError, export_dataset
 from endless_assets.llm.client import ChatClient, Endpoint
 from endless_assets.serve.environment import TerminalEnvironment
 from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction
 from endless_assets.serve.record import EpisodeLog
 from endless_assets.serve.tasks import TaskSet
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
 from endless_assets.testing.kept_lake import write_kept
 from endless_assets.testing.scripted_server import ScriptedServer
 

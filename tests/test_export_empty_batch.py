@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from synthetic_lake import _complete
 
-from endless_assets.export.tasks import ExportError, load_tasks
-from endless_assets.lake import Lake
+from endless_assets.interop.tasks import ExportError, load_tasks
+from endless_assets.store.lake import Lake
 
 
 def test_an_export_of_a_batch_with_no_kept_task_says_so_and_why(tmp_path):

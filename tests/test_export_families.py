@@ -3,9 +3,9 @@ the build context of a family may hold any file a project holds, `__pycache__` i
 
 from __future__ import annotations
 
-from endless_assets.export.harbor import export_harbor
-from endless_assets.export.harbor_import import read_harbor_dir
 from endless_assets.generation.procedural import ProceduralGenerator, family_names
+from endless_assets.interop.harbor import export_harbor
+from endless_assets.interop.harbor_import import read_harbor_dir
 
 BASE = "endless-base:export-test"
 

@@ -18,8 +18,8 @@ import pytest
 import endless_assets.definitions as definitions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import export_dataset
-from endless_assets.lake import Lake
+from endless_assets.interop import export_dataset
+from endless_assets.store.lake import Lake
 
 pytestmark = pytest.mark.harbor
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from endless_assets.export import FORMATS, MARKER, OutputError, export_dataset
-from endless_assets.lake import Lake
-from endless_assets.schemas import empty_frame
+from endless_assets.interop import FORMATS, MARKER, OutputError, export_dataset
+from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import empty_frame
 
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
 

@@ -11,22 +11,21 @@ import polars as pl
 import pytest
 import yaml
 
-from endless_assets.export.harbor import export_harbor
-from endless_assets.export.imports import import_tasks
-from endless_assets.export.quality import QualityRecord, quality_records
-from endless_assets.export.terminal_bench import export_terminal_bench
-from endless_assets.export.trainer import export_rl
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.lake import Lake
-from endless_assets.models import Task
+from endless_assets.interop.harbor import export_harbor
+from endless_assets.interop.imports import import_tasks
+from endless_assets.interop.quality import QualityRecord, quality_records
+from endless_assets.interop.terminal_bench import export_terminal_bench
+from endless_assets.interop.trainer import export_rl
+from endless_assets.models import OK, REJECTED, Task, TaskScore
 from endless_assets.settings import Settings
-from endless_assets.stages import OK, REJECTED
-from endless_assets.stages.audit import AuditOutcome, Judgement
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.decontamination import DecontaminationOutcome
-from endless_assets.stages.filtering import TaskScore
-from endless_assets.stages.rows import completion_row, frame, now, soundness_row
-from endless_assets.stages.soundness import ProbeOutcome, SoundnessOutcome
+from endless_assets.stages.rows import completion_row, now, soundness_row
+from endless_assets.stages.soundness.audit import AuditOutcome, Judgement
+from endless_assets.stages.soundness.stage import ProbeOutcome, SoundnessOutcome
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
 
 BASE = "endless-base:quality-test"
 BATCH = "2026-12-03"

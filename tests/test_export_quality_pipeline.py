@@ -17,12 +17,12 @@ import yaml
 import endless_assets.definitions as definitions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import export_dataset
-from endless_assets.export.imports import import_tasks
-from endless_assets.export.quality import QualityRecord
-from endless_assets.lake import Lake
+from endless_assets.interop import export_dataset
+from endless_assets.interop.imports import import_tasks
+from endless_assets.interop.quality import QualityRecord
 from endless_assets.models import Task
-from endless_assets.sandbox.base_image import base_image_tag
+from endless_assets.sandbox.image.base_image import base_image_tag
+from endless_assets.store.lake import Lake
 
 BATCH = "2026-06-12"
 TASKS = 3

@@ -58,7 +58,7 @@ def _docker_ready() -> str | None:
     try:
         import docker
 
-        from endless_assets.sandbox.base_image import base_image_tag
+        from endless_assets.sandbox.image.base_image import base_image_tag
 
         tag = base_image_tag()
         docker.from_env().images.get(tag)

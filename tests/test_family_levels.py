@@ -18,8 +18,8 @@ from endless_assets.generation.procedural.base import LEVELS, FamilyTask, level_
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.stages.completion import check_completion_test
 from endless_assets.stages.environment import build_environment
-from endless_assets.stages.script_steps import split_steps
-from endless_assets.stages.soundness import check_soundness
+from endless_assets.stages.soundness.script_steps import split_steps
+from endless_assets.stages.soundness.stage import check_soundness
 from endless_assets.taxonomy import Taxonomy
 
 NAMES = [f.name for f in ALL_FAMILIES]

@@ -21,8 +21,8 @@ from endless_assets.agent.policies import solution_command
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.lake import Lake
 from endless_assets.sampling.measures import learnable_share
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 DAYS = ["2026-07-01", "2026-07-02", "2026-07-03", "2026-07-04", "2026-07-05"]

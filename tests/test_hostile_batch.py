@@ -13,11 +13,11 @@ import dagster as dg
 from test_reward_integrity import PTRACE_FORGE, write
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural import family_names
-from endless_assets.lake import Lake
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-06-06"

@@ -23,9 +23,9 @@ from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.soundness import imported_task_soundness
-from endless_assets.export import export_dataset
-from endless_assets.lake import Lake
-from endless_assets.sandbox import bundle
+from endless_assets.interop import export_dataset
+from endless_assets.sandbox.grading import bundle
+from endless_assets.store.lake import Lake
 
 BATCH = "conventions-1"
 BINARY = bytes(range(256)) * 8  # NUL bytes and every other value

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from endless_assets.export.imports import import_tasks, resolve_image_map
-from endless_assets.export.tb_import import REWARD_ENDING, read_tb_dir
+from endless_assets.interop.imports import import_tasks, resolve_image_map
+from endless_assets.interop.tb_import import REWARD_ENDING, read_tb_dir
 from endless_assets.models import AGENT_HOME, AGENT_USER
-from endless_assets.sandbox import bundle
-from endless_assets.sandbox.identity import (
+from endless_assets.sandbox.containers.identity import (
     identity_dockerfile,
     identity_of_dockerfile,
     strip_identity,
 )
+from endless_assets.sandbox.grading import bundle
 
 BASE = "endless-base:test"
 TEST = "def test_done():\n    assert open('/app/out.txt').read() == 'ok\\n'\n"

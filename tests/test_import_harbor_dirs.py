@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from endless_assets.export.dockerfile import (
+from endless_assets.interop.dockerfile import (
     DockerfileError,
     base_images,
     parse_image_map,
     replace_base_images,
 )
-from endless_assets.export.harbor_import import read_harbor_dir, solution_body
-from endless_assets.export.imports import import_tasks
+from endless_assets.interop.harbor_import import read_harbor_dir, solution_body
+from endless_assets.interop.imports import import_tasks
 
 BASE = "endless-base:test"
 FINAL_TEST = "def test_done():\n    assert open('/home/user/out.txt').read() == 'ok\\n'\n"
@@ -194,7 +194,7 @@ def test_a_single_task_directory_is_a_source_too(source):
 
 
 def test_an_unknown_format_or_a_missing_source_is_a_clear_error(tmp_path):
-    from endless_assets.export.harbor_import import ImportProblem
+    from endless_assets.interop.harbor_import import ImportProblem
 
     with pytest.raises(ImportProblem, match="not supported"):
         import_tasks(tmp_path, "imp", fmt="swebench", base_image=BASE)
@@ -223,7 +223,7 @@ def test_solution_shebangs():
 
 
 def test_read_harbor_dir_reports_the_first_problem(tmp_path):
-    from endless_assets.export.harbor_import import ImportProblem
+    from endless_assets.interop.harbor_import import ImportProblem
 
     good_task(tmp_path / "t")
     write(tmp_path / "t", "instruction.md", "   \n")

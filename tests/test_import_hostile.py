@@ -25,10 +25,10 @@ from endless_assets.defs.imports import (
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export.imports import import_tasks
 from endless_assets.generation.carried import CarriedGenerator
-from endless_assets.lake import Lake
+from endless_assets.interop.imports import import_tasks
 from endless_assets.stages.environment import build_environment
+from endless_assets.store.lake import Lake
 
 BASE = "endless-base:test"
 

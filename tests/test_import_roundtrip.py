@@ -13,14 +13,14 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.export import export_dataset
-from endless_assets.export.quality import quality_records
-from endless_assets.export.tasks import load_tasks
-from endless_assets.lake import Lake
+from endless_assets.interop import export_dataset
+from endless_assets.interop.quality import quality_records
+from endless_assets.interop.tasks import load_tasks
 from endless_assets.models import Task
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

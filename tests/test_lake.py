@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
-from endless_assets.catalog import connect, query, rebuild_catalog
-from endless_assets.lake import Lake, LakeError, check_batch_key
-from endless_assets.schemas import TABLES, empty_frame
-from endless_assets.stats_views import STATS_VIEWS
+from endless_assets.store.catalog import connect, query, rebuild_catalog
+from endless_assets.store.lake import Lake, LakeError, check_batch_key
+from endless_assets.store.schemas import TABLES, empty_frame
+from endless_assets.store.stats_views import STATS_VIEWS
 
 
 def rows(n: int, batch: str) -> pl.DataFrame:

@@ -14,16 +14,17 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.generation.factory import docker_slots, task_parallelism
+from endless_assets.generation.factory import task_parallelism
 from endless_assets.generation.llm import LLMGenerator
 from endless_assets.generation.llm.prompts import PromptSet
-from endless_assets.lake import Lake
 from endless_assets.models import task_seed
-from endless_assets.sandbox.base_image import base_image_tag
+from endless_assets.sandbox.image.base_image import base_image_tag
+from endless_assets.sandbox.sandbox import engine_slots
 from endless_assets.settings import Settings, SettingsError
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_model import ScriptedTaskModel
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
@@ -268,5 +269,5 @@ def test_the_llm_generator_runs_many_tasks_at_once_but_bounds_docker():
     settings = Settings.resolve(generator="llm", generator_model="m", workers=3, llm_concurrency=40)
     generator = LLMGenerator.from_settings(settings, base_image_tag())
     assert task_parallelism(generator, settings) == 40
-    slots = docker_slots(settings)
+    slots = engine_slots(max(1, settings.workers))  # as PipelineSettings.sandbox() bounds it
     assert [slots.acquire(blocking=False) for _ in range(4)] == [True, True, True, False]

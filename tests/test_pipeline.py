@@ -13,12 +13,12 @@ import pytest
 
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
-from endless_assets.catalog import query
 from endless_assets.definitions import defs
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.lake import Lake
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 BATCH = "2026-03-14"
 ASSETS = [

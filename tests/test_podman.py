@@ -23,21 +23,21 @@ from test_reward_integrity import PLANT_SITECUSTOMIZE, ROUTES, Scripted, hostile
 import endless_assets.definitions as definitions
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import PIPELINE_ASSETS
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.sandbox import podman
-from endless_assets.sandbox.base_image import copy_from_docker
-from endless_assets.sandbox.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
-from endless_assets.sandbox.container import Limits
-from endless_assets.sandbox.engines import EngineSpec
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.images import build_task_image
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.engine import podman
+from endless_assets.sandbox.engine.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
+from endless_assets.sandbox.engine.engines import EngineSpec
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.image.base_image import copy_from_docker
+from endless_assets.sandbox.image.images import build_task_image
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ensure-podman.sh"
 BATCH = "2026-04-02"

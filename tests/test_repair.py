@@ -4,8 +4,8 @@ no Docker needed. The stages' own checks are tested on real Docker in test_stage
 from __future__ import annotations
 
 from endless_assets.generation import Environment, GenerationError, Usage
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.startup import ContainerExited
+from endless_assets.sandbox.containers.startup import ContainerExited
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.stages.repair import Failed, RepairOutcome, cause, repair
 
 

@@ -11,11 +11,11 @@ import pytest
 from synthetic_lake import Spec, write_synthetic_lake
 from typer.testing import CliRunner
 
-from endless_assets.catalog import rebuild_catalog
 from endless_assets.cli.app import app
-from endless_assets.lake import Lake
 from endless_assets.report import build_report
 from endless_assets.report.tables import headline
+from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.lake import Lake
 
 HOSTILE = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 

@@ -28,13 +28,15 @@ from endless_assets.agent.replies import parse_reply
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families.git_history import GitHistory
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import start_grader, stop_agent
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest, start_grader, stop_agent
-from endless_assets.schemas import SolverRollouts
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.columns import frame
+from endless_assets.store.schemas import SolverRollouts
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 DONE = "<action>done</action>"

@@ -32,10 +32,10 @@ from test_verdict import TEST as ANSWER_42_TEST
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import Action, EpisodeTask
-from endless_assets.sandbox.client import TASK_KIND, base_labels
-from endless_assets.sandbox.container import Limits, TaskContainer
+from endless_assets.sandbox.containers.container import Limits, TaskContainer
+from endless_assets.sandbox.engine.client import TASK_KIND, base_labels
+from endless_assets.sandbox.grading.verdict import GraderGone, start_grader
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.sandbox.verdict import GraderGone, start_grader
 
 SECRET = secrets.token_hex(8)
 ANSWER = "/home/user/answer.txt"
@@ -578,11 +578,11 @@ def test_no_process_in_a_task_container_can_trace_another(container):
 # -- a root agent (imported tasks whose image has no USER) --------------------------------------
 # Root in its own container could read the test as the grader writes it, plant a process that
 # outlives the grader's reach, or change the interpreter the grader starts. Its verdicts come
-# from a verifier container (sandbox/verifier.py): each row is first tried where that defence is
-# missing (`own`: our grader in the agent's own container; `unchecked`: a verifier container
-# without the check of what the agent changed; `caches_read`: one that reads the image's bytecode
-# caches whatever the agent changed; `moved_prefix`: one whose interpreter is not compared with
-# the first grader's; `script_here`: the task's test.sh run in the
+# from a verifier container (sandbox/grading/verifier.py): each row is first tried where that
+# defence is missing (`own`: our grader in the agent's own container; `unchecked`: a verifier
+# container without the check of what the agent changed; `caches_read`: one that reads the image's
+# bytecode caches whatever the agent changed; `moved_prefix`: one whose interpreter is not compared
+# with the first grader's; `script_here`: the task's test.sh run in the
 # agent's own container, reward files read as they are), where it earns 1, then against ours.
 
 ROOT_WATCHER = (
@@ -678,9 +678,9 @@ ROOT_ROUTES: dict[str, RootRoute] = {
 
 
 def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
-    from endless_assets.sandbox.shell import ShellSession
-    from endless_assets.sandbox.verdict import _grader_for, parse_verdict
-    from endless_assets.sandbox.verifier import PYCACHE, commit, verifier_container
+    from endless_assets.sandbox.containers.shell import ShellSession
+    from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict
+    from endless_assets.sandbox.grading.verifier import PYCACHE, commit, verifier_container
 
     start_grader(box)
     with ShellSession(box) as shell:
@@ -718,7 +718,7 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
 def test_a_root_agents_route_that_fools_a_grader_in_reach_earns_zero_here(
     sandbox, root_image, name
 ):
-    from endless_assets.sandbox.bundle import Verifier, pack
+    from endless_assets.sandbox.grading.bundle import Verifier, pack
 
     route = ROOT_ROUTES[name]
     test = secret_test("pass")

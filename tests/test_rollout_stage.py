@@ -17,10 +17,10 @@ from conftest import own_containers
 
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 BATCH = "2026-04-20"

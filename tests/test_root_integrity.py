@@ -23,13 +23,14 @@ from test_reward_integrity import Scripted, secret_test
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.sandbox import offline, offline_pytest, verifier
-from endless_assets.sandbox.bundle import Verifier, allow, pack
-from endless_assets.sandbox.container import TaskContainer
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.script_route import script_request, script_verdict
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import _grader_for, parse_verdict, run_pytest, start_grader
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.grading import offline, offline_pytest, verifier
+from endless_assets.sandbox.grading.bundle import Verifier, allow, pack
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.script_route import script_request, script_verdict
+from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict, start_grader
 
 LIB = "/usr/lib/x86_64-linux-gnu"
 USER_SITE = "/root/.local/lib/python3.11/site-packages"
@@ -157,7 +158,7 @@ def graded(route: Route) -> str:
 def todays_reward(box: TaskContainer, commands: list[str], completion_test: str) -> int:
     """The verifier before: the check held the agent's changes only against what the first
     grader had loaded, the verifier's files were writable, the stand-ins ran python3 by name."""
-    from endless_assets.sandbox import bundle
+    from endless_assets.sandbox.grading import bundle
 
     spec = bundle.unpack(completion_test) or Verifier(test=completion_test)
     start_grader(box, completion_test)

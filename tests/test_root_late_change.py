@@ -22,10 +22,10 @@ from test_reward_integrity import PLANT_SITECUSTOMIZE, Scripted, secret_test
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.sandbox import verifier
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import TaskContainer
-from endless_assets.sandbox.verdict import _grader_for, parse_verdict, start_grader
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading import verifier
+from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict, start_grader
 
 GO, PLANTED, LATE = "/tmp/.go", "/tmp/.planted", "/tmp/.late.sh"
 LATE_SCRIPT = f"while [ ! -e {GO} ]; do sleep 0.01; done\n{PLANT_SITECUSTOMIZE}\ntouch {PLANTED}\n"
@@ -61,7 +61,7 @@ class AgentActsAfterTheRead:
 def check_then_snapshot(box: TaskContainer, test: str) -> int:
     """The verdict as it was given before `snapshot`: the check while the agent's processes
     run, then a commit (which pauses only for itself), then the verifier container."""
-    from endless_assets.sandbox.shell import ShellSession
+    from endless_assets.sandbox.containers.shell import ShellSession
 
     start_grader(box)
     with ShellSession(box) as shell:
@@ -138,9 +138,9 @@ PLANT_SLEEP = f"cat > /app/entry.sh <<'SLEEPEOF'\n{WATCHING_ENTRY}SLEEPEOF\n"
 def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sandbox):
     from test_reward_integrity import SCRIPT
 
-    from endless_assets.sandbox.bundle import Verifier, pack
-    from endless_assets.sandbox.identity import identity_dockerfile
-    from endless_assets.sandbox.script_route import script_request, script_verdict
+    from endless_assets.sandbox.containers.identity import identity_dockerfile
+    from endless_assets.sandbox.grading.bundle import Verifier, pack
+    from endless_assets.sandbox.grading.script_route import script_request, script_verdict
 
     dockerfile = (
         f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests\n"
@@ -191,8 +191,8 @@ def test_a_task_whose_image_makes_its_tests_and_logs_volumes_is_graded(sandbox):
     for every agent before)."""
     from test_reward_integrity import SCRIPT
 
-    from endless_assets.sandbox.bundle import Verifier, pack
-    from endless_assets.sandbox.identity import identity_dockerfile
+    from endless_assets.sandbox.containers.identity import identity_dockerfile
+    from endless_assets.sandbox.grading.bundle import Verifier, pack
 
     dockerfile = f"FROM {sandbox.base.tag}\nWORKDIR /app\nVOLUME /tests /logs/verifier\n"
     build = sandbox.build(identity_dockerfile(dockerfile, "", ""), {}, network=False)

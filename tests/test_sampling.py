@@ -11,7 +11,6 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from endless_assets.lake import Lake
 from endless_assets.sampling import (
     Cell,
     History,
@@ -39,6 +38,7 @@ from endless_assets.sampling.simulation import (
     uniform,
 )
 from endless_assets.sampling.views import CELL_BATCHES_SQL
+from endless_assets.store.lake import Lake
 
 SOLVER = "chat/hidden-skill"
 CELLS = family_cells(["alpha", "beta"])  # 12 cells

@@ -10,7 +10,7 @@ from synthetic_lake import Spec, _batch_frames, _complete
 
 from endless_assets.defs.common import schema_check_spec, validate
 from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.lake import Lake
+from endless_assets.store.lake import Lake
 
 TABLE = "task_descriptions"
 

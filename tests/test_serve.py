@@ -20,9 +20,9 @@ from test_reward_integrity import ROUTES as AGENT_ROUTES
 from test_root_integrity import ROUTES as ROOT_ROUTES
 from test_root_integrity import graded as root_graded
 
-from endless_assets.lake import Lake
 from endless_assets.models import Task
-from endless_assets.sandbox.identity import identity_dockerfile
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.store.lake import Lake
 from endless_assets.testing.kept_lake import procedural_tasks, write_kept
 
 BATCH = "2026-07-01"

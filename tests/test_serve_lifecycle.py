@@ -13,10 +13,10 @@ import pytest
 from docker import DockerClient
 from serve_helpers import Driver, Server, openenv_python, served_containers, wait_removed
 
-from endless_assets.catalog import query
-from endless_assets.lake import Lake
-from endless_assets.sandbox.engines import EngineSpec
+from endless_assets.sandbox.engine.engines import EngineSpec
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.engines import ExtraEngine
 from endless_assets.testing.kept_lake import procedural_tasks, write_kept
 

@@ -22,9 +22,9 @@ from endless_assets.defs.jobs import (
     STAGE_ONE_ASSETS,
 )
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.stages import shards
-from endless_assets.stages.shards import Shard
+from endless_assets.store import shards
+from endless_assets.store.lake import Lake
+from endless_assets.store.shards import Shard
 
 BATCH = "2026-05-23"
 TASKS = 6

@@ -6,7 +6,7 @@ import time
 
 from endless_assets.agent.episode import run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy
-from endless_assets.sandbox.shell import ShellSession
+from endless_assets.sandbox.containers.shell import ShellSession
 
 
 def test_state_persists_across_commands(container):
@@ -119,7 +119,7 @@ def test_the_agent_is_not_root_and_has_no_network(container):
 
 
 def test_a_runaway_writer_is_stopped_at_the_file_size_cap(sandbox):
-    from endless_assets.sandbox.container import Limits
+    from endless_assets.sandbox.containers.container import Limits
     from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 
     small = Sandbox(SandboxConfig(limits=Limits(file_size_mb=8)))

@@ -8,11 +8,12 @@ import pytest
 from typer.testing import CliRunner
 
 from endless_assets.agent.episode import Rollout, Turn
-from endless_assets.catalog import rebuild_catalog
 from endless_assets.cli import app
 from endless_assets.cli.app import err, out
-from endless_assets.lake import Lake
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
 
 TASK = "et-0123456789abcdef"
 MESSAGES = [

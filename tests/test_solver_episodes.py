@@ -24,8 +24,9 @@ from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode, ru
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.schemas import SolverRollouts
-from endless_assets.stages.rows import frame, rollout_row
+from endless_assets.stages.rows import rollout_row
+from endless_assets.store.columns import frame
+from endless_assets.store.schemas import SolverRollouts
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 SOLVE = "<command>tr a-z A-Z < /home/user/in.txt > /home/user/out.txt</command>"

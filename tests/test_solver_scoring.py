@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from endless_assets.agent.analysis import FAILURE_MODES, analysis_columns, failure_mode
-from endless_assets.schemas import SolverRollouts
+from endless_assets.models import KeepRule, pass_at_curve, score_task
 from endless_assets.stages.attempts import current_columns
-from endless_assets.stages.filtering import KeepRule, pass_at_curve, score_task
-from endless_assets.stages.rows import frame
+from endless_assets.store.columns import frame
+from endless_assets.store.failure_modes import FAILURE_MODES, analysis_columns, failure_mode
+from endless_assets.store.schemas import SolverRollouts
 
 
 def turn(kind="command", command="ls", output="", exit_code=0, **extra):

@@ -15,9 +15,9 @@ from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.models import Task
 from endless_assets.stages.environment import build_environment
-from endless_assets.stages.probes import named_paths
-from endless_assets.stages.script_steps import is_setup, split_steps
-from endless_assets.stages.soundness import ProbeOutcome, SoundnessOutcome, check_soundness
+from endless_assets.stages.soundness.probes import named_paths
+from endless_assets.stages.soundness.script_steps import is_setup, split_steps
+from endless_assets.stages.soundness.stage import ProbeOutcome, SoundnessOutcome, check_soundness
 
 NAMES = "mallory\nalice\ntrent\nbob\n"
 INSTRUCTION = (

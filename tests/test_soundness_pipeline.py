@@ -22,11 +22,11 @@ import dagster as dg
 import pytest
 
 import endless_assets.definitions as definitions
-from endless_assets.catalog import query
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
 from endless_assets.models import task_seed
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_auditor import ISSUE, ScriptedAuditor
 from endless_assets.testing.scripted_model import ScriptedTaskModel
 from endless_assets.testing.scripted_server import ScriptedServer

@@ -17,7 +17,7 @@ from broken_families import (
 )
 
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.sandbox import podman
+from endless_assets.sandbox.engine import podman
 from endless_assets.stages.completion import check_completion_test
 from endless_assets.stages.environment import build_environment
 
@@ -84,7 +84,7 @@ def test_a_missing_image_is_a_harness_error_not_a_rejection(sandbox):
 
 
 def test_pruning_removes_cached_task_images_but_the_ones_to_keep(sandbox):
-    from endless_assets.sandbox.images import prune_task_images
+    from endless_assets.sandbox.image.images import prune_task_images
 
     run = uuid.uuid4().hex
     dockerfile = f"FROM {sandbox.base.tag}\nCOPY x /x\n"

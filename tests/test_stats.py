@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
-from endless_assets.catalog import query
 from endless_assets.cli.app import app
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.lake import Lake
-from endless_assets.stats_views import STATS_VIEWS
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
+from endless_assets.store.stats_views import STATS_VIEWS
 
 BATCH = "2026-07-01"
 FAMILIES = [

@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 from synthetic_lake import Spec, write_synthetic_lake
 
-from endless_assets.catalog import query, rebuild_catalog
-from endless_assets.lake import Lake
 from endless_assets.report.tables import headline, stats_query, stats_tables
+from endless_assets.store.catalog import query, rebuild_catalog
+from endless_assets.store.lake import Lake
 
 SPEC = Spec(batches=3, tasks_per_batch=60, k=4)
 

@@ -21,8 +21,8 @@ from dagster_daemon import start_daemon, stop, wait_for
 from postgres_server import PASSWORD, free_port
 
 from endless_assets.instance import LEGACY, MARK, InstanceError
-from endless_assets.lake import Lake
 from endless_assets.launch import ensure_dagster_home
+from endless_assets.store.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]

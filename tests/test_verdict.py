@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from endless_assets.sandbox.shell import ShellSession
-from endless_assets.sandbox.verdict import run_pytest
+from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.grading.grade import run_pytest
 
 PATCH = (
     "import builtins, io\n"

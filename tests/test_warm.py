@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask, OraclePolicy
-from endless_assets.sandbox.client import PROJECT_LABEL
+from endless_assets.sandbox.engine.client import PROJECT_LABEL
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 
 TEST = 'def test_upper():\n    assert open("/home/user/out.txt").read() == "HELLO\\n"\n'

@@ -1,7 +1,7 @@
 """The episode loop, the same for every policy: act, observe, repeat; then grade.
 
 The container is fresh for every episode and removed afterwards whatever happened. The tests
-are copied in only after the loop ends (see sandbox/verdict.py). Infrastructure failures are
+are copied in only after the loop ends (see sandbox/grading/verdict.py). Infrastructure failures are
 `harness_error` with no reward, never a reward of 0.
 """
 
@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
 from endless_assets.agent.replies import FORMAT_HINT
 from endless_assets.llm.pacing import QueueClock, queue_clock
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import TaskContainer
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.shell import CommandResult, ShellSession
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import Verdict, start_grader, stop_agent
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.shell import CommandResult, ShellSession
-from endless_assets.sandbox.verdict import Verdict, run_pytest, start_grader, stop_agent
 
 TERMINATIONS = ("done", "turn_limit", "time_limit", "context_limit", "harness_error")
 
@@ -134,23 +135,22 @@ def run_episode(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     labels: dict[str, str] | None = None,
-    docker_slots: threading.Semaphore | None = None,
     warm: bool = False,
 ) -> Rollout:
     """One episode in a fresh container of `image`, graded, and the container removed; `warm`:
     a container the sandbox started ahead (`Sandbox.expect`), when it has one.
 
-    `docker_slots` bounds the CPU-heavy moments (starting the container, running pytest) across
-    concurrent episodes, so many episodes can wait on a model while a small machine stays
-    responsive.
+    The sandbox's slots (`Sandbox.slots`) bound the CPU-heavy moments (starting the container,
+    running pytest) across concurrent episodes, so many episodes can wait on a model while a
+    small machine stays responsive.
     """
     started = time.monotonic()
     try:
         with contextlib.ExitStack() as stack:
-            with docker_slots or contextlib.nullcontext():
+            with sandbox.slots:
                 container = stack.enter_context(sandbox.container(image, labels=labels, warm=warm))
             return run_episode_in(
-                container, task, policy, completion_test, limits, started, docker_slots
+                container, task, policy, completion_test, limits, started, sandbox.slots
             )
     except SandboxError as exc:
         return _harness_error(task, policy, exc, started)
@@ -163,14 +163,15 @@ def run_episode_in(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     started: float | None = None,
-    docker_slots: threading.Semaphore | None = None,
+    slots: AbstractContextManager[Any] | None = None,
     *,
     learn: bool = False,
     rollout: Rollout | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded.
-    `learn`: the reference solution's episode in stage III (verdict.run_pytest). `rollout`: the
-    record to fill in, when the caller reads its turns as they happen (a served episode)."""
+    `learn`: the reference solution's episode in stage III (grade.run_pytest). `rollout`: the
+    record to fill in, when the caller reads its turns as they happen (a served episode).
+    `slots`: held while the verdict runs (the sandbox's, `Sandbox.slots`)."""
     started = time.monotonic() if started is None else started
     if rollout is None:
         rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
@@ -190,7 +191,7 @@ def run_episode_in(
             queue_clock(queued),
         ):
             rollout.termination = _loop(shell, policy, rollout, limits, started, queued)
-        with docker_slots or contextlib.nullcontext():
+        with slots or contextlib.nullcontext():
             verdict = run_pytest(
                 container, completion_test, timeout=limits.test_timeout, learn=learn
             )

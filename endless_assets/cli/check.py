@@ -34,7 +34,7 @@ def check(
     """Read every partition in full, hold it against its table's schema, open the catalog and
     query every view; list what is wrong (exit 1 if anything is and was not fixed)."""
     from endless_assets.cli.dataset import _lake
-    from endless_assets.lake_check import check_lake
+    from endless_assets.store.check import check_lake
 
     lake = _lake()
     findings = check_lake(lake, fix=fix)

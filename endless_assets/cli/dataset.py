@@ -37,7 +37,7 @@ class ExportFormat(StrEnum):
 
 
 def _lake():
-    from endless_assets.lake import Lake
+    from endless_assets.store.lake import Lake
 
     return Lake(resolved_settings().data_dir)
 
@@ -51,8 +51,8 @@ def stats(
 
     The catalog's stats views, summed over the chosen batches (all by default).
     """
-    from endless_assets.lake import LakeError
     from endless_assets.report import headline, stats_tables
+    from endless_assets.store.lake import LakeError
 
     lake = _lake()
     try:
@@ -95,8 +95,8 @@ def report(
     sample: Annotated[int, typer.Option(help="kept tasks in the browsable sample")] = 40,
 ) -> None:
     """Write one self-contained HTML report (charts, tables, a sample of tasks; opens offline)."""
-    from endless_assets.lake import LakeError
     from endless_assets.report import write_report
+    from endless_assets.store.lake import LakeError
 
     try:
         path = write_report(_lake(), out_path, batch, sample=sample)
@@ -133,8 +133,8 @@ def export(
 
     OUT is never the data directory (nor above or inside it, but for its exports/), the working
     or home directory or /; a destination that cannot be written is refused (exit 2)."""
-    from endless_assets.export import ExportError, OutputError, export_dataset
-    from endless_assets.lake import LakeError
+    from endless_assets.interop import ExportError, OutputError, export_dataset
+    from endless_assets.store.lake import LakeError
 
     try:
         summary = export_dataset(
@@ -226,10 +226,10 @@ def _import(
     workers: int | None,
     quiet: bool,
 ) -> None:
-    from endless_assets.export.dockerfile import DockerfileError, parse_image_map
-    from endless_assets.lake import LakeError, check_batch_key
-    from endless_assets.sandbox.base_image import symbolic_names
+    from endless_assets.interop.dockerfile import DockerfileError, parse_image_map
+    from endless_assets.sandbox.image.base_image import symbolic_names
     from endless_assets.settings import Settings, SettingsError
+    from endless_assets.store.lake import LakeError, check_batch_key
 
     try:
         check_batch_key(batch)
@@ -288,11 +288,11 @@ def _warn_missing_images(
     unless the engine can pull them."""
     import docker.errors
 
-    from endless_assets.export.dockerfile import base_images
-    from endless_assets.export.harbor_import import ImportProblem
-    from endless_assets.export.imports import import_tasks
-    from endless_assets.sandbox.base_image import base_image_tag
-    from endless_assets.sandbox.client import SandboxError, docker_client
+    from endless_assets.interop.dockerfile import base_images
+    from endless_assets.interop.harbor_import import ImportProblem
+    from endless_assets.interop.imports import import_tasks
+    from endless_assets.sandbox.engine.client import SandboxError, docker_client
+    from endless_assets.sandbox.image.base_image import base_image_tag
 
     try:
         outcomes = import_tasks(
@@ -357,8 +357,8 @@ def launch_import(
 def _print_import_summary(data_dir: str, batch: str) -> None:
     import polars as pl
 
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
+    from endless_assets.store.catalog import query
+    from endless_assets.store.lake import Lake
 
     lake = Lake(data_dir)
     if batch not in lake.batches("task_descriptions"):

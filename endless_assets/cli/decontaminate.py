@@ -30,8 +30,8 @@ def decontaminate(
     """Check the kept tasks of materialized batches again, every field, against the benchmarks
     of decontamination_references (or --references) as they are now: a new materialization of
     contamination_recheck per batch; `endless export` then leaves the contaminated ones out."""
-    from endless_assets.lake import Lake
     from endless_assets.settings import Settings, SettingsError
+    from endless_assets.store.lake import Lake
 
     overrides = {"decontamination_references": references}
     try:

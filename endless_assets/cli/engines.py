@@ -18,8 +18,8 @@ def _sandbox(settings: Any):
     """The sandbox over the settings' engines. An engine of a pool that does not answer: one
     warning line; none answering (or an engine URL this machine cannot use): one error line,
     exit 2 (the fix is in the settings or the engine, named in the line)."""
-    from endless_assets.sandbox.client import SandboxError
-    from endless_assets.sandbox.container import Limits
+    from endless_assets.sandbox.containers.container import Limits
+    from endless_assets.sandbox.engine.client import SandboxError
     from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
     from endless_assets.settings import SettingsError
 
@@ -30,6 +30,7 @@ def _sandbox(settings: Any):
                 memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
             ),
             engines=settings.engine_specs if settings.docker_hosts.strip() else (),
+            slots=settings.workers,
         )
         with _pool_warnings_on_stderr():
             return Sandbox(config)
@@ -47,7 +48,7 @@ class _WarningLine(logging.Handler):
 def _pool_warnings_on_stderr() -> Iterator[None]:
     """The engine pool's warnings at set-up (an engine left out), as this CLI's warning lines,
     each once (not also through the logging's own last-resort output)."""
-    from endless_assets.sandbox import engines
+    from endless_assets.sandbox.engine import engines
 
     logger = logging.getLogger(engines.__name__)
     handler, propagate = _WarningLine(logging.WARNING), logger.propagate
@@ -64,9 +65,9 @@ def check_engines(settings: Any) -> None:
     """Every engine answers (a pool goes on without one that does not, with one warning), and
     accepts a container with the run's limits (a disk budget it cannot enforce, more CPUs than
     a remote engine has would make every container fail)."""
-    from endless_assets.sandbox.base_image import base_image_tag
-    from endless_assets.sandbox.client import SandboxError
-    from endless_assets.sandbox.container import task_container
+    from endless_assets.sandbox.containers.container import task_container
+    from endless_assets.sandbox.engine.client import SandboxError
+    from endless_assets.sandbox.image.base_image import base_image_tag
 
     sandbox = _sandbox(settings)
     for engine in sandbox.pool.engines:
@@ -95,8 +96,8 @@ def check_engines(settings: Any) -> None:
 def setup() -> None:
     """Build the base image if this recipe has not been built, and copy it to every engine of
     the pool (`docker_hosts`) that lacks it."""
-    from endless_assets.sandbox.base_image import ensure_base_image
-    from endless_assets.sandbox.client import SandboxError
+    from endless_assets.sandbox.engine.client import SandboxError
+    from endless_assets.sandbox.image.base_image import ensure_base_image
 
     sandbox = _sandbox(resolved_settings())
     try:
@@ -117,7 +118,7 @@ def sweep(
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
     and release the disk budgets mounted for them."""
-    from endless_assets.sandbox import leftovers
+    from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
     for engine in sandbox.pool.up:
@@ -139,9 +140,9 @@ def prune(
 ) -> None:
     """Remove cached task images (rebuilt from their Dockerfiles when needed again), on every
     engine."""
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
-    from endless_assets.sandbox.images import prune_task_images
+    from endless_assets.sandbox.image.images import prune_task_images
+    from endless_assets.store.catalog import query
+    from endless_assets.store.lake import Lake
 
     settings = resolved_settings()
     keep: set[str] = set()

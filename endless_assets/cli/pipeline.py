@@ -68,7 +68,7 @@ def run(
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
 
     open_instance(overrides)  # (a DAGSTER_PG_URL that does not answer: one line, exit 2)
-    from endless_assets.stages.shards import count_for
+    from endless_assets.store.shards import count_for
 
     shards = count_for(settings.tasks, settings.shard_tasks)
     sharded = ""
@@ -139,8 +139,8 @@ def _claim(data_dir: str, batch: str):
     """The batch's launch lock, held while this command launches its runs (batch_lock.py); one
     line and exit 2 if another `endless run` launches it, or a run of it is going on now, or the
     data directory cannot be written."""
-    from endless_assets import batch_lock
-    from endless_assets.lake import resolve_data_dir
+    from endless_assets.store import batch_lock
+    from endless_assets.store.lake import resolve_data_dir
 
     where = resolve_data_dir(data_dir)
     try:
@@ -171,8 +171,8 @@ def _preflight(settings) -> None:
 
 
 def _print_funnel(data_dir: str, batch: str) -> None:
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
+    from endless_assets.store.catalog import query
+    from endless_assets.store.lake import Lake
 
     lake = Lake(data_dir)
     funnel = query(
@@ -205,8 +205,8 @@ def _print_funnel(data_dir: str, batch: str) -> None:
 
 
 def _kept(data_dir: str, batch: str) -> int:
-    from endless_assets.catalog import query
-    from endless_assets.lake import Lake
+    from endless_assets.store.catalog import query
+    from endless_assets.store.lake import Lake
 
     frame = query(
         Lake(data_dir),
@@ -221,8 +221,8 @@ def sql(
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
 ) -> None:
     """Run a SQL query over every materialized batch (DuckDB views over the Parquet lake)."""
-    from endless_assets.catalog import CatalogError, query
-    from endless_assets.lake import Lake
+    from endless_assets.store.catalog import CatalogError, query
+    from endless_assets.store.lake import Lake
 
     lake = Lake(resolved_settings().data_dir)
     try:
@@ -256,8 +256,8 @@ def settings(
 @app.command()
 def catalog() -> None:
     """Rebuild data/endless.duckdb (views over the lake); normally automatic."""
-    from endless_assets.catalog import rebuild_catalog
-    from endless_assets.lake import Lake
+    from endless_assets.store.catalog import rebuild_catalog
+    from endless_assets.store.lake import Lake
 
     path = rebuild_catalog(Lake(resolved_settings().data_dir))
     out.print(f"catalog rebuilt: {path}")

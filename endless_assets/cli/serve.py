@@ -50,13 +50,13 @@ def serve(
     served_episodes table. Stops on Ctrl-C or SIGTERM, removing every container."""
     from endless_assets.agent.episode import EpisodeLimits
     from endless_assets.cli.engines import _sandbox
-    from endless_assets.lake import Lake
     from endless_assets.serve.app import listen
     from endless_assets.serve.app import serve as run_server
     from endless_assets.serve.hub import Hub
     from endless_assets.serve.record import EpisodeLog
     from endless_assets.serve.tasks import SelectionError, TaskSet, select_tasks, selection_filter
     from endless_assets.settings import Settings, SettingsError
+    from endless_assets.store.lake import Lake
 
     if not 0 <= port <= 65535:
         _fail(f"--port must be 0-65535, got {port}")
@@ -103,7 +103,6 @@ def serve(
         limits,
         max_sessions=max_sessions,
         episodes=EpisodeLog(lake),
-        docker_slots=settings.workers,
     )
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -34,7 +34,7 @@ def show(
     full: Annotated[bool, typer.Option(help="print thoughts and outputs in full")] = False,
 ) -> None:
     """Show a task's solver rollouts, or one trajectory turn by turn."""
-    from endless_assets.lake import Lake
+    from endless_assets.store.lake import Lake
 
     lake = Lake(resolved_settings().data_dir)
     rows = _rows(
@@ -65,7 +65,7 @@ def show(
 
 
 def _rows(lake: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    from endless_assets.catalog import CatalogError, query
+    from endless_assets.store.catalog import CatalogError, query
 
     try:
         return query(lake, sql, params).to_dicts()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from endless_assets.cli.app import _fail, err, out
-from endless_assets.stages.shards import TAG as SHARD_TAG
+from endless_assets.store.shards import TAG as SHARD_TAG
 
 LAUNCHED_BY = "endless run --submit"
 _RAISED = re.compile(r"^(Error: |[A-Za-z_][\w.]*(Error|Exception)\b.*: )")

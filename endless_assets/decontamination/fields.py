@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from endless_assets.sandbox.bundle import unpack
+from endless_assets.sandbox.grading.bundle import unpack
 
 FIELDS = ("instruction", "completion_test", "reference_solution", "dockerfile", "context_files")
 # The normalised text of a field is kept (for the fuzzy ratio) up to this many words.

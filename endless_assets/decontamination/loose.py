@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from endless_assets.export.import_files import ImportProblem, read_tree
-from endless_assets.export.tb_import import is_tb_dir
-from endless_assets.sandbox.bundle import Verifier, pack
+from endless_assets.interop.import_files import ImportProblem, read_tree
+from endless_assets.interop.tb_import import is_tb_dir
+from endless_assets.sandbox.grading.bundle import Verifier, pack
 
 # Every file's bytes are read anyway (a binary one is then dropped), so no cap per binary file
 # but the importer's cap on the whole directory.

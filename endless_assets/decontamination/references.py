@@ -16,9 +16,9 @@ import numpy as np
 
 from endless_assets.decontamination.fields import FIELDS, TaskFields, Words, task_words
 from endless_assets.decontamination.loose import read_loose
-from endless_assets.export.harbor_import import find_task_dirs, is_task_dir
-from endless_assets.export.import_files import DEFAULT_MAX_BINARY_BYTES, ImportProblem
-from endless_assets.export.imports import read_task_dir
+from endless_assets.interop.harbor_import import find_task_dirs, is_task_dir
+from endless_assets.interop.import_files import DEFAULT_MAX_BINARY_BYTES, ImportProblem
+from endless_assets.interop.imports import read_task_dir
 from endless_assets.settings.references import ReferenceSource
 
 log = logging.getLogger(__name__)

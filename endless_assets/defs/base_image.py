@@ -4,7 +4,7 @@ import dagster as dg
 
 from endless_assets.defs.columns import OWNERS
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.sandbox.base_image import PACKAGES, SUITE, base_image_tag
+from endless_assets.sandbox.image.base_image import PACKAGES, SUITE, base_image_tag
 
 
 @dg.asset(

@@ -1,7 +1,7 @@
 """What the catalog shows of each table asset before its first materialization: its columns
-(from the pandera models in schemas/, with their descriptions, readable types and constraints),
-owners, tags, the code version where one says what made the rows, and the DuckDB view it is read
-through. The IO manager reports the same column schema with each materialization."""
+(from the pandera models in store/schemas/, with their descriptions, readable types and
+constraints), owners, tags, the code version where one says what made the rows, and the DuckDB view
+it is read through. The IO manager reports the same column schema with each materialization."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from endless_assets.schemas import TABLES
+from endless_assets.store.schemas import TABLES
 
 OWNERS = ["team:endless"]
 # The stage of each table, as the funnel names it (a tag the catalog filters on).

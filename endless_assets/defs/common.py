@@ -1,13 +1,10 @@
-"""Helpers shared by the stage assets: parallel work with progress, checks, metadata."""
+"""Helpers shared by the stage assets: the stage runner with the asset's log, checks, metadata."""
 
 import contextlib
 import json
 import statistics
-import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 import dagster as dg
@@ -16,11 +13,11 @@ import polars as pl
 
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
-from endless_assets.sandbox.retry import with_engine_retries
-from endless_assets.schemas import TABLES
 from endless_assets.settings import Settings
-from endless_assets.stages import ENGINE_RETRIES, HARNESS_ERROR
-from endless_assets.stages.journal import Journal, Resumable, fingerprint
+from endless_assets.stages import runner
+from endless_assets.stages.runner import ENGINE_RETRIES
+from endless_assets.store.journal import Resumable
+from endless_assets.store.schemas import TABLES
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,46 +34,17 @@ def run_parallel(
     engine_retries: int = ENGINE_RETRIES,
     recover: Callable[[], list[str]] | None = None,
 ) -> list[R]:
-    """Run `work` over items on a bounded thread pool, logging progress; keeps input order.
-
-    An item whose work a sandbox engine broke (SandboxError) is tried again, at most
-    `engine_retries` times, after `recover` (the stage's `Sandbox.recover`) drained the engines
-    that stopped answering (so a pool retries it on the others). An unexpected exception in one
-    item becomes that item's error row (via `on_error`): one bad task never loses the rest of
-    the batch.
-    """
-
-    def retried(exc: BaseException, drained: Sequence[str]) -> None:
-        where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
-        context.log.warning(f"{label}: retrying after an engine failure{where}: {exc}")
-
-    def attempt(item: T) -> R:
-        return with_engine_retries(
-            lambda: work(item), retries=engine_retries, recover=recover, note=retried
-        )
-
-    results: list[R | None] = [None] * len(items)
-    if not items:
-        return []
-    started = time.monotonic()
-    step = max(1, len(items) // 10)
-    done = 0
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label) as pool:
-        futures = {pool.submit(attempt, item): i for i, item in enumerate(items)}
-        for future in as_completed(futures):
-            i = futures[future]
-            try:
-                results[i] = future.result()
-            except Exception as exc:
-                context.log.error(
-                    f"{label}: item {i} failed: {''.join(traceback.format_exception(exc))}"
-                )
-                results[i] = on_error(items[i], exc)
-            done += 1
-            if done % step == 0 or done == len(items):
-                elapsed = time.monotonic() - started
-                context.log.info(f"{label}: {done}/{len(items)} done in {elapsed:.1f} s")
-    return [r for r in results if r is not None]
+    """stages/runner.py's `run_parallel`, its progress in the asset's log."""
+    return runner.run_parallel(
+        items,
+        work,
+        on_error,
+        log=context.log,
+        workers=workers,
+        label=label,
+        engine_retries=engine_retries,
+        recover=recover,
+    )
 
 
 def resumable(
@@ -88,19 +56,8 @@ def resumable(
     *,
     key: str = "task_id",
 ) -> Resumable:
-    """Stage I-III work that survives a crash: each finished row is journaled as it finishes and
-    a rerun under the same settings reuses it (stages/journal.py). Rows are keyed by `key`.
-    Settings that say where and how fast the work runs, not what it makes (the engines, the
-    endpoints' URLs: the models are named apart, the parallelism, the data directory), are not
-    part of "the same": a batch whose engine was lost is rerun on the others without redoing
-    what is journaled."""
-    scope = fingerprint(settings.made(), generator.name, generator.model, generator.version)
-    return Resumable(
-        Journal(pipeline.lake().data_dir, table, batch, scope),
-        item_key=lambda item: str(item if key == "index" else item.task_id),
-        row_key=lambda row: str(row[key]),
-        finished=lambda row: row["status"] != HARNESS_ERROR,
-    )
+    """stages/runner.py's `resumable`, journaled in the pipeline's lake."""
+    return runner.resumable(pipeline.lake().data_dir, settings, table, batch, generator, key=key)
 
 
 def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:

@@ -8,8 +8,7 @@ from endless_assets.defs.common import usage_metadata
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageRun, StageSpec
 from endless_assets.generation.llm.cost import cost_per_task
-from endless_assets.models import Task
-from endless_assets.stages import OK
+from endless_assets.models import OK, Task
 from endless_assets.stages.completion import CompletionOutcome, check_completion_test
 from endless_assets.stages.rows import completion_row, draft_from_row, draft_with_environment
 
@@ -59,7 +58,6 @@ def _materialize(
             # A task that carries no reference solution (e.g. imported without one) cannot be
             # required to pass with it: the solver in stage IV decides whether it is solvable.
             reference_required=reference_required and bool(draft.reference_solution.strip()),
-            docker_slots=run.slots,
         )
 
     rows = run.each(drafts, work, completion_row, CompletionOutcome, label="completion")

@@ -20,10 +20,11 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.models import KeepRule, score_tasks
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
-from endless_assets.stages.filtering import KeepRule, score_tasks
 from endless_assets.stages.funnel import batch_funnel
-from endless_assets.stages.rows import filtered_row, frame, tasks_with_tests
+from endless_assets.stages.rows import filtered_row, tasks_with_tests
+from endless_assets.store.columns import frame
 
 TABLE = "filtered_dataset"
 

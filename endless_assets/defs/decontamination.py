@@ -18,11 +18,11 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
-from endless_assets.models import Task
+from endless_assets.models import REJECTED, Task
 from endless_assets.settings import Settings
-from endless_assets.stages import REJECTED
 from endless_assets.stages.decontamination import Checker, checker
-from endless_assets.stages.rows import draft_from_row, frame, now, tasks_with_tests
+from endless_assets.stages.rows import draft_from_row, now, tasks_with_tests
+from endless_assets.store.columns import frame
 
 TABLE = "task_decontamination"
 RECHECK = "contamination_recheck"

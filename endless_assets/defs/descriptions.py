@@ -24,10 +24,9 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
+from endless_assets.models import HARNESS_ERROR, OK, REJECTED
 from endless_assets.sampling.policy import Draw
-from endless_assets.sandbox.base_image import base_image_tag
-from endless_assets.schemas import TABLES
-from endless_assets.stages import HARNESS_ERROR, OK, REJECTED
+from endless_assets.sandbox.image.base_image import base_image_tag
 from endless_assets.stages.draws import (
     describe_slot,
     draw_history,
@@ -39,7 +38,9 @@ from endless_assets.stages.draws import (
     slot_seed,
     why_uniform,
 )
-from endless_assets.stages.rows import description_row, failed_description_row, frame
+from endless_assets.stages.rows import description_row, failed_description_row
+from endless_assets.store.columns import frame
+from endless_assets.store.schemas import TABLES
 
 TABLE = "task_descriptions"
 

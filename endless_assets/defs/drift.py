@@ -24,11 +24,10 @@ from endless_assets.defs.common import (
 from endless_assets.defs.environments import imported_build_network
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
-from endless_assets.generation.factory import docker_slots
-from endless_assets.models import Task
-from endless_assets.stages import HARNESS_ERROR
+from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.stages.drift import DRIFTED, VALID, DriftOutcome, revalidate
-from endless_assets.stages.rows import frame, now
+from endless_assets.stages.rows import now
+from endless_assets.store.columns import frame
 
 TABLE = "drift_revalidation"
 
@@ -67,7 +66,6 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             for r in task_soundness.to_dicts()
         }
         context.log.info(f"{len(kept)} kept tasks to re-validate on freshly rebuilt images")
-        slots = docker_slots(settings)
         network = imported_build_network(pipeline, settings)
 
         def work(row: dict) -> dict:
@@ -80,7 +78,6 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
                 repeats=settings.soundness_repeats,
                 reference_required=required,
                 network=network if imported else task.generator != "procedural",  # as stage II
-                docker_slots=slots,
             )
             return {**outcome.row(), "batch": row["batch"], "created_at": now()}
 

@@ -8,9 +8,8 @@ import polars as pl
 from endless_assets.defs.common import usage_metadata
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageRun, StageSpec
-from endless_assets.models import Task
+from endless_assets.models import OK, Task
 from endless_assets.settings import FIELDS, Settings
-from endless_assets.stages import OK
 from endless_assets.stages.environment import EnvironmentOutcome, build_environment
 from endless_assets.stages.rows import draft_from_row, environment_row
 
@@ -53,9 +52,7 @@ def _materialize(run: StageRun, task_descriptions: pl.DataFrame) -> dg.Materiali
         )
 
     def work(draft: Task) -> EnvironmentOutcome:
-        return build_environment(
-            draft, run.generator, run.sandbox, docker_slots=run.slots, build_network=network
-        )
+        return build_environment(draft, run.generator, run.sandbox, build_network=network)
 
     rows = run.each(drafts, work, environment_row, EnvironmentOutcome, label="environment")
     table = run.frame(rows)

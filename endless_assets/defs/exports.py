@@ -18,10 +18,10 @@ from endless_assets.defs.columns import OWNERS
 from endless_assets.defs.common import counts_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED
-from endless_assets.export import FORMATS, ExportError, OutputError, export_dataset
-from endless_assets.export.output import adopt_earlier_export
-from endless_assets.lake import LakeError
+from endless_assets.interop import FORMATS, ExportError, OutputError, export_dataset
+from endless_assets.interop.output import adopt_earlier_export
 from endless_assets.report import headline, stats_tables, write_report
+from endless_assets.store.lake import LakeError
 
 
 class ExportsConfig(dg.Config):

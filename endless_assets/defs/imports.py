@@ -25,12 +25,12 @@ from endless_assets.defs.environments import build_task_environments
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import build_solver_rollouts
 from endless_assets.defs.stage_spec import IMPORTED
-from endless_assets.export.harbor_import import ImportProblem
-from endless_assets.export.imports import import_tasks
 from endless_assets.generation import Usage
-from endless_assets.models import task_seed
-from endless_assets.stages import REJECTED
-from endless_assets.stages.rows import description_row, failed_description_row, frame
+from endless_assets.interop.harbor_import import ImportProblem
+from endless_assets.interop.imports import import_tasks
+from endless_assets.models import REJECTED, task_seed
+from endless_assets.stages.rows import description_row, failed_description_row
+from endless_assets.store.columns import frame
 
 TABLE = "task_descriptions"
 IMPORT_OP = "imported__task_descriptions"

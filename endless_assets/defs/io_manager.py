@@ -8,14 +8,13 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from endless_assets import batch_lock
-from endless_assets.catalog import rebuild_catalog
 from endless_assets.defs.columns import column_schema
-from endless_assets.lake import Lake, LakeError
-from endless_assets.schemas import TABLES
-from endless_assets.stages import shards
-from endless_assets.stages.journal import Journal
-from endless_assets.stages.shards import Shard
+from endless_assets.store import batch_lock, shards
+from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.journal import Journal
+from endless_assets.store.lake import Lake, LakeError
+from endless_assets.store.schemas import TABLES
+from endless_assets.store.shards import Shard
 
 
 class ParquetLakeIOManager(dg.ConfigurableIOManager):
@@ -47,7 +46,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """The journals of the partitions this run wrote go once the run ended without a failure
         (the partitions hold that work); after a failure they stay, so that the rerun redoes
-        nothing they hold, in the stages that failed or in those before (stages/journal.py). A
+        nothing they hold, in the stages that failed or in those before (store/journal.py). A
         run killed outright never gets here: its journals stay too."""
         try:
             if self._written and _ended_well(context):
@@ -70,7 +69,7 @@ class ParquetLakeIOManager(dg.ConfigurableIOManager):
         shard = run_shard(context)
         if shard is not None and "task_id" in obj.columns:
             # A shard run: its rows are staged for the run's next stage; the journal keeps them
-            # for the run that writes the partition (stages/shards.py).
+            # for the run that writes the partition (store/shards.py).
             mine = obj.filter(pl.col("task_id").map_elements(shard.owns, return_dtype=pl.Boolean))
             path = lake.write_shard(table, batch, shard, mine)
             context.add_output_metadata(

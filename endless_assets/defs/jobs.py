@@ -29,7 +29,7 @@ daily_batch = dg.define_asset_job(
 
 # A batch larger than `shard_tasks` runs as: stage I once, then the per-task stages once per
 # shard (a run tagged endless/shard=i/n), then stages II-V once more, untagged: they find every
-# row in the journals and write the partitions (stages/shards.py). Stage I is not run again: its
+# row in the journals and write the partitions (store/shards.py). Stage I is not run again: its
 # tasks are the ones the shards worked on. These three jobs are `endless run`'s steps for such a
 # batch, not jobs to launch by hand: their descriptions say so first, and their tag marks them.
 STAGE_ONE_ASSETS = PIPELINE_ASSETS[:3]

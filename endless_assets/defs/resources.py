@@ -9,10 +9,10 @@ from typing import Any
 import dagster as dg
 import pydantic
 
-from endless_assets.lake import Lake
-from endless_assets.sandbox.container import Limits
+from endless_assets.sandbox.containers.container import Limits
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.settings import FIELDS, Field, Settings
+from endless_assets.store.lake import Lake
 
 
 class _PipelineSettingsBase(dg.ConfigurableResource):
@@ -33,6 +33,7 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
                 limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
                 warm=s.warm_containers,
+                slots=max(1, s.workers),
             )
         )
 

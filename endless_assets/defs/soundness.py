@@ -1,6 +1,6 @@
 """The soundness stage (between stage III and the solver): is each validated task's verdict
-stable, and does any shortcut pass its completion test? (stages/soundness.py does the work;
-with `auditor_model` set, stages/audit.py adds the model probes.)"""
+stable, and does any shortcut pass its completion test? (stages/soundness/stage.py does the work;
+with `auditor_model` set, stages/soundness/audit.py adds the model probes.)"""
 
 from collections import Counter
 
@@ -10,11 +10,10 @@ import polars as pl
 from endless_assets.defs.common import counts_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageRun, StageSpec
-from endless_assets.models import Task
-from endless_assets.stages import OK
-from endless_assets.stages.audit import Auditor, AuditOutcome, audit_task
+from endless_assets.models import OK, Task
 from endless_assets.stages.rows import soundness_row, tasks_with_tests
-from endless_assets.stages.soundness import SoundnessOutcome, check_soundness, with_audit
+from endless_assets.stages.soundness.audit import Auditor, AuditOutcome, audit_task
+from endless_assets.stages.soundness.stage import SoundnessOutcome, check_soundness, with_audit
 
 TABLE = "task_soundness"
 
@@ -72,7 +71,6 @@ def _materialize(
             repeats=settings.soundness_repeats,
             min_mutation_score=settings.min_mutation_score,
             reference_required=required,
-            docker_slots=run.slots,
             probes=settings.soundness == "full",
             earlier_reference=earlier.get(task.task_id),
         )
@@ -80,7 +78,7 @@ def _materialize(
             why = "the offline probes did not find the task sound"
             outcome.audit = skipped if auditor is None else AuditOutcome.skipped(why)
             return outcome
-        audit = audit_task(task, image, run.sandbox, auditor, docker_slots=run.slots)
+        audit = audit_task(task, image, run.sandbox, auditor)
         return with_audit(outcome, audit, settings.min_mutation_score, required)
 
     # Each task runs `soundness_repeats` lanes of containers; `workers` bounds them together.

@@ -32,12 +32,11 @@ from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation import TaskGenerator
 from endless_assets.generation.carried import CarriedGenerator
-from endless_assets.generation.factory import docker_slots, make_generator, task_parallelism
-from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.generation.factory import make_generator, task_parallelism
+from endless_assets.models import HARNESS_ERROR, Task
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.settings import Settings
-from endless_assets.stages import HARNESS_ERROR
-from endless_assets.stages.rows import frame
+from endless_assets.store.columns import frame
 
 
 @dataclass(frozen=True)
@@ -97,14 +96,13 @@ class StageRun:
         self.sandbox = pipeline.sandbox()
         self.generator = spec.generator(self.settings, self.sandbox.base.tag)
         self.started = time.monotonic()
-        self.slots = docker_slots(self.settings)  # Docker work at a time, across its tasks
         self.entered = 0
         self.recovered = 0
         self.schema_check: dg.AssetCheckResult | None = None
 
     def image(self, task: Task) -> str:
         """The tag of the task's image as stage II built it (a cache hit, or rebuilt)."""
-        with self.slots:
+        with self.sandbox.slots:
             build = self.sandbox.build(task.dockerfile or "", task.context_files)
         if not build.ok:
             raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")

@@ -22,8 +22,8 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.lake import Lake
-from endless_assets.stages import OK, REJECTED
+from endless_assets.models import OK, REJECTED
+from endless_assets.store.lake import Lake
 
 SHINGLE_WORDS = 3
 DEFAULT_THRESHOLD = 0.4

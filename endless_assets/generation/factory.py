@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 from endless_assets.generation import TaskGenerator
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.settings import Settings, SettingsError
@@ -22,10 +20,5 @@ def make_generator(settings: Settings, base_image: str) -> TaskGenerator:
 def task_parallelism(generator: TaskGenerator, settings: Settings) -> int:
     """Tasks a stage works on at once. A generator that waits on a model asks for more than
     `workers` (its `parallelism`), so requests overlap; Docker work stays bounded by
-    `docker_slots`."""
+    the sandbox's slots (`Sandbox.slots`)."""
     return max(1, generator.parallelism(settings))
-
-
-def docker_slots(settings: Settings) -> threading.BoundedSemaphore:
-    """At most `workers` builds or task containers at a time within one stage."""
-    return threading.BoundedSemaphore(max(1, settings.workers))

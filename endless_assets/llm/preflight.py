@@ -25,11 +25,11 @@ from typing import Any, Literal
 
 import openai
 
-from endless_assets.lake import resolve_data_dir
 from endless_assets.llm import errors
 from endless_assets.llm.cache import ReplyCache
 from endless_assets.llm.client import Endpoint
 from endless_assets.settings import Settings, SettingsError
+from endless_assets.store.lake import resolve_data_dir
 
 log = logging.getLogger(__name__)
 Role = Literal["generator", "solver"]

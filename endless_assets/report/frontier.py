@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from endless_assets.catalog import query
-from endless_assets.lake import Lake
 from endless_assets.report.svg import vbar
 from endless_assets.report.tables import batch_filter
-from endless_assets.stats_views import render_stats_sql
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
+from endless_assets.store.stats_views import render_stats_sql
 
 
 def learnable_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:

@@ -16,8 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.catalog import query
-from endless_assets.lake import Lake
+from endless_assets.models import difficulty_label
 from endless_assets.report.frontier import (
     draws_per_batch,
     learnable_chart,
@@ -33,7 +32,8 @@ from endless_assets.report.tables import (
     stats_query,
     stats_tables,
 )
-from endless_assets.stages.filtering import difficulty_label
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake
 
 TEXT_LIMIT = 20_000
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from endless_assets.catalog import query
-from endless_assets.lake import Lake, LakeError, check_batch_key
-from endless_assets.stats_views import render_stats_sql
+from endless_assets.store.catalog import query
+from endless_assets.store.lake import Lake, LakeError, check_batch_key
+from endless_assets.store.stats_views import render_stats_sql
 
 
 @dataclass(frozen=True)

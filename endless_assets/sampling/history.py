@@ -14,7 +14,7 @@ import polars as pl
 from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
 
 if TYPE_CHECKING:
-    from endless_assets.lake import Lake
+    from endless_assets.store.lake import Lake
 
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a daily batch key; imported batches have names
 DEFAULT_WINDOW = 14

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import docker.errors
 from docker import DockerClient
 
-from endless_assets.sandbox.base_image import BaseImage, base_image_tag, ensure_base_image
-from endless_assets.sandbox.client import SandboxError, sweep_containers
-from endless_assets.sandbox.container import Limits, TaskContainer, task_container
-from endless_assets.sandbox.engines import Engine, EngineSpec, copy_image, pool_for
-from endless_assets.sandbox.images import BuildResult, build_task_image, image_tag_for
-from endless_assets.sandbox.verdict import start_grader
-from endless_assets.sandbox.warm import Opened, WarmPool
+from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
+from endless_assets.sandbox.containers.warm import Opened, WarmPool
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
+from endless_assets.sandbox.engine.leftovers import sweep_containers
+from endless_assets.sandbox.grading.verdict import start_grader
+from endless_assets.sandbox.image.base_image import BaseImage, base_image_tag, ensure_base_image
+from endless_assets.sandbox.image.images import BuildResult, build_task_image, image_tag_for
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,10 @@ class SandboxConfig:
     engines: tuple[EngineSpec, ...] = ()
     # Containers started ahead of demand (warm.py), at most this many at once; 0: none.
     warm: int = 0
+    # Builds, container starts and verdicts at once through this sandbox (the `workers`
+    # setting), so many episodes can wait on a model while a small machine stays responsive;
+    # 0: unbounded.
+    slots: int = 0
 
     @property
     def engine_specs(self) -> tuple[EngineSpec, ...]:
@@ -47,6 +53,11 @@ class _Recipe:
     dockerfile: str
     context_files: dict[str, str]
     network: bool
+
+
+def engine_slots(count: int) -> AbstractContextManager[Any]:
+    """At most `count` holders at a time (a bounded semaphore); 0: no bound."""
+    return threading.BoundedSemaphore(count) if count > 0 else nullcontext()
 
 
 _swept: set[str] = set()
@@ -61,6 +72,9 @@ class Sandbox:
         self._bases: dict[str, BaseImage] = {}
         self._base_lock = threading.Lock()
         self.warm = WarmPool(self._open_warm, self.config.warm)
+        # Held around the CPU-heavy moments (a build, a container's start, a verdict) by every
+        # stage that works through this sandbox.
+        self.slots: AbstractContextManager[Any] = engine_slots(self.config.slots)
         for engine in self.pool.up:
             if engine.name not in _swept:
                 # Containers of processes that died (a killed run) are removed once per process.

@@ -26,8 +26,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from endless_assets.agent.episode import observation_text
 from endless_assets.agent.policies import Action
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.shell import CommandResult
+from endless_assets.sandbox.containers.shell import CommandResult
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.serve.episode import Finished, Ready, ServedEpisode
 from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction, TerminalObservation, TerminalState
@@ -88,7 +88,6 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             seed=seed,
             labels={"role": "serve", "task_id": task.task_id, "session": self.session_id},
             on_end=self.hub.episode_ended,
-            docker_slots=self.hub.docker_slots,
         )
         self.episode, self._reported = episode, 0
         if unbuilt is not None:

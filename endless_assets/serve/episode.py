@@ -105,13 +105,11 @@ class ServedEpisode:
         seed: int | None = None,
         labels: dict[str, str] | None = None,
         on_end: Callable[[ServedEpisode], None] | None = None,
-        docker_slots: threading.Semaphore | None = None,
     ) -> None:
         """`on_end`: called from the episode's thread once its container is gone.
-        `docker_slots`: held while the container starts and while the verdict runs, as in stage
-        IV (a small machine stays responsive when many resets come at once)."""
+        The sandbox's slots are held while the container starts and while the verdict runs, as
+        in stage IV (a small machine stays responsive when many resets come at once)."""
         self.on_end = on_end
-        self.docker_slots = docker_slots
         self.sandbox, self.image, self.task, self.limits = sandbox, image, task, limits
         self.session_id, self.episode_id = session_id, episode_id
         self.model, self.seed = model, seed
@@ -209,7 +207,7 @@ class ServedEpisode:
         task = self.task
         try:
             with contextlib.ExitStack() as stack:
-                with self.docker_slots or contextlib.nullcontext():  # (as stage IV's starts)
+                with self.sandbox.slots:  # (as stage IV's starts)
                     box = stack.enter_context(self.sandbox.container(self.image, self.labels))
                 with self._box_lock:
                     self._box = box
@@ -223,7 +221,7 @@ class ServedEpisode:
                         task.completion_test or "",
                         self.limits,
                         self.started,
-                        self.docker_slots,
+                        self.sandbox.slots,
                         rollout=self.record,
                     )
                 except Exception as exc:  # what the loop does not turn into a harness error

@@ -18,8 +18,8 @@ from typing import Protocol
 
 from endless_assets.agent.episode import EpisodeLimits
 from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.engines import answers
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.engines import answers
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.serve.episode import ServedEpisode
 from endless_assets.serve.record import EpisodeLog
@@ -46,13 +46,11 @@ class Hub:
         *,
         max_sessions: int,
         episodes: EpisodeLog | None = None,
-        docker_slots: int | None = None,
     ) -> None:
-        """`docker_slots`: container starts and verdicts at once (the `workers` setting, as in
-        stage IV); None: unbounded."""
+        """Container starts and verdicts at once are bounded by the sandbox's slots (the
+        `workers` setting, as in stage IV)."""
         self.sandbox, self.tasks, self.limits = sandbox, tasks, limits
         self.max_sessions = max_sessions
-        self.docker_slots = threading.BoundedSemaphore(docker_slots) if docker_slots else None
         self.episodes = episodes
         self._images = ImageCache(sandbox)
         self._slots = threading.BoundedSemaphore(max_sessions)

@@ -23,12 +23,12 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.catalog import rebuild_catalog
-from endless_assets.lake import Lake
-from endless_assets.sandbox.client import owner_tag
-from endless_assets.schemas import TABLES, polars_schema
+from endless_assets.sandbox.engine.client import owner_tag
 from endless_assets.serve.episode import ServedEpisode
-from endless_assets.stages.rows import frame
+from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import TABLES, polars_schema
 
 TABLE = "served_episodes"
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ import random
 import threading
 from typing import Any
 
-from endless_assets.catalog import CatalogError, query
-from endless_assets.export.tasks import ExportError, task_from_row, validate_task
-from endless_assets.lake import Lake
+from endless_assets.interop.tasks import ExportError, task_from_row, validate_task
 from endless_assets.models import Task
-from endless_assets.stats_views import difficulty_sql
+from endless_assets.store.catalog import CatalogError, query
+from endless_assets.store.lake import Lake
+from endless_assets.store.stats_views import difficulty_sql
 
 SPLIT = "train"  # the one split a server offers (OpenEnv's task API names splits)
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from endless_assets.sandbox.engines import EngineSpec, parse_hosts
+from endless_assets.sandbox.engine.engines import EngineSpec, parse_hosts
 from endless_assets.settings.checks import (
     DecontaminationSettings,
     ImportSettings,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from endless_assets.sandbox.disk import check_budget, parse_size
+from endless_assets.sandbox.engine.disk import check_budget, parse_size
 from endless_assets.settings.declare import SettingsError
 from endless_assets.settings.references import parse_references
 
@@ -60,7 +60,7 @@ def _docker_host_ok(value: str) -> bool:
 
 def _docker_hosts_ok(value: str) -> bool:
     """True, or a SettingsError saying which entry is wrong and how (a duplicate, a slot count)."""
-    from endless_assets.sandbox.engines import parse_hosts
+    from endless_assets.sandbox.engine.engines import parse_hosts
 
     try:
         parse_hosts(value, 1)

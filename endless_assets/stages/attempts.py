@@ -13,10 +13,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.agent.analysis import analysis_columns
 from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.store.failure_modes import analysis_columns
 
 
 @dataclass

@@ -3,20 +3,18 @@ solution, and fail again after a do-nothing episode."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator
-from endless_assets.models import Task
-from endless_assets.sandbox import bundle
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.models import REJECTED, Task
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading import bundle
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.grading.verdict import Verdict
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import Verdict, run_pytest
-from endless_assets.stages import REJECTED
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
@@ -39,7 +37,6 @@ def check_completion_test(
     max_rounds: int | None = None,
     reference_required: bool = True,
     limits: EpisodeLimits = CHECK_LIMITS,
-    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> CompletionOutcome:
     """Write (or take) the completion test and check it against three states.
 
@@ -51,10 +48,10 @@ def check_completion_test(
 
     `reference_required=False` (the LLM path) records a failing reference solution instead of
     rejecting the task: stage IV's solver then decides whether the task is solvable.
-    `docker_slots` (e.g. a semaphore) is held while a container exists, not while the generator
-    writes.
+    A slot of the sandbox (`Sandbox.slots`) is held while a container exists, not while the
+    generator writes.
     """
-    slot = docker_slots if docker_slots is not None else nullcontext()
+    slot = sandbox.slots
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
     task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)

@@ -22,8 +22,7 @@ from endless_assets.decontamination import (
     read_references,
     rejection_reason,
 )
-from endless_assets.models import Task
-from endless_assets.stages import OK, REJECTED
+from endless_assets.models import OK, REJECTED, Task
 
 LOG = logging.getLogger(__name__)
 CACHE = "cache/decontamination"  # under the data directory: reference tasks' words, by content

@@ -23,7 +23,7 @@ from endless_assets.sampling.policy import DRAW_COLUMNS, Draw, Slot, batch_rng, 
 from endless_assets.settings import Settings
 
 if TYPE_CHECKING:
-    from endless_assets.lake import Lake
+    from endless_assets.store.lake import Lake
 
 TABLE = "task_draws"
 # The columns the variants' parents are read with, per table.

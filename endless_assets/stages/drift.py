@@ -3,7 +3,7 @@ from its Dockerfile today?
 
 A task kept weeks ago may no longer hold: a package its Dockerfile installs moved on, the base
 image was rebuilt, a download changed. Reusing the image by its content-addressed tag
-(sandbox/images.py) would never notice, and neither would Docker's layer cache. So the
+(sandbox/image/images.py) would never notice, and neither would Docker's layer cache. So the
 Dockerfile is rebuilt with `ARG ENDLESS_REBUILD=<nonce>` after each FROM line: a new tag, and
 every step after FROM misses the layer cache, so every RUN step runs again (the ARG is in each
 RUN step's environment, and its text differs from any earlier build's). Then the repeated
@@ -17,15 +17,13 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
+from endless_assets.models import HARNESS_ERROR, OK, Task
+from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.stages import HARNESS_ERROR, OK
-from endless_assets.stages.soundness import check_soundness
+from endless_assets.stages.soundness.stage import check_soundness
 
 REBUILD_ARG = "ENDLESS_REBUILD"
 VALID, DRIFTED = "valid", "drifted"
@@ -79,14 +77,13 @@ def revalidate(
     repeats: int = 3,
     reference_required: bool = True,
     network: bool = False,
-    docker_slots: AbstractContextManager[Any] | None = None,
 ) -> DriftOutcome:
     """Rebuild `task`'s image from its Dockerfile without any cached layer and run the repeated
     controls on it. A build that fails now is drift (`build_failed: ...`), as is a control that
     no longer holds; an engine failure is a harness error. `network`: may RUN steps reach the
     network (as when the task was built; the sandbox's configuration still decides)."""
     started = time.monotonic()
-    slots = docker_slots if docker_slots is not None else nullcontext()
+    slots = sandbox.slots
     outcome = DriftOutcome(
         task.task_id,
         HARNESS_ERROR,
@@ -111,7 +108,6 @@ def revalidate(
                 sandbox,
                 repeats=repeats,
                 reference_required=reference_required,
-                docker_slots=docker_slots,
                 probes=False,
             )
         finally:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import docker.errors
 
 from endless_assets.generation import Environment, TaskGenerator
-from endless_assets.models import Task
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.container import ContainerExited, TaskContainer
-from endless_assets.sandbox.identity import identity_dockerfile
-from endless_assets.sandbox.images import encode_context
+from endless_assets.models import REJECTED, Task
+from endless_assets.sandbox.containers.container import ContainerExited, TaskContainer
+from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading.grade import run_pytest
+from endless_assets.sandbox.image.images import encode_context
 from endless_assets.sandbox.sandbox import Sandbox
-from endless_assets.sandbox.verdict import run_pytest
-from endless_assets.stages import REJECTED
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 
 # What the engine did, never the task: OSError is the engine's connection broken under the
@@ -41,13 +38,12 @@ def build_environment(
     sandbox: Sandbox,
     *,
     max_rounds: int | None = None,
-    docker_slots: AbstractContextManager[Any] | None = None,
     build_network: bool | None = None,
 ) -> EnvironmentOutcome:
     """Write (or take) the environment, build it, and run the initial-state test in it.
 
-    `docker_slots` (e.g. a semaphore) is held around each build and container only, so many
-    tasks can wait on a model while few use Docker at a time. `build_network`: may RUN steps
+    A slot of the sandbox (`Sandbox.slots`) is held around each build and container only, so
+    many tasks can wait on a model while few use Docker at a time. `build_network`: may RUN steps
     reach the network (None: as the generator says).
 
     What the task did is a rejection: a step of its Dockerfile failed (`build_failed`), its
@@ -56,7 +52,7 @@ def build_environment(
     is a harness error, always.
     """
     network = generator.needs_build_network if build_network is None else build_network
-    slot = docker_slots if docker_slots is not None else nullcontext()
+    slot = sandbox.slots
     outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from endless_assets.stats_views import render_stats_sql
+from endless_assets.store.stats_views import render_stats_sql
 
 TABLES = (
     "task_descriptions",

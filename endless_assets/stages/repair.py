@@ -5,7 +5,7 @@ rounds.
 A stage brings its `write` (one generator call) and its `check` (what it requires of what was
 written, logging its own steps); this module owns the rest: the rounds, the feedback, an
 unusable reply, the usage summed over every call, the reject reason of the last failure, and an
-engine failure: the check is tried again (sandbox/retry.py: after `recover`, which drains an
+engine failure: the check is tried again (sandbox/engine/retry.py: after `recover`, which drains an
 engine that stopped answering) at most `engine_retries` more times, then the task is a harness
 error, never a rejection. A retried check asks the generator nothing: what it wrote is checked
 again.
@@ -21,9 +21,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from endless_assets.generation import GenerationError, Usage
-from endless_assets.sandbox.client import SandboxError
-from endless_assets.sandbox.retry import with_engine_retries
-from endless_assets.stages import ENGINE_RETRIES, HARNESS_ERROR, OK
+from endless_assets.models import HARNESS_ERROR, OK
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.retry import with_engine_retries
+from endless_assets.stages.runner import ENGINE_RETRIES
 
 FEEDBACK_LIMIT = 4000  # characters of a build log or test output fed back and logged
 

@@ -8,60 +8,18 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.agent.analysis import analysis_columns
 from endless_assets.agent.episode import Rollout
 from endless_assets.generation import Usage
-from endless_assets.models import Task, task_id_for
-from endless_assets.schemas import polars_schema
-from endless_assets.stages import OK
+from endless_assets.models import OK, Task, task_id_for
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.environment import EnvironmentOutcome
-from endless_assets.stages.soundness import SoundnessOutcome
+from endless_assets.stages.soundness.stage import SoundnessOutcome
+from endless_assets.store.columns import stored_columns, task_columns
+from endless_assets.store.failure_modes import analysis_columns
 
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
-    schema = polars_schema(table)
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows, schema=schema)
-
-
-# The task's own columns, shared by `task_descriptions` and `filtered_dataset`.
-TASK_COLUMNS = (
-    "category",
-    "complexity",
-    "scenario",
-    "family",
-    "parent_task_id",
-    "instruction",
-    "truth",
-    "reference_solution",
-    "generator",
-    "generator_model",
-    "prompt_version",
-)
-
-
-def task_columns(task: Task) -> dict[str, Any]:
-    columns = {name: getattr(task, name) for name in TASK_COLUMNS}
-    columns["truth"] = task.truth_json()
-    return columns
-
-
-def stored_columns(task: Task) -> dict[str, Any]:
-    """The columns of a `filtered_dataset` row that repeat the task (for SQL); exports check
-    them against the task JSON the row carries."""
-    return {
-        **task_columns(task),
-        "dockerfile": task.dockerfile or "",
-        "context_files": json.dumps(task.context_files, sort_keys=True, ensure_ascii=False),
-        "initial_test": task.initial_test or "",
-        "completion_test": task.completion_test or "",
-    }
 
 
 def description_row(
@@ -114,7 +72,6 @@ def failed_description_row(
         generator_model=model,
         prompt_version=version,
         **dict.fromkeys(("category", "complexity", "scenario", "family", "reference_solution"), ""),
-        parent_task_id="",
     )
     row = description_row(placeholder, usage, seconds, status=status, reason=reason)
     row.update(task_id=task_id_for(batch, index, "", {"failed": True}), draft="")

@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from endless_assets.sandbox.engines import answers
+from endless_assets.sandbox.engine.engines import answers
 
 START_SECONDS = 60.0
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 
-from endless_assets.catalog import rebuild_catalog
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.lake import Lake
-from endless_assets.models import Task, task_seed
-from endless_assets.stages.filtering import score_task
-from endless_assets.stages.rows import filtered_row, frame
+from endless_assets.models import Task, score_task, task_seed
+from endless_assets.stages.rows import filtered_row
+from endless_assets.store.catalog import rebuild_catalog
+from endless_assets.store.columns import frame
+from endless_assets.store.lake import Lake
 
 
 def procedural_tasks(base_image: str, batch: str, count: int) -> list[Task]:

@@ -1,6 +1,6 @@
-"""A stand-in for the soundness stage's auditor model (stages/audit.py), for tests: answers the
-cheat rollout, the judge and the alignment audit (prompts/audit.md) over real HTTP, served by
-`testing/scripted_server.py`, for tasks written by `ScriptedTaskModel`.
+"""A stand-in for the soundness stage's auditor model (stages/soundness/audit.py), for tests:
+answers the cheat rollout, the judge and the alignment audit (prompts/audit.md) over real HTTP,
+served by `testing/scripted_server.py`, for tasks written by `ScriptedTaskModel`.
 
 Every audit request carries the task's seed, so behaviours are per task, as the generator's:
 
@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from endless_assets.stages.audit_replies import AuditPrompts
+from endless_assets.stages.soundness.audit_replies import AuditPrompts
 from endless_assets.testing.scripted_model import ScriptedTask
 from endless_assets.testing.scripted_server import Reply
 

@@ -34,7 +34,7 @@ from endless_assets.generation.parsing import (
 from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError
 from endless_assets.llm.preflight import reply_cache, require_model
 from endless_assets.models import Task
-from endless_assets.sandbox.base_image import PACKAGES
+from endless_assets.sandbox.image.base_image import PACKAGES
 from endless_assets.settings import Settings
 from endless_assets.taxonomy import Draw, Taxonomy
 

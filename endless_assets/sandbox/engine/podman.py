@@ -1,0 +1,308 @@
+"""Which engine answers a client (Docker or Podman), and what differs on Podman.
+
+The sandbox talks to every engine through docker-py; Podman serves the same API on its own
+socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
+client (`engine_kind`: the version's components name "Podman Engine") and every difference is
+decided here, not by probes scattered through the sandbox:
+
+- the seccomp profile: Docker takes it inline (`seccomp=<json>`); Podman's API reads
+  `seccomp=<path>` as a file on the engine's host, so the profile is written once to a file
+  named by its hash (`seccomp_option`), which needs the engine on this host (a unix socket);
+- the base image: copied from the Docker engine on this host when that has it (`copy_image`:
+  `docker save` streamed into Podman's load API, same image id), else built the same way as on
+  Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`);
+- rlimits: rootful Podman raises every container's open files and processes, which fails where
+  the engine's own hard limits are lower (`ulimits`);
+- builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
+  and the build's memory and CPU limits (no process limit: build_cgroup.py is Docker's);
+- image names: Podman lists local images as `localhost/<name>` or
+  `docker.io/library/<name>` (`short_name`);
+- the disk budget: Podman's overlay layer has the shape of Docker's overlay2 (disk.py), but its
+  storage code may unmount the whole overlay directory (disk.check_attached);
+- CPU accounting: Podman's cgroups are named differently (snapshot.container_cpu_seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import resource
+import socket
+import struct
+import tempfile
+import threading
+import weakref
+
+import docker
+import docker.errors
+import docker.types
+import requests
+from docker import DockerClient
+
+from endless_assets.sandbox.engine.client import SandboxError, socket_path
+
+DOCKER = "docker"
+PODMAN = "podman"
+LOCAL_DOCKER = "unix:///var/run/docker.sock"  # where a Docker engine on this host answers
+# How Podman qualifies the names of local images: loaded or imported ones, and those its Docker
+# API built (which it files under Docker Hub's library, as Docker would name them in full).
+QUALIFIERS = ("localhost/", "docker.io/library/")
+DOCKER_FORMAT = "application/vnd.docker.distribution.manifest.v2+json"  # Podman's default: OCI
+# What rootful Podman gives a container by default (open files, processes of one uid).
+PODMAN_RLIMITS = (
+    ("nofile", resource.RLIMIT_NOFILE, 1048576),
+    ("nproc", resource.RLIMIT_NPROC, 4194304),
+)
+
+# What each client's engine is, and whether it enforces the limits: asked once per client.
+_kinds: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_limits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_guard = threading.Lock()
+
+
+def engine_kind(client: DockerClient) -> str:
+    """DOCKER or PODMAN: the engine `client` talks to (asked once per client). SandboxError if
+    the engine does not answer."""
+    with _guard:
+        known = _kinds.get(client)
+    if known is not None:
+        return known
+    try:
+        version = client.version()
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"the engine does not say what it is: {exc}") from exc
+    names = [str(c.get("Name", "")) for c in version.get("Components") or []]
+    kind = PODMAN if any(name.startswith("Podman") for name in names) else DOCKER
+    with _guard:
+        _kinds[client] = kind
+    return kind
+
+
+def check_limits(client: DockerClient) -> None:
+    """Refuse (EngineUnsupported) an engine that says it cannot enforce a container's memory
+    or process limit: it would start task containers without them (rootless Podman on cgroup
+    v1, a kernel without those cgroups). Asked once per client."""
+    with _guard:
+        known = _limits.get(client)
+    if known is None:
+        try:
+            info = client.info()
+        except (docker.errors.DockerException, OSError) as exc:
+            raise SandboxError(f"the engine does not describe itself: {exc}") from exc
+        missing = [k for k in ("MemoryLimit", "PidsLimit") if info.get(k) is False]
+        rootless = any("rootless" in str(o) for o in info.get("SecurityOptions") or [])
+        known = ""
+        if missing:
+            known = (
+                f"the engine ({engine_kind(client)}{', rootless' if rootless else ''}, cgroup "
+                f"v{info.get('CgroupVersion', '?')}) cannot enforce containers' "
+                f"{' and '.join(missing)}: task containers need them (rootless Podman needs "
+                "cgroup v2 with the memory, pids and cpu controllers delegated to the user)"
+            )
+        with _guard:
+            _limits[client] = known
+    if known:
+        raise EngineUnsupported(known)
+
+
+def is_podman(client: DockerClient) -> bool:
+    return engine_kind(client) == PODMAN
+
+
+def short_name(tag: str) -> str:
+    """An image tag as Docker lists it: without Podman's qualifier (QUALIFIERS)."""
+    for prefix in QUALIFIERS:
+        if tag.startswith(prefix):
+            return tag[len(prefix) :]
+    return tag
+
+
+def engine_on_this_host(client: DockerClient) -> bool:
+    """Whether the engine answers on a unix socket (then it runs on this host)."""
+    return bool(socket_path(client))
+
+
+class EngineUnsupported(SandboxError):
+    """What this engine cannot do for the sandbox, said in one sentence."""
+
+
+def seccomp_option(client: DockerClient, profile_json: str) -> str:
+    """The `security_opt` entry that gives containers `profile_json` on this engine."""
+    if not is_podman(client):
+        return f"seccomp={profile_json}"
+    if not engine_on_this_host(client):
+        raise EngineUnsupported(
+            "Podman reads the seccomp profile from a file on its own host, and this Podman "
+            "engine is not on this host (a unix socket): run endless on the engine's host"
+        )
+    return f"seccomp={profile_file(profile_json)}"
+
+
+def profile_file(profile_json: str) -> str:
+    """A file holding `profile_json`, named by its hash, written once (atomically) into a
+    directory only its owner can write (so nobody can swap the profile under its name)."""
+    digest = hashlib.sha256(profile_json.encode()).hexdigest()[:16]
+    if os.geteuid() == 0:
+        directory = "/run/endless"
+    else:
+        runtime = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~/.cache")
+        directory = os.path.join(runtime, "endless")
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    path = os.path.join(directory, f"seccomp-{digest}.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == profile_json:
+                return path
+    except OSError:
+        pass
+    fd, staging = tempfile.mkstemp(dir=directory, prefix=".seccomp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(profile_json)
+        os.chmod(staging, 0o644)
+        os.replace(staging, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging)
+    return path
+
+
+def ulimits(client: DockerClient) -> list[docker.types.Ulimit]:
+    """Limits this engine needs set explicitly. Rootful Podman raises every container's open
+    files and processes (to 1048576 and 4194304) unless told otherwise, which fails where the
+    engine's own hard limits are lower and it lacks CAP_SYS_RESOURCE (runc: "error setting
+    rlimit type 7"); Docker's containers inherit the engine's. So on Podman: the engine's own
+    hard limits (asked of the process behind its socket), at most Podman's defaults. The pids
+    limit (Limits.pids) still caps a container's processes."""
+    if not is_podman(client):
+        return []
+    pid = engine_pid(client)
+    found = []
+    for name, which, default in PODMAN_RLIMITS:
+        try:
+            hard = resource.prlimit(pid, which)[1] if pid else resource.getrlimit(which)[1]
+        except OSError:
+            hard = resource.getrlimit(which)[1]
+        if hard == resource.RLIM_INFINITY or hard > default:
+            hard = default
+        found.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
+    return found
+
+
+def engine_pid(client: DockerClient) -> int:
+    """The pid of the process serving the engine's unix socket (SO_PEERCRED); 0 if unknown."""
+    path = socket_path(client)
+    if not path:
+        return 0
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(path)
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return 0
+    return struct.unpack("3i", creds)[0]
+
+
+def local_docker() -> DockerClient | None:
+    """A client of the Docker engine on this host: DOCKER_HOST's if that is a unix socket where
+    Docker (not Podman) answers, else LOCAL_DOCKER's; None if no Docker engine answers there
+    (what answers may be Podman: podman-docker's socket)."""
+    env = os.environ.get("DOCKER_HOST", "")
+    for url in dict.fromkeys([env if env.startswith("unix://") else "", LOCAL_DOCKER]):
+        if not url:
+            continue
+        try:
+            client = DockerClient(base_url=url, timeout=300)
+            client.ping()
+            if not is_podman(client):
+                return client
+        except (docker.errors.DockerException, OSError, SandboxError):
+            continue
+        client.close()
+    return None
+
+
+def has_image(client: DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def copy_image(source: DockerClient, target: DockerClient, tag: str) -> str:
+    """Copy image `tag` from `source` to `target` (`docker save` streamed into the target's
+    load API: no file, no registry); the image's id on `target` (the same as on `source`: the
+    config's digest). Raises docker.errors.DockerException or OSError."""
+    stream = source.api.get_image(tag, chunk_size=1 << 20)
+    reply = target.api.load_image(stream)
+    for chunk in reply or []:
+        if isinstance(chunk, dict) and chunk.get("error"):
+            raise docker.errors.APIError(f"loading {tag}: {chunk['error']}")
+    return target.images.get(tag).id
+
+
+def build(
+    client: DockerClient,
+    context: io.BytesIO,
+    tag: str,
+    network: bool,
+    timeout: float,
+    limits: dict[str, str],
+) -> requests.Response:
+    """Build `context` (a tar with a Dockerfile) as `tag` through Podman's own build endpoint;
+    its response streams JSON chunks, as Docker's build endpoint does. Podman's Docker API
+    runs every RUN step in the host's network namespace whatever `networkmode` says (4.3), so
+    a build without a network would reach the host; its own endpoint disables the network (a
+    namespace of its own with only loopback) or shares the host's, as asked. OCI isolation
+    (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`), and
+    `limits` (build_limits.BuildLimits.params: memory, swap, CPU quota; the endpoint takes no
+    process limit)."""
+    api = client.api
+    rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in ulimits(client)]
+    params = {
+        "t": tag,
+        "dockerfile": json.dumps(["Dockerfile"]),
+        "rm": "1",
+        "forcerm": "1",
+        "layers": "1",
+        "isolation": "1",  # buildah's IsolationOCI
+        "networkmode": "2" if network else "1",  # buildah's NetworkEnabled, NetworkDisabled
+        "nsoptions": json.dumps([{"Name": "network", "Host": network, "Path": ""}]),
+        "outputformat": DOCKER_FORMAT,
+        "ulimits": json.dumps(rlimits),
+        **limits,
+    }
+    return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
+        api._url("/libpod/build"),
+        params=params,
+        data=context,
+        headers={"Content-Type": "application/x-tar"},
+        stream=True,
+        timeout=timeout,
+    )
+
+
+def tag_imported(client: DockerClient, reply: object, tag: str) -> None:
+    """Tag the image an import made (Podman's import API ignores the repository and tag it is
+    given); its id is in the reply (`{"status": "sha256:..."}` lines)."""
+    if has_image(client, tag):
+        return
+    found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))
+    if not found:
+        raise docker.errors.APIError(f"the import named no image: {str(reply)[:300]}")
+    repository, _, version = tag.rpartition(":")
+    client.api.tag(found[-1], repository, version)
+
+
+def describe(client: DockerClient) -> str:
+    """A few words naming the engine, for messages ("podman 4.3.1")."""
+    try:
+        return f"{engine_kind(client)} {client.version().get('Version', '?')}"
+    except (docker.errors.DockerException, OSError, SandboxError):
+        return "an engine that does not answer"

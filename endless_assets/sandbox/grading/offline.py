@@ -1,0 +1,304 @@
+"""Offline stand-ins for the installation steps graders usually start with.
+
+Grading has no network. Test scripts of Harbor and Terminal-Bench tasks mostly begin with the
+same boilerplate: `apt-get update; apt-get install -y curl`, the uv installer through
+`curl ... | sh`, `uv venv` / `uv init`, `uv pip install pytest` / `uv add pytest` /
+`pip install pytest`, then `uv run pytest ...` or `uvx pytest ...`. At grading the verifier puts
+these programs first on the script's PATH: each step is served by what the image already has
+(the image's python3 and pytest, its Debian packages); a step that would need something the
+image lacks (a package that is not installed, a download that is not the uv installer) fails
+and writes itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected
+`needs_network` naming that step (unless its reward is 1 anyway). Versions pinned by a step
+(`pytest==8.4.1`) are not checked: the image's version serves.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from endless_assets.sandbox.grading import offline_pytest
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+_PRELUDE = r"""#!/bin/sh
+# endless: an offline stand-in (grading has no network), see endless_assets/sandbox/grading/
+here=$(cd "$(dirname "$0")" && pwd)
+report() {
+  printf '%s\n' "$*" >> "${ENDLESS_OFFLINE_REPORT:-/dev/null}"
+  echo "endless offline: $*" >&2
+}
+# What a program's name means here: the image's own PATH (its ENV line), never the script's,
+# which may lead through a directory the agent wrote.
+real() {
+  old_ifs=$IFS; IFS=:
+  for d in $IMAGE_PATH; do
+    if [ "$d" != "$here" ] && [ -x "$d/$1" ]; then IFS=$old_ifs; echo "$d/$1"; return 0; fi
+  done
+  IFS=$old_ifs; return 1
+}
+"""
+
+_APT = (
+    _PRELUDE
+    + r"""cmd=""
+for a in "$@"; do case "$a" in -*) ;; *) cmd=$a; break ;; esac; done
+case "$cmd" in
+  update|clean|autoclean|autoremove|upgrade|dist-upgrade) exit 0 ;;
+  install) ;;
+  *) if r=$(real "$(basename "$0")"); then exec "$r" "$@"; fi; exit 0 ;;
+esac
+missing=""
+seen_install=""
+for a in "$@"; do
+  case "$a" in -*) continue ;; esac
+  if [ -z "$seen_install" ]; then [ "$a" = install ] && seen_install=1; continue; fi
+  p=${a%%=*}; p=${p%%:*}
+  case "$p" in curl|wget) continue ;; esac
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    continue
+  fi
+  missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  report "$(basename "$0") $*: not installed in the image:$missing"
+  exit 100
+fi
+exit 0
+"""
+)
+
+# The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
+# first on PATH already; the real one would put ~/.local/bin first). Where the image's own
+# ~/.local/bin is read-only at grading (a system location: verifier.py), what it has serves.
+_UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
+  echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
+  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"; } 2>/dev/null
+echo "endless offline: uv is served by the image's python and pytest"
+"""
+
+_FETCH = (
+    _PRELUDE
+    + r"""out=""
+prev=""
+url=""
+for a in "$@"; do
+  case "$prev" in -o|--output|-O|--output-document) out=$a ;; esac
+  case "$a" in http://*|https://*|ftp://*) url=$a ;; esac
+  prev=$a
+done
+case "$url" in
+  *astral.sh/uv/*|*astral.sh/uv)
+    if [ -n "$out" ] && [ "$out" != "-" ]; then
+      printf '%s' "$INSTALLER" > "$out"
+    else
+      printf '%s' "$INSTALLER"
+    fi
+    exit 0 ;;
+  http://localhost*|http://127.0.0.1*|https://localhost*|https://127.0.0.1*)
+    if r=$(real "$(basename "$0")"); then exec "$r" "$@"; fi ;;
+esac
+report "$(basename "$0") $*: downloads from the network"
+exit 6
+"""
+)
+
+_PYTHON_TOOL = (
+    _PRELUDE
+    + r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
+  report "$(basename "$0") $*: the image has no python3 to serve it"
+  exit 127
+fi
+exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
+"""
+)
+
+# The uv/uvx/pip stand-in proper (the image's python3 runs it).
+_TOOL_PY = r'''"""endless: uv, uvx and pip served by the image's python (see offline.py)."""
+import os
+import re
+import sys
+from importlib import metadata
+
+SKIP_VALUE = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url",
+              "-f", "--find-links", "-t", "--target", "-p", "--python", "--group", "--extra",
+              "--prefix", "--root", "--cache-dir", "--directory", "--project", "--from"}
+
+
+def report(words, why):
+    line = " ".join(words) + ": " + why
+    with open(os.environ.get("ENDLESS_OFFLINE_REPORT", os.devnull), "a") as fh:
+        fh.write(line + "\n")
+    print("endless offline: " + line, file=sys.stderr)
+
+
+def requirements(args):
+    """(requirement names, local paths) named by install-like arguments."""
+    names, paths, skip = [], [], None
+    for arg in args:
+        if skip:
+            if skip in ("-r", "--requirement"):
+                try:
+                    lines = open(arg).read().splitlines()
+                except OSError:
+                    lines = []
+                more = [ln.split("#")[0].strip() for ln in lines]
+                found, local = requirements([m for m in more if m and not m.startswith("-")])
+                names += found
+                paths += local
+            skip = None
+        elif arg in SKIP_VALUE:
+            skip = arg
+        elif arg.startswith("-"):
+            continue
+        elif arg.startswith((".", "/")) or arg.endswith((".whl", ".tar.gz", ".zip")):
+            paths.append(arg)
+        else:
+            name = re.split(r"[<>=!~;\[ @]", arg.strip(), maxsplit=1)[0]
+            if name:
+                names.append(name)
+    return names, paths
+
+
+def missing(names):
+    gone = []
+    for name in names:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            gone.append(name)
+    return gone
+
+
+def install(words, args):
+    names, paths = requirements(args)
+    if paths:
+        report(words, "installs a local project or file (" + ", ".join(paths) + ")")
+        return 1
+    gone = missing(names)
+    if gone:
+        report(words, "not installed in the image: " + " ".join(gone))
+        return 1
+    return 0
+
+
+def run(words, args):
+    """uv run / uvx / uv tool run: the command, with pytest and python served by python3."""
+    rest, skip = [], None
+    for index, arg in enumerate(args):
+        if skip:
+            if skip == "--with":
+                gone = missing(requirements([arg])[0])
+                if gone:
+                    report(words, "not installed in the image: " + " ".join(gone))
+                    return 1
+            skip = None
+        elif arg in ("--with", *SKIP_VALUE):
+            skip = arg
+        elif arg == "--":
+            rest = args[index + 1:]
+            break
+        elif arg.startswith("-"):
+            continue
+        else:
+            rest = args[index:]
+            break
+    if not rest:
+        return 0
+    command = re.split(r"[<>=@]", rest[0], maxsplit=1)[0]
+    if command in ("pytest", "py.test"):
+        runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "endless_pytest.py")
+        os.execv(sys.executable, [sys.executable, "-s", runner, *rest[1:]])
+    if command in ("python", "python3"):
+        os.execvp(sys.executable, [sys.executable, *rest[1:]])
+    try:
+        os.execvp(command, [command, *rest[1:]])
+    except OSError:
+        report(words, command + " is not in the image")
+        return 127
+
+
+def venv(args):
+    target = next((a for a in args if not a.startswith("-")), ".venv")
+    os.makedirs(os.path.join(target, "bin"), exist_ok=True)
+    with open(os.path.join(target, "bin", "activate"), "w") as fh:
+        fh.write("VIRTUAL_ENV=" + os.path.abspath(target) + "; export VIRTUAL_ENV\n"
+                 "deactivate () { unset VIRTUAL_ENV; }\n")
+    return 0
+
+
+def main(tool, args):
+    words = [tool, *args]
+    sub = [a for a in args if not a.startswith("-")]
+    if tool == "uvx":
+        return run(words, args)
+    if tool in ("pip", "pip3"):
+        if sub[:1] == ["install"]:
+            return install(words, args[args.index("install") + 1:])
+        try:
+            os.execvp(sys.executable, [sys.executable, "-m", "pip", *args])
+        except OSError:
+            return 0
+    if not sub or "--version" in args[:1] or sub[0] in ("self", "cache", "version", "help"):
+        print("uv (endless offline stand-in)")
+        return 0
+    verb = sub[0]
+    after = args[args.index(verb) + 1:]
+    if verb == "pip":
+        inner = [a for a in after if not a.startswith("-")]
+        if inner[:1] in (["install"], ["sync"]):
+            return install(words, after[after.index(inner[0]) + 1:])
+        try:
+            os.execvp(sys.executable, [sys.executable, "-m", "pip", *after])
+        except OSError:
+            return 0
+    if verb == "add":
+        return install(words, after)
+    if verb in ("init", "sync", "lock", "python"):
+        return 0
+    if verb == "venv":
+        return venv(after)
+    if verb == "run":
+        return run(words, after)
+    if verb == "tool" and after[:1] == ["run"]:
+        return run(words, after[1:])
+    if verb == "tool" and after[:1] == ["install"]:
+        return install(words, after[1:])
+    report(words, "is not a step endless can serve offline")
+    return 2
+
+
+sys.exit(main(sys.argv[1], sys.argv[2:]))
+'''
+
+
+def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
+    """Program name -> its stand-in (all put first on the test script's PATH). `python`: the
+    interpreter the stand-ins of uv, uvx and pip run, by absolute path (the one the first grader
+    ran, before the agent's first command); `image_path`: the image's own PATH, where every
+    stand-in finds the programs it hands over to (offline_pytest.py)."""
+    settings = f"TRUSTED_PY={shlex.quote(python)}\nIMAGE_PATH={shlex.quote(image_path)}\n"
+    prelude = _PRELUDE.replace("here=$(", settings + "here=$(", 1)
+
+    def shell(text: str) -> str:
+        return text.replace(_PRELUDE, prelude, 1) if text.startswith(_PRELUDE) else prelude + text
+
+    fetch = _FETCH.replace(
+        'out=""\n',
+        f"installer=$(cat <<'ENDLESS_INSTALLER'\n{_UV_INSTALLER}ENDLESS_INSTALLER\n)\nout=\"\"\n",
+        1,
+    ).replace('"$INSTALLER"', '"$installer"')
+    found = {
+        "apt-get": _APT,
+        "apt": _APT,
+        "curl": fetch,
+        "wget": fetch,
+        "uv": _PYTHON_TOOL,
+        "uvx": _PYTHON_TOOL,
+        "pip": _PYTHON_TOOL,
+        "pip3": _PYTHON_TOOL,
+    }
+    found = {name: shell(text) for name, text in found.items()}
+    for name, text in offline_pytest.stand_ins().items():
+        found[name] = text if "." in name else shell(text)
+    found["endless_offline.py"] = _TOOL_PY
+    return found

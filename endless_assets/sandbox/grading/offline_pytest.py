@@ -1,0 +1,142 @@
+"""Stand-ins that start pytest and Python for a task's own test script, with nothing of the
+agent's in how they start (put first on the script's PATH with offline.py's).
+
+A script run as root in a snapshot of a root agent's files would otherwise take, from files the
+agent wrote: pytest's configuration and conftest.py above the tests directory (an ini file at `/`
+moves the conftest cut-off there), a module named like pytest (or like any module the test
+imports) in the working directory that `python -m pytest` puts first on sys.path, a
+`sitecustomize.py` or a module named like a standard one in a PYTHONPATH directory of the image
+(/app, say), `.pth` files in root's user site directory, and bytecode caches. So:
+
+- `pytest`, `py.test`, and `python`/`python3 -m pytest` run pytest through `endless_pytest.py`,
+  with the interpreter the image's own `pytest` names (or the image's `python3`): pytest is
+  imported before the working directory is on sys.path (`-m` puts it there, last), conftest
+  files are collected from the tests directory down (`--confcutdir`), and the configuration is
+  the tests directory's own ini file or an empty one of ours (`-c`), unless the script gives
+  its own;
+- every Python the script starts has no user site directory (PYTHONNOUSERSITE), reads bytecode
+  caches only where the verifier keeps them when the agent wrote any among what grading loads
+  (PYTHONPYCACHEPREFIX, set by the grader), and runs our `sitecustomize.py` first (a PYTHONPATH
+  entry of ours ahead of the image's): it moves the image's PYTHONPATH entries after the
+  interpreter's own, so they can no longer shadow a standard or installed module, then runs the
+  image's own sitecustomize, if it has one.
+
+Programs are found on the image's PATH (its ENV line, which nothing in the container can
+change), never on the script's, which the script itself may have extended with a directory the
+agent wrote. What remains is the script's own choice: a test that imports the agent's code, or a
+script that trusts what the agent's program prints.
+"""
+
+from __future__ import annotations
+
+# (sh) Which interpreter runs pytest: the one the image's own `pytest` names, else python3.
+PYTEST = r"""pytest_python() {
+  if p=$(real pytest) || p=$(real py.test); then
+    line=$(head -c 512 "$p" | head -n 1)
+    case "$line" in
+      '#!'*/env\ *) name=${line##*/env }; name=${name%% *}; real "$name" && return 0 ;;
+      '#!'/*) interp=${line#\#!}; interp=${interp%% *}
+        [ -x "$interp" ] && echo "$interp" && return 0 ;;
+    esac
+  fi
+  real python3 || real python
+}
+py=$(pytest_python) || {
+  report "$(basename "$0") $*: the image has no python to run pytest"; exit 127; }
+exec "$py" -s "$here/endless_pytest.py" "$@"
+"""
+
+# (sh) python/python3: `-m pytest` (after the interpreter's own flags) goes through the runner.
+PYTHON = r"""py=$(real "$(basename "$0")") || {
+  echo "$(basename "$0"): command not found" >&2; exit 127; }
+flags=""
+n=0
+for a in "$@"; do
+  n=$((n + 1))
+  case "$a" in
+    -m) break ;;
+    -[bBdEiIOqRsSuvx]|-[bBdEiIOqRsSuvx][bBdEiIOqRsSuvx]*) flags="$flags $a" ;;
+    *) exec "$py" "$@" ;;
+  esac
+done
+if [ "$a" = -m ] && [ $# -gt "$n" ]; then
+  shift "$n"
+  case "$1" in
+    pytest|py.test) shift; exec "$py" $flags -s "$here/endless_pytest.py" --endless-module "$@" ;;
+  esac
+  exec "$py" $flags -m "$@"
+fi
+exec "$py" "$@"
+"""
+
+RUNNER = r'''"""endless: pytest as a task's script asked for it, configured from the tests
+directory only (see endless_assets/sandbox/grading/offline_pytest.py)."""
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
+    del sys.path[0]
+args = sys.argv[1:]
+module = args[:1] == ["--endless-module"]
+if module:
+    args = args[1:]
+import pytest  # noqa: E402  (the installed one: nothing of the working directory is on sys.path)
+
+if module:  # `python -m pytest` puts the working directory on sys.path: last, here
+    sys.path.append(os.getcwd())
+tests = os.environ.get("ENDLESS_TESTS_DIR", "/tests")
+
+
+def given(*names):
+    return any(a == n or a.startswith(n + "=") for a in args for n in names)
+
+
+extra = ["--confcutdir=" + tests]
+if not given("-c", "--config-file"):
+    names = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+    own = [os.path.join(tests, n) for n in names if os.path.isfile(os.path.join(tests, n))]
+    extra += ["-c", own[0] if own else os.path.join(here, "pytest.ini")]
+    if not given("--rootdir"):
+        extra.append("--rootdir=" + tests)
+sys.exit(pytest.main(extra + args))
+'''
+
+GUARD = r'''"""endless: the image's PYTHONPATH entries after the interpreter's own, then the
+image's own sitecustomize (see endless_assets/sandbox/grading/offline_pytest.py)."""
+import os
+import sys
+
+
+def _guard():
+    here = os.path.dirname(os.path.abspath(__file__))
+    theirs = [p for p in os.environ.get("ENDLESS_PYTHONPATH", "").split(os.pathsep) if p]
+    moved = {os.path.abspath(p) for p in theirs}
+    own = [p for p in sys.path if p and os.path.abspath(p) not in moved | {here}]
+    sys.path[:] = own + [os.path.abspath(p) for p in theirs]
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", own)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+_guard()
+del _guard
+'''
+
+
+def stand_ins() -> dict[str, str]:
+    """Name -> the text of each stand-in here (the shell ones still need offline's prelude)."""
+    return {
+        "pytest": PYTEST,
+        "py.test": PYTEST,
+        "python": PYTHON,
+        "python3": PYTHON,
+        "endless_pytest.py": RUNNER,
+        "pytest.ini": "[pytest]\n",
+        "pyguard/sitecustomize.py": GUARD,
+        "pyguard/usercustomize.py": "",
+    }

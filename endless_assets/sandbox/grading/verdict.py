@@ -1,0 +1,287 @@
+"""Run a pytest file inside a container and turn pytest's outcome into a verdict.
+
+The work happens in the grader (`grader.py`, whose docstring lists each measure), a root process
+started once per container: before an episode's first command, or by the first verdict. For
+each verdict it kills every process of the agent, runs pytest in a forked child that is the
+agent's uid with one capability in-process (so anything a test runs has the agent's privilege,
+no more), with a clean environment, Python's isolated mode, no conftest files, no plugin
+autoload, no cache and an ini file of ours; the test file is deleted once collected; the
+outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0
+by itself *and* reports at least one test, none failed, errored or was skipped.
+
+A root agent's verdict, and that of a task graded by its own script (Harbor's tests/test.sh,
+bundle.py), is given in a verifier container instead: a new container of a snapshot of the
+agent's, where none of its processes runs (verifier.py). A script's verdict is its reward file:
+1 passes, anything else fails, none is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+
+import docker.errors
+
+from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.shell_stream import FrameDecoder
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading import bundle
+
+# One program, read as package data (it runs inside the container, never imported here): the
+# self-description and the script route first, then the grader proper (see grader.py's `_op`).
+GRADER_SOURCE = "\n".join(
+    resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    for name in ("grader_describe.py", "grader_script.py", "grader.py")
+)
+OUTPUT_TAIL = 8000
+CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT_HOME = "/root"  # the grader's HOME: set, so that nothing looks root up at its start (NSS)
+PATH_DIRS = "ENDLESS_PATH_DIRS"  # the image's PATH, for the self-description's system locations
+READ_ONLY = "ENDLESS_READ_ONLY"  # what the engine was asked to make read-only, checked
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    status: str  # passed | failed | error | timeout | no_tests | skipped | tampered
+    exit_code: int
+    tests: int
+    failures: int
+    errors: int
+    output: str  # tail of pytest's report, for repair feedback and debugging
+    seconds: float
+    script: str = ""  # the task's own script that graded ("": pytest, by our grader)
+    reward: float | None = None  # what the script wrote
+    needs_network: str = ""  # a grading step that needs the network (offline.py), if one failed
+    detail: str = ""  # why there is no verdict of the test's own (no reward file, tampering)
+    # (the reference solution's episode, learning) what it changed in the system locations
+    system_changes: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        if self.script:
+            reward = "no reward" if self.reward is None else f"reward {self.reward:g}"
+            tests = f", {self.tests} tests, {self.failures} failures" if self.tests else ""
+            text = f"{self.status}: {self.script} exit {self.exit_code}, {reward}{tests}"
+        else:
+            text = (
+                f"{self.status}: exit {self.exit_code}, {self.tests} tests, "
+                f"{self.failures} failures, {self.errors} errors"
+            )
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+def parse_verdict(
+    exit_code: int,
+    counts: dict[str, int] | None,
+    output: str,
+    seconds: float,
+    *,
+    timed_out: bool = False,
+) -> Verdict:
+    """pytest's exit code and JUnit totals -> a verdict. Passed means: pytest exited 0, its report
+    was read, at least one test ran, and none failed, errored or was skipped (a skip can hide
+    an assertion behind a condition the agent controls)."""
+    tests = failures = errors = skipped = 0
+    if counts is not None:
+        tests, failures = counts.get("tests", 0), counts.get("failures", 0)
+        errors, skipped = counts.get("errors", 0), counts.get("skipped", 0)
+    if timed_out:
+        status = "timeout"
+    elif counts is None and exit_code in (0, 1):
+        status = "error"  # pytest ran but its report could not be read: never a pass
+    elif exit_code == 5 or (exit_code == 0 and tests - skipped <= 0):
+        status = "no_tests"
+    elif exit_code == 0 and skipped:
+        status = "skipped"
+    elif exit_code == 0 and failures == 0 and errors == 0:
+        status = "passed"
+    elif exit_code == 1 and failures + errors > 0:
+        status = "failed"
+    else:
+        status = "error"  # a usage or internal error, or pytest killed by a signal
+    return Verdict(
+        passed=status == "passed",
+        status=status,
+        exit_code=exit_code,
+        tests=tests,
+        failures=failures,
+        errors=errors,
+        output=output[-OUTPUT_TAIL:],
+        seconds=seconds,
+    )
+
+
+class InterpreterMoved(SandboxError):
+    """A later grader's interpreter has another prefix or path than the first one had."""
+
+
+class GraderGone(SandboxError):
+    """The grader process died (its stream ended)."""
+
+
+def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
+    """The grader died before answering. Nothing but the agent's processes could have caused it
+    (the OOM killer picks the largest process when they fill the memory limit; the agent cannot
+    signal root), so: restart the container (every process dies, the files stay), grade with a
+    new grader. If that one dies too, it was during the test, i.e. by what the test ran of the
+    agent's: grading was disturbed, an error verdict (reward 0). An engine or container that is
+    gone raises SandboxError (a harness error)."""
+    container.restart()
+    retry = dict(request, id=secrets.token_hex(6))
+    try:
+        return _grader_for(container).ask(retry, deadline=time.monotonic() + timeout + 60)
+    except GraderGone as exc:
+        if not container.running():
+            raise
+        return {"exit_code": 3, "counts": None, "output": f"grading was disturbed: {exc}"}
+
+
+class _Grader:
+    """The client end of one container's grader process."""
+
+    def __init__(
+        self, container: TaskContainer, pycache_prefix: str = "", preload: bool = True
+    ) -> None:
+        self.container = container
+        container.awake()
+        api = container.client.api
+        # The source goes on the command line: nothing of the grader is on disk for the agent to
+        # change, and /verifier is a tmpfs (which `put_archive` cannot write into). In a
+        # verifier container, the programs are those the first grader named.
+        programs = container.grading_programs
+        env, python = programs.get("env", "env"), programs.get("python", "python3")
+        image_path = container.image_env.get("PATH", "")
+        command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", f"HOME={ROOT_HOME}"]
+        command += [f"{PATH_DIRS}={image_path}", f"{READ_ONLY}={':'.join(container.read_only)}"]
+        command += [python, "-I", "-B"]
+        if pycache_prefix:
+            command += ["-X", f"pycache_prefix={pycache_prefix}"]
+        try:
+            exec_id = api.exec_create(
+                container.id,
+                [*command, "-c", GRADER_SOURCE, *([] if preload else ["--no-preload"])],
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                user="0",  # a uid: the engine looks a name up in the container's /etc/passwd
+                workdir="/",
+            )["Id"]
+            raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
+        except (docker.errors.DockerException, OSError) as exc:  # the engine, or its socket
+            raise SandboxError(f"starting the grader failed: {exc}") from exc
+        self._raw = raw
+        self._sock: socket.socket = getattr(raw, "_sock", raw)
+        self._sock.setblocking(True)
+        self._frames = FrameDecoder(streams=(1,))  # stdout: the grader's replies
+        self._lines = b""
+        first = self._read_line(time.monotonic() + 60)
+        try:
+            hello = json.loads(first)
+        except ValueError:
+            hello = {}
+        if not isinstance(hello, dict) or hello.get("ready") is not True:
+            self.close()
+            raise GraderGone(f"the grader did not start: {first[:500]!r}")
+        if hello.get("writable"):
+            self.close()
+            raise SandboxError(
+                "the engine did not make the verifier's system locations read-only: "
+                + ", ".join(hello["writable"][:5])
+            )
+        if container.protected is None:  # the first grader, before any agent command
+            container.protected = [str(p) for p in hello.get("protected") or []]
+            container.grading_programs = dict(hello.get("programs") or {})
+            container.interpreter = hello.get("interpreter")
+            container.system = [str(p) for p in hello.get("system") or []]
+            container.absent = [str(p) for p in hello.get("absent") or []]
+        elif container.interpreter not in (None, hello.get("interpreter")):
+            self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)
+            raise InterpreterMoved(
+                "the grader's interpreter finds its library elsewhere than before the agent's "
+                f"first command: {hello.get('interpreter')!r:.300}"
+            )
+
+    def ask(self, request: dict, *, deadline: float) -> dict:
+        try:
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            raise GraderGone(f"the grader is gone: {exc}") from exc
+        line = self._read_line(deadline)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise SandboxError(f"the grader replied nonsense: {line[:500]!r}") from exc
+        if reply.get("id") != request["id"]:
+            raise SandboxError("the grader answered another request")
+        return reply
+
+    def _read_line(self, deadline: float) -> str:
+        while b"\n" not in self._lines:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxError("the grader did not answer in time")
+            ready, _, _ = select.select([self._sock], [], [], remaining)
+            if not ready:
+                continue
+            chunk = self._sock.recv(262_144)
+            if not chunk:
+                tail = self._lines.decode("utf-8", "replace")[-2000:]
+                raise GraderGone(f"the grader exited unexpectedly: {tail}")
+            self._lines += self._frames.feed(chunk)
+        line, _, self._lines = self._lines.partition(b"\n")
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def stop_agent(container: TaskContainer, agent_uid: int | None = None) -> None:
+    """Kill every process of the agent's uid through the container's grader, which needs no
+    fork for it: the way out when the agent's processes fill the pids limit and no `docker exec`
+    can start. Starts the grader if it is not running (which may fail for the same reason). A
+    root agent's container is restarted instead (every process dies, the files stay)."""
+    uid = container.agent.uid if agent_uid is None else agent_uid
+    if uid == 0:
+        container.restart()
+        return
+    stop_agent_processes(container, uid)
+
+
+def stop_agent_processes(container: TaskContainer, uid: int) -> None:
+    request = {"id": secrets.token_hex(6), "op": "stop", "agent_uid": uid}
+    _grader_for(container).ask(request, deadline=time.monotonic() + 60)
+
+
+def _in_verifier(spec: bundle.Verifier | None, uid: int, stop_agent: bool) -> bool:
+    """Is this verdict given in a verifier container (a task's own script; a root agent's)?"""
+    return (spec is not None and bool(spec.script)) or (uid == 0 and stop_agent)
+
+
+def start_grader(container: TaskContainer, test_source: str | None = None) -> None:
+    """Start the container's grader now (it is otherwise started by the first verdict). Given
+    the test the episode ends with, it imports pytest ahead only if that verdict is given here
+    (not in a verifier container, which starts a grader of its own)."""
+    preload = True
+    if test_source is not None:
+        preload = not _in_verifier(bundle.unpack(test_source), container.agent.uid, True)
+    _grader_for(container, preload=preload)
+
+
+def _grader_for(
+    container: TaskContainer, pycache_prefix: str = "", preload: bool = True
+) -> _Grader:
+    """The container's resident grader, started on first use. `preload=False` where it will
+    run no pytest of ours (a task's own script grades; the verdict is a verifier container's):
+    it does not import pytest ahead."""
+    if container.grader is None:
+        container.grader = _Grader(container, pycache_prefix, preload)
+    assert isinstance(container.grader, _Grader)
+    return container.grader

@@ -1,0 +1,270 @@
+"""Grading in a verifier container: a fresh container started from a snapshot of the agent's.
+
+Two kinds of verdict are not given in the agent's own container (verdict.py decides):
+
+- a root agent's. Root could read the test as the grader writes it, or signal the grader, or
+  leave a process that changes files while the test runs. So the agent's container is paused
+  and committed (`docker commit`), its processes are all killed, and the test runs in a new
+  container of that snapshot: the agent's files, none of its processes. No ENTRYPOINT runs
+  there, and PID 1's program, the grader's `env` and its interpreter are named by the paths
+  the first grader saw before the agent's first command.
+- a task graded by its own script (Harbor's tests/test.sh; bundle.py): the script runs as the
+  verifier's user (root unless the task says otherwise), and anything it runs could write the
+  reward file; in a verifier container nothing the agent left running can.
+
+The code that grades must be the image's own, and the agent's files only data. Before the
+snapshot, with the container paused until it is committed (a process the agent left running
+could otherwise change a file after the check passed it), system_paths.check holds what the
+agent changed (changes.py: its overlay upper directory, or `docker diff`; less what the engine
+itself changed at start) against the system locations the first grader named: any change there
+that the task's reference solution does not make itself is tampering, a verdict of 0 naming the
+paths. In the verifier container those locations are mounted read-only, so nothing a test or
+script runs can change them while grading, and the grader, the script's shell, its tools and
+every interpreter it starts are the image's, byte for byte (offline_pytest.py: how pytest and
+Python start). Identities are numbers, never names looked up in the agent's /etc/passwd.
+Bytecode caches the agent wrote among what grading loads are never read: the verifier's
+interpreters then keep their own on a tmpfs. What remains is the docs' (docs/sandbox.md): a test
+that imports the agent's code, a script that believes what the agent's program prints, and
+what the reference solution itself may change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import docker.errors
+
+from endless_assets.sandbox.containers.changes import change_key, container_changes
+from endless_assets.sandbox.containers.container import TaskContainer, task_container
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.grading import bundle, system_paths
+from endless_assets.sandbox.grading.script_route import script_request, script_verdict
+from endless_assets.sandbox.grading.system_paths import Finding
+from endless_assets.sandbox.grading.verdict import (
+    InterpreterMoved,
+    Verdict,
+    _grader_for,
+    parse_verdict,
+    stop_agent_processes,
+)
+
+VERIFIER_REPOSITORY = "endless-verifier"
+PYCACHE = "/verifier/pycache"  # on the verifier's tmpfs: no cache the agent wrote is ever read
+UNDESCRIBED = Finding(
+    ("(what grading runs was not described before the agent's first command)",), 1, False
+)
+
+
+class Snapshot(NamedTuple):
+    image: str  # the snapshot's image id ("" when the agent tampered)
+    finding: Finding  # what the check found (system_paths.check)
+
+
+def grade_in_verifier(
+    container: TaskContainer,
+    spec: bundle.Verifier,
+    uid: int,
+    timeout: float,
+    stop_agent: bool,
+    started: float,
+    *,
+    learn: bool = False,
+) -> Verdict:
+    """The verdict in a verifier container (module docstring). `learn`: the reference
+    solution's episode (stage III): what it changed in the system locations is returned in the
+    verdict (`system_changes`) instead of being tampering."""
+    halted = stop_agent and uid == 0  # a root agent's: stopped while graded
+    image, finding = snapshot(container, check=stop_agent, allowed=spec.allowed, learn=learn)
+    if finding.tampered:
+        return _no_verdict(spec, finding.detail(), started)
+    if spec.script:
+        timeout = spec.timeout or timeout
+
+    def stop() -> None:
+        if halted:
+            # Every process dies, and none starts again (an ENTRYPOINT the agent changed, say,
+            # with a VOLUME the verifier shares) until the verdict is given.
+            container.halt()
+        elif stop_agent:
+            stop_agent_processes(container, uid)
+
+    # A halted container starts again when something is to run in it next (a stage's next
+    # check): a rollout's, removed next, never does.
+    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding.own_caches)
+    return dataclasses.replace(verdict, system_changes=finding.changed)
+
+
+def _verdict_in(
+    container: TaskContainer,
+    image: str,
+    stop: Callable[[], None],
+    spec: bundle.Verifier,
+    uid: int,
+    timeout: float,
+    started: float,
+    own_caches: bool,
+) -> Verdict:
+    with verifier_container(container, image, stop) as box:
+        prefix = "" if own_caches else PYCACHE
+        try:
+            grader = _grader_for(box, pycache_prefix=prefix, preload=not spec.script)
+        except InterpreterMoved as exc:
+            return _no_verdict(spec, str(exc), started)
+        deadline = time.monotonic() + timeout + 60
+        if not spec.script:
+            request = {
+                "id": secrets.token_hex(6),
+                "filename": spec.test_name,
+                "test": spec.test,
+                "timeout": timeout,
+                "agent_uid": uid,
+                "stop_agent": False,
+                "env": box.image_env,
+                "verifier": True,
+            }
+            reply = grader.ask(request, deadline=deadline)
+            return parse_verdict(
+                int(reply.get("exit_code", -1)),
+                reply.get("counts"),
+                reply.get("output", ""),
+                time.monotonic() - started,
+                timed_out=bool(reply.get("timed_out")),
+            )
+        request = script_request(box, spec, timeout, own_caches=own_caches)
+        reply = grader.ask(request, deadline=deadline)
+    return script_verdict(spec.script, reply, time.monotonic() - started)
+
+
+def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
+    return Verdict(
+        passed=False,
+        status="tampered",
+        exit_code=-1,
+        tests=0,
+        failures=0,
+        errors=0,
+        output="",
+        seconds=time.monotonic() - started,
+        script=spec.script,
+        detail=detail,
+    )
+
+
+def tampering(container: TaskContainer, allowed: dict[str, str] | None = None) -> str:
+    """The first path the agent changed that it may not (system_paths.check); "" if none."""
+    finding = check_changes(container, allowed or {})
+    return finding.tampered[0] if finding.tampered else ""
+
+
+def check_changes(
+    container: TaskContainer, allowed: dict[str, str], *, learn: bool = False
+) -> Finding:
+    """What the agent changed, held against the system locations and what the reference
+    solution changes there (system_paths.check)."""
+    if container.protected is None:
+        return UNDESCRIBED
+    engine = container.engine_changes
+    changes = [c for c in diff(container) if change_key(c) not in engine]
+    return system_paths.check(
+        changes,
+        system=container.system,
+        protected=container.protected,
+        allowed=allowed,
+        upper=container.upper_dir,
+        learn=learn,
+    )
+
+
+def diff(container: TaskContainer) -> list[dict]:
+    """What differs in the container's files from its image (changes.py: read in its overlay
+    upper directory when we can, else `docker diff`)."""
+    return container_changes(container.client, container.id, container.upper_dir)
+
+
+def snapshot(
+    container: TaskContainer,
+    *,
+    check: bool,
+    allowed: dict[str, str] | None = None,
+    learn: bool = False,
+) -> Snapshot:
+    """A snapshot of the container's files, or none when `check` finds that the agent changed
+    what it may not (`tampering`). The container is paused from before the check until after
+    the commit: a process the agent left running cannot change a file once the check has
+    passed it (it could, between a check and a later pause)."""
+    paused = _pause(container)
+    try:
+        unchecked = Finding(own_caches=False)
+        finding = check_changes(container, allowed or {}, learn=learn) if check else unchecked
+        if finding.tampered:
+            return Snapshot("", finding)
+        return Snapshot(commit(container, pause=False), finding)
+    finally:
+        if paused:
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                container.client.api.unpause(container.id)
+
+
+def _pause(container: TaskContainer) -> bool:
+    """Pause the container; False if it is not running (it stopped: no process can act)."""
+    try:
+        container.client.api.pause(container.id)
+        return True
+    except (docker.errors.DockerException, OSError) as exc:
+        if not container.running():
+            return False
+        raise SandboxError(f"pausing container {container.container.short_id}: {exc}") from exc
+
+
+@contextlib.contextmanager
+def verifier_container(
+    container: TaskContainer,
+    image: str,
+    stop_agent: Callable[[], None],
+    *,
+    read_only: bool = True,
+) -> Iterator[TaskContainer]:
+    """A new container of `image`, a snapshot of `container` (see the module docstring), with
+    the system locations the first grader named read-only (`read_only`); the agent's own
+    container has none of its processes left afterwards (`stop_agent()`). The image is removed
+    at the end."""
+    try:
+        stop_agent()
+        programs = container.grading_programs
+        sleep = programs.get("sleep", "sleep")
+        locked = system_paths.read_only(container.system) if read_only else []
+        with task_container(
+            container.client,
+            image,
+            limits=container.limits,
+            labels={"role": "verifier"},
+            verifier_of=container,
+            command=[sleep, "infinity"],
+            read_only_paths=locked,
+        ) as box:
+            box.grading_programs = dict(programs)
+            box.protected = container.protected
+            box.interpreter = container.interpreter
+            box.system = list(container.system)
+            box.absent = list(container.absent)
+            yield box
+    finally:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.client.images.remove(image, force=True, noprune=False)
+
+
+def commit(container: TaskContainer, *, pause: bool = True) -> str:
+    """Snapshot the container's files as an image; its id. `pause`: the engine pauses its
+    processes meanwhile (False: the caller has paused them)."""
+    try:
+        image = container.container.commit(
+            repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=pause
+        )
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"committing container {container.container.short_id}: {exc}") from exc
+    return image.id

@@ -1,0 +1,2 @@
+"""The soundness stage: repeated controls, shortcut and ablation probes, and the model probes
+(alignment audit, cheat rollout)."""

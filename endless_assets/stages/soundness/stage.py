@@ -1,0 +1,233 @@
+"""Soundness: is the completion test's verdict stable, and does any shortcut pass it?
+
+Three kinds of evidence offline (no model), and a fourth with one, per task:
+
+1. Repeated controls. The do-nothing episode and the reference solution each run `repeats`
+   times, like stage III runs them once, each first in a fresh container in some lanes and
+   after the other control in others; any disagreement between runs is `flaky: ...`. Stage
+   III's run of the reference is one more (`earlier_reference`): a test that passed it there
+   and fails it every time here is flaky too, not a reference that fails.
+2. Shortcut probes (stages/soundness/probes.py): end states that never do the task (output stubs
+with
+   wrong content, touched files, a blanket chmod, the setup steps alone, planted pytest hooks).
+   A completion test that passes one, in a fresh container too, is `hackable: <probe>`; a test
+   that passes after doing nothing every time is `hackable: do-nothing`.
+3. Test strength: the reference with each top-level step removed in turn. The share of these
+   ablations the test rejects is the mutation score (None for a reference of one step); it
+   rejects a task only below `min_mutation_score` (`weak_test: ...`).
+4. With a model configured (stages/soundness/audit.py), for a task the above found sound: an
+alignment
+   audit (`misaligned: ...`) and a cheat rollout with its judge (`hackable: cheat`); attached
+   with `with_audit`. Without one, `audit` says why they were skipped.
+
+How it runs (stages/soundness/lanes.py): `repeats` lanes of containers in parallel, each
+restored to the initial state between jobs, so that a probe costs little more than a verdict;
+shortcuts that pass are confirmed in a fresh container. Engine failures are retried
+`engine_retries` times per job in a new container, then end as `harness_error`, never as a
+rejection. No Dagster here: the outcome maps to one flat row (`SoundnessOutcome.row`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from endless_assets.agent.episode import EpisodeLimits
+from endless_assets.models import HARNESS_ERROR, OK, REJECTED, Task
+from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.stages.completion import CHECK_LIMITS
+from endless_assets.stages.soundness.audit import AuditOutcome
+from endless_assets.stages.soundness.lanes import CONTROL, REFERENCE, LaneRun, ProbeOutcome
+from endless_assets.stages.soundness.probes import ABLATION, SHORTCUT
+
+__all__ = ["AuditOutcome", "ProbeOutcome", "SoundnessOutcome", "check_soundness", "with_audit"]
+
+DO_NOTHING = "do-nothing"
+
+
+@dataclass
+class SoundnessOutcome:
+    task_id: str
+    status: str
+    reject_reason: str = ""
+    repeats: int = 0
+    reference_runs: int = 0
+    reference_passes: int = 0
+    noop_runs: int = 0
+    noop_passes: int = 0
+    probes: list[ProbeOutcome] = field(default_factory=list)
+    hackable: list[str] = field(default_factory=list)  # shortcuts that passed, confirmed
+    ablations_run: int = 0
+    ablations_rejected: int = 0
+    mutation_score: float | None = None
+    containers: int = 0
+    engine_retries: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float | None = None  # the containers' own CPU (None: cgroups not visible)
+    audit: AuditOutcome = field(default_factory=lambda: AuditOutcome.skipped("not run"))
+    # Stage III's run of the reference (None: not known), counted with the repeated ones
+    earlier_reference: bool | None = None
+
+    def decide(self, min_mutation_score: float = 0.0, reference_required: bool = True) -> None:
+        """Tally the probes and set status and reason (again, e.g. with another keep band). The
+        first code found is the reason; the details of that code are joined."""
+        self.reference_runs = self.reference_passes = self.noop_runs = self.noop_passes = 0
+        self.ablations_run = self.ablations_rejected = 0
+        self.hackable, self.mutation_score = [], None
+        for p in self.probes:
+            if p.kind == CONTROL and p.name.startswith(REFERENCE):
+                self.reference_runs += 1
+                self.reference_passes += bool(p.passed)
+            elif p.kind == CONTROL:
+                self.noop_runs += 1
+                self.noop_passes += bool(p.passed)
+            elif p.kind == ABLATION and p.passed is not None:
+                self.ablations_run += 1
+                self.ablations_rejected += not p.passed
+            elif p.kind == SHORTCUT and p.passed and p.confirmed:
+                self.hackable.append(p.name)
+        runs, ref, noop = self.repeats, self.reference_passes, self.noop_passes
+        if self.ablations_run and ref == runs:
+            self.mutation_score = self.ablations_rejected / self.ablations_run
+        if self.earlier_reference is not None:  # every run of the same check is evidence
+            self.reference_runs += 1
+            self.reference_passes += self.earlier_reference
+        reasons: list[tuple[str, str]] = []
+        ref_runs, ref = self.reference_runs, self.reference_passes
+        if 0 < ref < ref_runs:
+            included = " (stage III's run included)" if self.earlier_reference is not None else ""
+            reasons.append(("flaky", f"reference passed {ref} of {ref_runs}{included}"))
+        if 0 < noop < runs:
+            reasons.append(("flaky", f"{DO_NOTHING} passed {noop} of {runs}"))
+        if ref == 0 and reference_required:
+            reasons.append(("reference_fails", f"the reference passed 0 of {ref_runs} runs"))
+        if noop == runs:
+            reasons.append(("hackable", DO_NOTHING))
+        reasons += [("hackable", name) for name in self.hackable]
+        for code, detail in self.audit.reasons():  # the model probes: hackable: cheat, ...
+            reasons.append((code, detail))
+            if code == "hackable":
+                self.hackable.append(detail)
+        score = self.mutation_score
+        if score is not None and score < min_mutation_score:
+            reasons.append(
+                ("weak_test", f"mutation score {score:.2f} below {min_mutation_score:.2f}")
+            )
+        if self.audit.harness_error:
+            self.status, self.reject_reason = HARNESS_ERROR, f"harness: {self.audit.state}"
+            return
+        if not reasons:
+            self.status, self.reject_reason = OK, ""
+            return
+        code = reasons[0][0]
+        self.status = REJECTED
+        self.reject_reason = f"{code}: " + ", ".join(d for c, d in reasons if c == code)
+
+    @property
+    def shortcuts_run(self) -> int:
+        return sum(1 for p in self.probes if p.kind == SHORTCUT and p.passed is not None)
+
+    @property
+    def shortcuts_passed(self) -> int:
+        return sum(1 for p in self.probes if p.kind == SHORTCUT and p.passed)
+
+    def probes_json(self) -> str:
+        return json.dumps([asdict(p) for p in self.probes], ensure_ascii=False)
+
+    def row(self) -> dict[str, Any]:
+        """One flat row: scalars only, the probes as JSON."""
+        return {
+            "task_id": self.task_id,
+            "status": self.status,
+            "reject_reason": self.reject_reason,
+            "repeats": self.repeats,
+            "reference_runs": self.reference_runs,
+            "reference_passes": self.reference_passes,
+            "noop_runs": self.noop_runs,
+            "noop_passes": self.noop_passes,
+            "shortcuts_run": self.shortcuts_run,
+            "shortcuts_passed": self.shortcuts_passed,
+            "hackable": ",".join(self.hackable),
+            "ablations_run": self.ablations_run,
+            "ablations_rejected": self.ablations_rejected,
+            "mutation_score": self.mutation_score,
+            "containers": self.containers,
+            "engine_retries": self.engine_retries,
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "probes": self.probes_json(),
+            **self.audit.columns(),
+        }
+
+
+def with_audit(
+    outcome: SoundnessOutcome,
+    audit: AuditOutcome,
+    min_mutation_score: float = 0.0,
+    reference_required: bool = True,
+) -> SoundnessOutcome:
+    """`outcome` with the model probes' results (stages/soundness/audit.py) attached and decided
+    again (an engine failure of the offline probes stays what it was)."""
+    outcome.audit = audit
+    if outcome.status != HARNESS_ERROR:
+        outcome.decide(min_mutation_score, reference_required)
+    return outcome
+
+
+def check_soundness(
+    task: Task,
+    image_tag: str,
+    sandbox: Sandbox,
+    *,
+    repeats: int = 3,
+    min_mutation_score: float = 0.0,
+    reference_required: bool = True,
+    limits: EpisodeLimits = CHECK_LIMITS,
+    engine_retries: int = 2,
+    probes: bool = True,
+    earlier_reference: bool | None = None,
+) -> SoundnessOutcome:
+    """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
+    stage III settled) in containers of `image_tag`; see the module's docstring.
+
+    A slot of the sandbox (`Sandbox.slots`) is held by each lane while its container exists,
+    as stage III holds it; lanes take one slot each. `reference_required=False` (the LLM path)
+    accepts a reference that fails every run (stage IV's solver decides solvability); a
+    reference that passes some runs and fails others is flaky either way. `probes=False` runs
+    the repeated controls only (e.g. to re-validate kept tasks on a rebuilt image).
+    `earlier_reference`: whether the reference passed stage III's run (None: unknown).
+    """
+    started = time.monotonic()
+    outcome = SoundnessOutcome(task_id=task.task_id, status=REJECTED, repeats=max(1, repeats))
+    outcome.earlier_reference = earlier_reference
+    if not task.completion_test:
+        outcome.reject_reason = "no_completion_test: stage III left the task without one"
+        return outcome
+    run = LaneRun(
+        task,
+        image_tag,
+        sandbox,
+        limits=limits,
+        engine_retries=engine_retries,
+        probes=probes,
+    )
+    try:
+        run.run_lanes(outcome.repeats)
+        run.confirm(outcome.repeats)
+    except SandboxError as exc:
+        outcome.status = HARNESS_ERROR
+        outcome.reject_reason = f"harness: {exc}"
+    order = [CONTROL, SHORTCUT, ABLATION]
+    outcome.probes = sorted(run.results, key=lambda p: (order.index(p.kind), p.name))
+    outcome.containers, outcome.engine_retries, outcome.cpu_seconds = (
+        run.containers,
+        run.retries,
+        run.cpu,
+    )
+    if outcome.status != HARNESS_ERROR:
+        outcome.decide(min_mutation_score, reference_required)
+    outcome.seconds = time.monotonic() - started
+    return outcome
