@@ -106,7 +106,10 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         )
         return {**row, **slot_columns(plan, index)}
 
-    resume = resumable(pipeline, settings, TABLE, batch, generator, key="index")
+    draw_rows = plan.rows() if plan is not None else None  # another draw's journal: not reused
+    resume = resumable(
+        pipeline, settings, TABLE, batch, generator, key="index", made_from=draw_rows
+    )
     rows = run_parallel(
         context,
         list(range(settings.tasks)),
