@@ -203,3 +203,13 @@ def test_the_llm_generator_writes_a_variant_from_its_parents_request(sandbox):
     request = server.requests[-1]["messages"][-1]["content"]
     assert "a harder variant" in request and "solved in every attempt" in request
     assert parent.instruction.strip() in request
+
+
+def test_the_draw_follows_the_solver_it_is_pointed_at(tmp_path):
+    lake = Lake(tmp_path)
+    past_batch(lake, "2026-05-01", [("json_filter", 2, 4), ("json_filter", 3, 2)])
+    trained = plan_draw(lake, settings(tmp_path, **SOLVER), generator(), "2026-05-02")
+    assert trained.mode == "targeting" and trained.solver == "chat/m"
+    other = {**SOLVER, "solver_model": "next-checkpoint"}
+    fresh = plan_draw(lake, settings(tmp_path, **other), generator(), "2026-05-02")
+    assert fresh.mode == "cold_start" and fresh.solver == "chat/next-checkpoint"
