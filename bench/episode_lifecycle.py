@@ -4,7 +4,7 @@ For `--runs` episodes of a small task (one after another, so nothing else compet
 engine), it times: starting the container (with the run's limits: the disk budget's filesystem
 included), starting its resident grader, opening the agent's shell, one command, the verdict,
 and removing the container; and prints the median of each phase and of start + grader + verdict
-+ removal, the lifecycle issue 13 asks to keep under 0.5 s. `--warm` takes containers started
++ removal, the lifecycle we keep under 0.5 s. `--warm` takes containers started
 ahead instead (sandbox/containers/warm.py): the start and the grader's start leave the episode's
 clock. `--user root` (or another user of the base image) runs the agent as that user, the way an
 imported task's is (identity.py): a root agent's verdict is a verifier container's. The machine's

@@ -205,7 +205,7 @@ class Task(BaseModel):
     # The task this one is a variant of (a level harder or easier, sampling/evolve.py); "" for
     # a task drawn on its own.
     parent_task_id: str = ""
-    # Who the agent is and where the task came from (imports, issue 11). Our own tasks keep the
+    # Who the agent is and where the task came from. Our own tasks keep the
     # defaults: the agent, the oracle and the do-nothing control run as `user` (uid 1000) in
     # /home/user. An imported task runs them as Harbor and Terminal-Bench do: "" = the image's
     # USER (root when it sets none) and the image's WORKDIR.

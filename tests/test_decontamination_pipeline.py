@@ -79,7 +79,7 @@ def test_copied_tasks_are_rejected_after_stage_i_and_never_built(tmp_path, sandb
     built = set(lake.read("task_environments", BATCH)["task_id"].to_list())
     assert built == {t for t, r in checked.items() if r["status"] == "ok"}
     funnel = query(lake, "select stage, entered, survived, rejected from funnel").rows()
-    assert ("Ib. decontamination", TASKS, TASKS - len(COPIED), len(COPIED)) in funnel
+    assert ("decontamination", TASKS, TASKS - len(COPIED), len(COPIED)) in funnel
     reasons = dict(query(lake, "select reason, tasks from funnel_reasons").rows())
     assert reasons["contaminated"] == len(COPIED)
     hits = query(lake, "select distinct task_id, reference_set from contamination")

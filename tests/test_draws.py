@@ -23,6 +23,7 @@ from endless_assets.stages.draws import (
     history_frame,
     parent_tasks,
     plan_draw,
+    sampler_label,
     slot_seed,
     solver_name,
     why_uniform,
@@ -51,8 +52,7 @@ def test_the_uniform_sampler_a_carried_generator_and_a_named_batch_keep_the_gene
     tmp_path,
 ):
     lake = Lake(tmp_path)
-    uniform = Settings.resolve(data_dir=str(tmp_path))
-    assert uniform.sampler == "uniform"
+    uniform = Settings.resolve(data_dir=str(tmp_path), sampler="uniform")
     assert plan_draw(lake, uniform, generator(), "2026-05-01") is None
     assert why_uniform(uniform, generator(), "2026-05-01") == ""
     frontier = settings(tmp_path)
@@ -62,6 +62,19 @@ def test_the_uniform_sampler_a_carried_generator_and_a_named_batch_keep_the_gene
     assert "not a day" in why_uniform(frontier, generator(), "imported-set")
     TABLES["task_draws"].validate(draws_frame(None))
     TABLES["cell_history"].validate(history_frame(None))
+
+
+def test_by_default_a_chat_solver_draws_by_the_frontier_and_the_oracle_keeps_the_deal(tmp_path):
+    lake = Lake(tmp_path)
+    oracle = Settings.resolve(data_dir=str(tmp_path), tasks=6)
+    assert oracle.sampler == "auto" and sampler_label(oracle) == "auto (uniform)"
+    assert plan_draw(lake, oracle, generator(), "2026-05-01") is None
+    assert "the oracle solver gives no pass rates" in why_uniform(oracle, generator(), "2026-05-01")
+    chat = Settings.resolve(data_dir=str(tmp_path), tasks=6, solver="chat", solver_model="m")
+    assert sampler_label(chat) == "auto (frontier)"
+    plan = plan_draw(lake, chat, generator(), "2026-05-01")
+    assert plan is not None and plan.mode == "cold_start"
+    assert why_uniform(chat, generator(), "2026-05-01") == ""
 
 
 def test_a_cold_start_spreads_the_batch_over_the_cells_and_describes_each_drawn_cell(tmp_path):
@@ -203,3 +216,13 @@ def test_the_llm_generator_writes_a_variant_from_its_parents_request(sandbox):
     request = server.requests[-1]["messages"][-1]["content"]
     assert "a harder variant" in request and "solved in every attempt" in request
     assert parent.instruction.strip() in request
+
+
+def test_the_draw_follows_the_solver_it_is_pointed_at(tmp_path):
+    lake = Lake(tmp_path)
+    past_batch(lake, "2026-05-01", [("json_filter", 2, 4), ("json_filter", 3, 2)])
+    trained = plan_draw(lake, settings(tmp_path, **SOLVER), generator(), "2026-05-02")
+    assert trained.mode == "targeting" and trained.solver == "chat/m"
+    other = {**SOLVER, "solver_model": "next-checkpoint"}
+    fresh = plan_draw(lake, settings(tmp_path, **other), generator(), "2026-05-02")
+    assert fresh.mode == "cold_start" and fresh.solver == "chat/next-checkpoint"

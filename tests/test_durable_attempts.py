@@ -97,6 +97,7 @@ def settings(data_dir: Path, server: ScriptedServer) -> dict:
         "tasks": TASKS,
         "workers": 2,
         "solver": "chat",
+        "sampler": "uniform",  # the generator's deal, as the plan below expects
         "solver_model": MODEL,
         "solver_base_url": server.base_url,
         "llm_retries": 0,
@@ -156,8 +157,8 @@ def test_a_run_killed_in_stage_four_resumes_with_only_the_attempts_in_flight(tmp
         patch.setattr(procedural, "ALL_FAMILIES", [bf.Good])
         again = Solver()
         with ScriptedServer(again, model=MODEL) as server:
-            # The whole batch again, with one worker (as after losing a machine): what stages
-            # I-IIIb finished is in their journals, and none of it is done again.
+            # The whole batch again, with one worker (as after losing a machine): what the
+            # stages before the solver finished is in their journals, and none of it is redone.
             rerun = materialize(killed_dir, server, workers=1)
         assert rerun.success
         for stage in (

@@ -1,4 +1,4 @@
-"""A pool of sandbox engines (issue 13): work spreads over every engine, a task image is built on
+"""A pool of sandbox engines: work spreads over every engine, a task image is built on
 the engine that runs it, and an engine lost mid-batch costs nothing but time.
 
 Real parts: extra `dockerd` processes on this machine (each with its own socket, data root, exec
@@ -129,6 +129,7 @@ def test_a_batch_spreads_over_three_engines_and_keeps_every_task_when_one_dies_m
             "disk": "0",
             "soundness": "off",
             "solver": "chat",
+            "sampler": "uniform",  # the generator's deal: one task per family
             "solver_model": "model-a",
             "solver_base_url": server.base_url,
             "llm_retries": 0,

@@ -92,6 +92,7 @@ def test_a_model_that_only_plants_forgers_scores_zero_on_every_family(tmp_path, 
                     data_dir=str(tmp_path),
                     tasks=families,
                     solver="chat",
+                    sampler="uniform",  # one task of every family, as dealt
                     solver_model="hostile",
                     solver_base_url=server.base_url,
                     k=1,

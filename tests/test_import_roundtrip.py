@@ -162,11 +162,11 @@ def test_imported_tasks_are_revalidated_and_kept_and_foreign_ones_judged(roundtr
         f"where batch = '{IMPORTED}' order by stage_order",
     ).rows()
     assert funnel == [
-        ("I. describe", TASKS + 3, TASKS + 2, 1),
-        ("II. environment", TASKS + 2, TASKS + 1, 1),
-        ("III. completion test", TASKS + 1, TASKS + 1, 0),
-        ("IIIb. soundness", TASKS + 1, TASKS + 1, 0),
-        ("IV. solver filter", TASKS + 1, TASKS + 1, 0),
+        ("describe", TASKS + 3, TASKS + 2, 1),
+        ("environment", TASKS + 2, TASKS + 1, 1),
+        ("completion test", TASKS + 1, TASKS + 1, 0),
+        ("soundness", TASKS + 1, TASKS + 1, 0),
+        ("solver filter", TASKS + 1, TASKS + 1, 0),
     ]
     reasons = dict(
         query(

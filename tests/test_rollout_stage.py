@@ -74,6 +74,7 @@ def materialize(data_dir, server, selection=None, **config) -> dg.ExecuteInProce
         "tasks": TASKS,
         "workers": 2,
         "solver": "chat",
+        "sampler": "uniform",  # the generator's deal, as the scripted replies expect
         "solver_model": "model-a",
         "solver_base_url": server.base_url,
         "llm_retries": 0,

@@ -1,4 +1,4 @@
-"""A batch run in shards (issue 13, item 4) ends with the same lake as one run: shard runs work on
+"""A batch run in shards ends with the same lake as one run: shard runs work on
 their own tasks only, stage their rows beside the lake, and the final run finds every row in the
 journals and writes the partitions without running anything again.
 

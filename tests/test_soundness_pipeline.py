@@ -160,7 +160,7 @@ def test_a_sound_generators_tasks_are_kept(lake):
     kept = lake.read("filtered_dataset", SOUND).filter("kept")
     assert len(kept) == 6 - len(false_alarms)
     funnel = query(lake, f"select stage, entered, survived from funnel where batch = '{SOUND}'")
-    assert ("IIIb. soundness", 6, 6 - len(false_alarms)) in funnel.rows()
+    assert ("soundness", 6, 6 - len(false_alarms)) in funnel.rows()
 
 
 def test_the_soundness_view_counts_each_kind_of_flag_per_batch(lake):
@@ -226,7 +226,7 @@ def test_the_model_probes_cost_is_recorded_and_a_rerun_sends_no_request(audited)
     cost = query(
         lake,
         "select requests, tokens_in from token_cost "
-        f"where batch = '{AUDITED}' and stage = 'IIIb. soundness'",
+        f"where batch = '{AUDITED}' and stage = 'soundness'",
     )
     assert cost.rows() == [(sent, sum(r["tokens_in"] for r in rows))]
     meta = audited["rerun"].asset_materializations_for_node("task_soundness")[0].metadata

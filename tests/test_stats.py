@@ -106,11 +106,11 @@ def test_every_stats_view_exists_and_answers(lake):
 
 def test_funnel_per_batch_and_overall(lake):
     expected = [
-        ("I. describe", 12, 12, 0, 0),
-        ("II. environment", 12, 8, 4, 0),
-        ("III. completion test", 8, 2, 6, 0),
-        ("IIIb. soundness", 2, 2, 0, 0),
-        ("IV. solver filter", 2, 2, 0, 0),
+        ("describe", 12, 12, 0, 0),
+        ("environment", 12, 8, 4, 0),
+        ("completion test", 8, 2, 6, 0),
+        ("soundness", 2, 2, 0, 0),
+        ("solver filter", 2, 2, 0, 0),
     ]
     assert (
         rows(
@@ -181,11 +181,11 @@ def test_failure_modes_and_turns(lake):
 def test_token_cost(lake):
     cost = query(lake, "select * from token_cost order by stage_order")
     assert cost["stage"].to_list() == [
-        "I. describe",
-        "II. environment",
-        "III. completion test",
-        "IIIb. soundness",
-        "IV. solver rollouts",
+        "describe",
+        "environment",
+        "completion test",
+        "soundness",
+        "solver rollouts",
     ]
     # Procedural tasks and the oracle/no-op solvers call no model: zero tokens, zero requests.
     assert set(cost["tokens"]) == {0} and set(cost["requests"]) == {0}

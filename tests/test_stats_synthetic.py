@@ -32,7 +32,7 @@ def test_token_cost_per_stage_and_per_kept_task(lake):
     kept_by_batch = dict(kept.iter_rows())
     view = query(lake, "select * from token_cost")
     assert len(view) == 4 * SPEC.batches
-    # (no task_soundness here: the synthetic lake has none, so no 'IIIb. soundness' row, 4)
+    # (no task_soundness here: the synthetic lake has none, so no 'soundness' row, 4)
     for stage_order, name in [
         (1, "task_descriptions"),
         (2, "task_environments"),

@@ -1,4 +1,4 @@
-"""Containers started ahead (issue 13, item 6): an episode that takes one gets a fresh container
+"""Containers started ahead: an episode that takes one gets a fresh container
 with its grader already resident, and none is left behind when the stage ends."""
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ from endless_assets.store.schemas import TABLES
 OWNERS = ["team:endless"]
 # The stage of each table, as the funnel names it (a tag the catalog filters on).
 STAGES = {
-    "task_descriptions": "I-describe",
-    "task_decontamination": "Ib-decontamination",
+    "task_descriptions": "describe",
+    "task_decontamination": "decontamination",
     "contamination_recheck": "decontamination",
-    "task_environments": "II-environment",
-    "completion_tests": "III-completion-test",
-    "task_soundness": "IIIb-soundness",
-    "solver_rollouts": "IV-solver",
-    "filtered_dataset": "IV-solver-filter",
+    "task_environments": "environment",
+    "completion_tests": "completion-test",
+    "task_soundness": "soundness",
+    "solver_rollouts": "solver-rollouts",
+    "filtered_dataset": "solver-filter",
     "drift_revalidation": "drift",
 }
 _NAMES = {

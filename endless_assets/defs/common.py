@@ -55,9 +55,12 @@ def resumable(
     generator: TaskGenerator,
     *,
     key: str = "task_id",
+    made_from: object = None,
 ) -> Resumable:
     """stages/runner.py's `resumable`, journaled in the pipeline's lake."""
-    return runner.resumable(pipeline.lake().data_dir, settings, table, batch, generator, key=key)
+    return runner.resumable(
+        pipeline.lake().data_dir, settings, table, batch, generator, key=key, made_from=made_from
+    )
 
 
 def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:

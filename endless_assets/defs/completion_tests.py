@@ -80,7 +80,7 @@ def _materialize(
     if run.generator.model:  # what the model cost per task kept so far (I-III)
         kept = sum(1 for r in rows if r["status"] == OK)
         metadata.update(cost_per_task([task_descriptions, task_environments, table], kept))
-    return run.result(table, violations, funnel_step="III. completion test", metadata=metadata)
+    return run.result(table, violations, funnel_step="completion test", metadata=metadata)
 
 
 completion_tests = build_completion_tests(GENERATED)

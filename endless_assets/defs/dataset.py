@@ -131,7 +131,7 @@ def _materialize(
     kept_rows = [r for r in rows if r["kept"]]
     reasons = Counter(r["drop_reason"].split(": ", 1)[0] for r in rows if not r["kept"])
     metadata = {
-        "funnel_step": "IV. solver filter",
+        "funnel_step": "solver filter",
         "entered": len(rows),
         "kept": len(kept_rows),
         "dropped": len(rows) - len(kept_rows),

@@ -114,7 +114,7 @@ def build_task_decontamination(spec: StageSpec) -> dg.AssetsDefinition:
         found = _checker(context, settings)
         ok = task_descriptions.filter(pl.col("status") == "ok").to_dicts()
         rows = _rows(found, [draft_from_row(row) for row in ok])
-        extra = {"funnel_step": "Ib. decontamination"}
+        extra = {"funnel_step": "decontamination"}
         return _result(context, spec, TABLE, found, rows, extra)
 
     return task_decontamination

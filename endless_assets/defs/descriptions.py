@@ -34,6 +34,7 @@ from endless_assets.stages.draws import (
     history_frame,
     parent_tasks,
     plan_draw,
+    sampler_label,
     slot_columns,
     slot_seed,
     why_uniform,
@@ -68,8 +69,9 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     plan = plan_draw(pipeline.lake(), settings, generator, batch, history)
     parents = parent_tasks(pipeline.lake(), plan)
     note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
-    if note:  # said once per run, not per task
-        context.log.warning(f"sampler: {note}")
+    if note:  # said once per run, not per task; a warning when the frontier was asked for
+        say = context.log.warning if settings.sampler == "frontier" else context.log.info
+        say(f"sampler: {note}")
 
     def describe(index: int) -> dict:
         seed = slot_seed(plan, batch, index, settings.seed)
@@ -107,7 +109,10 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         )
         return {**row, **slot_columns(plan, index)}
 
-    resume = resumable(pipeline, settings, TABLE, batch, generator, key="index")
+    draw_rows = plan.rows() if plan is not None else None  # another draw's journal: not reused
+    resume = resumable(
+        pipeline, settings, TABLE, batch, generator, key="index", made_from=draw_rows
+    )
     rows = run_parallel(
         context,
         list(range(settings.tasks)),
@@ -128,14 +133,14 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         pipeline.lake().write(name, batch, drawn)
     ok_rows = [r for r in rows if r["status"] == OK]
     metadata = {
-        "funnel_step": "I. describe",
+        "funnel_step": "describe",
         "generator": generator.name,
         "recovered_from_journal": len(resume.recovered),
         **status_metadata(table),
         **usage_metadata(table),
         **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
         **generator.run_metadata(),
-        **draw_metadata(settings.sampler, plan, note),
+        **draw_metadata(sampler_label(settings), plan, note),
     }
     if ok_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(ok_rows[0]))

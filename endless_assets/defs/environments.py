@@ -66,7 +66,7 @@ def _materialize(run: StageRun, task_descriptions: pl.DataFrame) -> dg.Materiali
         "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
         **run.generator.run_metadata(),
     }
-    return run.result(table, violations, funnel_step="II. environment", metadata=metadata)
+    return run.result(table, violations, funnel_step="environment", metadata=metadata)
 
 
 def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bool:

@@ -103,7 +103,7 @@ def imported_task_descriptions(
     notes = Counter(note for outcome in outcomes for note in outcome.notes)
     failed = [o for o in outcomes if o.draft is None]
     metadata = {
-        "funnel_step": "I. describe (import)",
+        "funnel_step": "describe (import)",
         "source_dir": dg.MetadataValue.path(str(source)),
         "format": config.format,
         "imported": len(outcomes) - len(failed),

@@ -92,7 +92,7 @@ def _materialize(
     steps = sum(r["commands"] for r in new_rows)
     modes = Counter(r["failure_mode"] for r in current_rows)
     metadata = {
-        "funnel_step": "IV. solver rollouts",
+        "funnel_step": "solver rollouts",
         "policy": probe.name,
         "model": probe.model,
         "prompt_version": probe.prompt_version,

@@ -48,7 +48,7 @@ def load_tasks(lake: Lake, batches: list[str] | None = None) -> list[Task]:
 
 
 def _none_kept(frame: pl.DataFrame, batch: str) -> str:
-    """Why a batch has no kept task, in a few words (issue 11)."""
+    """Why a batch has no kept task, in a few words."""
     rows = frame.filter(pl.col("batch") == batch)
     if not len(rows):
         return f"batch {batch} has no kept task (no task reached the solver filter)"

@@ -11,12 +11,13 @@ from endless_assets.settings.declare import setting
 @dataclass(frozen=True)
 class SamplingSettings:
     sampler: str = setting(
-        "uniform",
+        "auto",
         "ENDLESS_SAMPLER",
-        "how stage I chooses each task's cell: uniform (the generator's own seeded deal, as a "
-        "batch has always been drawn) or frontier (cells drawn towards target_pass_rate from "
-        "the solver's history of earlier batches; uniform over the cells until there is one)",
-        choices=("uniform", "frontier"),
+        "how stage I chooses each task's cell: frontier (cells drawn towards target_pass_rate "
+        "from the solver's history of earlier batches; uniform over the cells until there is "
+        "one), uniform (the generator's own seeded deal, as a batch has always been drawn) or "
+        "auto (frontier with the chat solver, uniform with oracle and noop, which cannot steer)",
+        choices=("auto", "frontier", "uniform"),
     )
     target_pass_rate: float = setting(
         0.5,

@@ -59,9 +59,29 @@ def generator_cells(generator: TaskGenerator) -> list[Cell]:
     return [Cell(generator.cell_kind, (name, grade)) for name, grade in generator.cells()]
 
 
+def sampler_of(settings: Settings) -> str:
+    """The sampler a batch is drawn with: `auto` is frontier with a model solver (the chat
+    solver, whose attempts disagree), uniform with oracle and noop (one attempt, always the same
+    outcome: nothing to steer by)."""
+    if settings.sampler != "auto":
+        return settings.sampler
+    return "frontier" if settings.solver == "chat" else "uniform"
+
+
+def sampler_label(settings: Settings) -> str:
+    """The sampler as the metadata shows it: `auto (frontier)` says what auto chose."""
+    chosen = sampler_of(settings)
+    return f"auto ({chosen})" if settings.sampler == "auto" else chosen
+
+
 def why_uniform(settings: Settings, generator: TaskGenerator, batch: str) -> str:
     """Why the batch is the generator's own deal rather than a drawn one ('' when it is drawn)."""
-    if settings.sampler != "frontier":
+    if sampler_of(settings) != "frontier":
+        if settings.sampler == "auto":
+            return (
+                f"the generator's own deal: the {settings.solver} solver gives no pass rates to "
+                "steer by (sampler auto draws by the frontier with the chat solver)"
+            )
         return ""  # the uniform sampler, as asked: nothing to say
     if not generator_cells(generator):
         return f"the {generator.name} generator's tasks cannot be drawn by cell"
@@ -75,7 +95,9 @@ def draw_history(
 ) -> History | None:
     """What the configured solver made of the `sampler_window` daily batches strictly before
     `batch`, per cell; None when the batch is the generator's own deal (see `plan_draw`)."""
-    if settings.sampler != "frontier" or not generator_cells(generator) or not DAY.match(batch):
+    if sampler_of(settings) != "frontier" or not generator_cells(generator):
+        return None
+    if not DAY.match(batch):
         return None
     window = settings.sampler_window
     return read_history(lake, before=batch, window=window, solver=solver_name(settings))

@@ -1,4 +1,4 @@
-"""Drift re-validation (issue 12, item 5): does a kept task still validate on an image rebuilt
+"""Drift re-validation: does a kept task still validate on an image rebuilt
 from its Dockerfile today?
 
 A task kept weeks ago may no longer hold: a package its Dockerfile installs moved on, the base

@@ -39,7 +39,7 @@ STATS_TEMPLATES: dict[str, str] = {
     # The funnel: how many tasks entered and survived each stage, and why the others did not.
     "funnel": """
         with stages as (
-            select {key} as batch, 1 as stage_order, 'I. describe' as stage,
+            select {key} as batch, 1 as stage_order, 'describe' as stage,
                    count(*) as entered,
                    count(*) filter (where status = 'ok') as survived,
                    count(*) filter (where status = 'rejected') as rejected,
@@ -47,32 +47,32 @@ STATS_TEMPLATES: dict[str, str] = {
             from task_descriptions where {where} group by all
             union all
             -- (a step of its own where reference sets were checked against)
-            select {key}, 2, 'Ib. decontamination', count(*),
+            select {key}, 2, 'decontamination', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from task_decontamination where {where} group by all
             having count(*) filter (where reference_sets <> '') > 0
             union all
-            select {key}, 3, 'II. environment', count(*),
+            select {key}, 3, 'environment', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from task_environments where {where} group by all
             union all
-            select {key}, 4, 'III. completion test', count(*),
+            select {key}, 4, 'completion test', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from completion_tests where {where} group by all
             union all
-            select {key}, 5, 'IIIb. soundness', count(*),
+            select {key}, 5, 'soundness', count(*),
                    count(*) filter (where status = 'ok'),
                    count(*) filter (where status = 'rejected'),
                    count(*) filter (where status = 'harness_error')
             from task_soundness where {where} group by all having count(*) > 0
             union all
-            select {key}, 6, 'IV. solver filter', count(*),
+            select {key}, 6, 'solver filter', count(*),
                    count(*) filter (where kept),
                    count(*) filter (where not kept and scored_attempts > 0),
                    count(*) filter (where scored_attempts = 0)
@@ -84,25 +84,25 @@ STATS_TEMPLATES: dict[str, str] = {
         select {key} as batch, stage_order, stage, reason, count(*) as tasks,
                any_value(detail) as example
         from (
-            select batch, 1 as stage_order, 'I. describe' as stage,
+            select batch, 1 as stage_order, 'describe' as stage,
                    split_part(reject_reason, ': ', 1) as reason, reject_reason as detail
             from task_descriptions where status <> 'ok'
             union all
-            select batch, 2, 'Ib. decontamination', split_part(reject_reason, ': ', 1),
+            select batch, 2, 'decontamination', split_part(reject_reason, ': ', 1),
                    reject_reason
             from task_decontamination where status <> 'ok'
             union all
-            select batch, 3, 'II. environment', split_part(reject_reason, ': ', 1), reject_reason
+            select batch, 3, 'environment', split_part(reject_reason, ': ', 1), reject_reason
             from task_environments where status <> 'ok'
             union all
-            select batch, 4, 'III. completion test', split_part(reject_reason, ': ', 1),
+            select batch, 4, 'completion test', split_part(reject_reason, ': ', 1),
                    reject_reason
             from completion_tests where status <> 'ok'
             union all
-            select batch, 5, 'IIIb. soundness', split_part(reject_reason, ': ', 1), reject_reason
+            select batch, 5, 'soundness', split_part(reject_reason, ': ', 1), reject_reason
             from task_soundness where status <> 'ok'
             union all
-            select batch, 6, 'IV. solver filter', split_part(drop_reason, ': ', 1), drop_reason
+            select batch, 6, 'solver filter', split_part(drop_reason, ': ', 1), drop_reason
             from filtered_dataset where not kept
         )
         where {where}
@@ -221,23 +221,23 @@ STATS_TEMPLATES: dict[str, str] = {
     # Tokens per stage, and per task kept.
     "token_cost": """
         with stages as (
-            select {key} as batch, 1 as stage_order, 'I. describe' as stage,
+            select {key} as batch, 1 as stage_order, 'describe' as stage,
                    sum(requests) as requests, sum(tokens_in) as tokens_in,
                    sum(tokens_out) as tokens_out
             from task_descriptions where {where} group by all
             union all
-            select {key}, 2, 'II. environment', sum(requests), sum(tokens_in), sum(tokens_out)
+            select {key}, 2, 'environment', sum(requests), sum(tokens_in), sum(tokens_out)
             from task_environments where {where} group by all
             union all
-            select {key}, 3, 'III. completion test', sum(requests), sum(tokens_in),
+            select {key}, 3, 'completion test', sum(requests), sum(tokens_in),
                    sum(tokens_out)
             from completion_tests where {where} group by all
             union all
-            select {key}, 4, 'IIIb. soundness', coalesce(sum(requests), 0),
+            select {key}, 4, 'soundness', coalesce(sum(requests), 0),
                    coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
             from task_soundness where {where} group by all having count(*) > 0
             union all
-            select {key}, 5, 'IV. solver rollouts',
+            select {key}, 5, 'solver rollouts',
                    coalesce(sum(n_turns) filter (where tokens_in + tokens_out > 0), 0),
                    sum(tokens_in), sum(tokens_out)
             from solver_rollouts where {where} group by all

@@ -1,5 +1,5 @@
 """Containers started before they are needed: an episode takes one whose start and grader start
-are already paid, instead of waiting for both (issue 13, item 6).
+are already paid, instead of waiting for both.
 
 A caller says how many containers of an image it will want (`expect`); up to `size` spares,
 over all images, are started in the background for the earliest demand, each with its grader

@@ -1,4 +1,4 @@
-"""The soundness stage's model probes (issue 12, item 4), for a task the offline probes found sound:
+"""The soundness stage's model probes, for a task the offline probes found sound:
 
 1. an *alignment audit*: a judge reads the instruction, the truth and the completion test and
    says whether the test checks what the instruction does not ask, or misses what it asks
