@@ -70,7 +70,7 @@ def test_a_lock_dies_with_its_process(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from endless_assets import batch_lock; "
+            "import sys; from endless_assets.store import batch_lock; "
             f"h = batch_lock.acquire({str(tmp_path)!r}, {BATCH!r}, holder='run x'); "
             "print('held', flush=True); sys.stdin.read()",
         ],
