@@ -24,6 +24,9 @@ from endless_assets.taxonomy import Taxonomy
 
 NAMES = [f.name for f in ALL_FAMILIES]
 DOCKER_LEVELS = (1, 3, 6)
+# Built and graded: both ends of every family (the frontier end-to-end test builds every level
+# of three families).
+BUILT_LEVELS = (1, 6)
 FIELDS = (
     "category",
     "complexity",
@@ -191,15 +194,15 @@ def outcomes(sandbox):
         sound = check_soundness(task, env.image_tag, sandbox, repeats=1, earlier_reference=True)
         return env, comp, sound
 
-    cells = [(name, level) for name in NAMES for level in DOCKER_LEVELS]
+    cells = [(name, level) for name in NAMES for level in BUILT_LEVELS]
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(cells, pool.map(run, cells), strict=True))
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("level", DOCKER_LEVELS)
+@pytest.mark.parametrize("level", BUILT_LEVELS)
 @pytest.mark.parametrize("name", NAMES)
-def test_levels_one_three_and_six_of_every_family_build_and_grade_soundly(outcomes, name, level):
+def test_levels_one_and_six_of_every_family_build_and_grade_soundly(outcomes, name, level):
     env, comp, sound = outcomes[(name, level)]
     assert env.status == "ok", (env.reject_reason, env.attempt_log)
     assert comp is not None and comp.status == "ok", (comp.reject_reason, comp.attempt_log)
