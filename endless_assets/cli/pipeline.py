@@ -181,27 +181,33 @@ def _print_funnel(data_dir: str, batch: str) -> None:
         f"from funnel where batch = '{batch}' order by stage_order",
     )
     print_frame(funnel, title=f"funnel of batch {batch}")
-    reasons = query(
+    _print_rows(
         lake,
         f"select stage, reason, tasks, example from funnel_reasons "
         f"where batch = '{batch}' order by stage_order, tasks desc",
+        "why tasks did not survive",
     )
-    if len(reasons):
-        print_frame(reasons, title="why tasks did not survive")
-    learnable = query(
+    _print_rows(
         lake,
         f"select solver, kept, learnable, learnable_share, tokens_per_learnable, "
         f"seconds_per_learnable from learnable where batch = '{batch}' order by solver",
+        "learnable share: kept tasks with 0 < pass rate < 1",
     )
-    if len(learnable):
-        print_frame(learnable, title="learnable share: kept tasks with 0 < pass rate < 1")
-    draws = query(
+    _print_rows(
         lake,
         f"select any_value(mode) as mode, source, count(*) as tasks, count(distinct cell) as "
         f"cells from task_draws where batch = '{batch}' group by source order by source",
+        "the describe stage's draw (frontier sampler)",
     )
-    if len(draws):
-        print_frame(draws, title="stage I's draw (frontier sampler)")
+
+
+def _print_rows(lake, sql: str, title: str) -> None:
+    """The query's rows as a table under `title`; nothing when there are none."""
+    from endless_assets.store.catalog import query
+
+    rows = query(lake, sql)
+    if len(rows):
+        print_frame(rows, title=title)
 
 
 def _kept(data_dir: str, batch: str) -> int:
