@@ -7,12 +7,9 @@ from collections import Counter
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import (
     counts_table,
     invariants,
-    invariants_check_spec,
-    schema_check_spec,
     status_metadata,
     validate,
 )
@@ -88,22 +85,15 @@ def _result(
 
 
 def build_task_decontamination(spec: StageSpec) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=spec.key(TABLE),
-        ins=spec.ins("task_descriptions"),
-        partitions_def=spec.partitions_def,
-        group_name=spec.group_name,
-        kinds={"python", "parquet"},
-        io_manager_key="lake_io_manager",
-        check_specs=[
-            schema_check_spec(TABLE, spec.prefix),
-            invariants_check_spec(TABLE, INVARIANT, spec.prefix),
-        ],
+    @spec.asset(
+        TABLE,
+        ["task_descriptions"],
+        invariant=INVARIANT,
+        docker=False,
         description="Decontamination: every described task against the benchmarks of "
         "`decontamination_references`, field by field (instruction, tests, solution, "
         "Dockerfile, text fixtures: what stage I wrote); a task sharing a field with one is "
         "rejected `contaminated` and never reaches stage II.",
-        **table_asset(TABLE),
     )
     def task_decontamination(
         context: dg.AssetExecutionContext,
@@ -121,24 +111,15 @@ def build_task_decontamination(spec: StageSpec) -> dg.AssetsDefinition:
 
 
 def build_contamination_recheck(spec: StageSpec) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=spec.key(RECHECK),
-        ins=spec.ins(
-            "task_descriptions", "task_environments", "completion_tests", "filtered_dataset"
-        ),
-        partitions_def=spec.partitions_def,
-        group_name=spec.group_name,
-        kinds={"python", "parquet"},
-        io_manager_key="lake_io_manager",
-        check_specs=[
-            schema_check_spec(RECHECK, spec.prefix),
-            invariants_check_spec(RECHECK, INVARIANT, spec.prefix),
-        ],
+    @spec.asset(
+        RECHECK,
+        ["task_descriptions", "task_environments", "completion_tests", "filtered_dataset"],
+        invariant=INVARIANT,
+        docker=False,
         description="The batch's kept tasks checked again against the benchmarks of "
         "`decontamination_references` as they are now, every field (the Dockerfile and tests "
         "of later stages too); nothing is rebuilt or run again. `endless export` leaves the "
         "contaminated ones out.",
-        **table_asset(RECHECK),
     )
     def contamination_recheck(
         context: dg.AssetExecutionContext,

@@ -53,18 +53,25 @@ class StageSpec:
         return {table: dg.AssetIn(key=self.key(table)) for table in tables}
 
     def asset(
-        self, table: str, inputs: Sequence[str], *, invariant: str, description: str
+        self,
+        table: str,
+        inputs: Sequence[str],
+        *,
+        invariant: str,
+        description: str,
+        docker: bool = True,
     ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
-        """The decorator of a per-task stage asset that works in Docker: its table in the lake,
-        partitioned by batch, with its blocking schema and invariants checks."""
+        """The decorator of a per-task stage asset: its table in the lake, partitioned by batch,
+        with its blocking schema and invariants checks; one that works in Docker (`docker`)
+        takes a slot of the docker pool."""
         return dg.asset(
             key=self.key(table),
             ins=self.ins(*inputs),
             partitions_def=self.partitions_def,
             group_name=self.group_name,
-            kinds={"docker", "parquet"},
+            kinds={"docker" if docker else "python", "parquet"},
             io_manager_key="lake_io_manager",
-            pool="docker",
+            **({"pool": "docker"} if docker else {}),
             check_specs=[
                 schema_check_spec(table, self.prefix),
                 invariants_check_spec(table, invariant, self.prefix),
