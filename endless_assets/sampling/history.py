@@ -313,15 +313,9 @@ def read_history(
     """The history a draw for batch `before` reads, from the lake's partitions of the daily
     batches before it that have solver rollouts, reading only the columns it needs."""
     past = [b for b in lake.batches("solver_rollouts") if DAY.match(b) and b < before]
-    frames = {}
-    for table, columns in READ_COLUMNS.items():
-        paths = [lake.partition_path(table, batch) for batch in past]
-        parts = [
-            pl.read_parquet(path, columns=list(columns)).cast(columns)
-            for path in paths
-            if path.exists()
-        ]
-        frames[table] = pl.concat(parts) if parts else pl.DataFrame(schema=columns)
+    frames = {
+        table: lake.read_columns(table, past, columns) for table, columns in READ_COLUMNS.items()
+    }
     return history_from_lake(
         frames["task_descriptions"],
         frames["solver_rollouts"],

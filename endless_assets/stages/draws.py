@@ -142,13 +142,8 @@ def plan_draw(
 
 
 def _read_before(lake: Lake, table: str, batch: str, window: int | None) -> pl.DataFrame:
-    columns = PARENT_COLUMNS[table]
     past = [b for b in lake.batches(table) if DAY.match(b) and b < batch]
-    parts = [
-        pl.read_parquet(lake.partition_path(table, b), columns=list(columns)).cast(columns)
-        for b in (past[-window:] if window else past)
-    ]
-    return pl.concat(parts) if parts else pl.DataFrame(schema=columns)
+    return lake.read_columns(table, past[-window:] if window else past, PARENT_COLUMNS[table])
 
 
 def variants(

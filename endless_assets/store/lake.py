@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,6 +205,19 @@ class Lake:
         if not frames:
             return empty_frame(table) if table in TABLES else pl.DataFrame()
         return pl.concat(frames, how="diagonal_relaxed")
+
+    def read_columns(
+        self, table: str, batches: Iterable[str], columns: Mapping[str, pl.DataType]
+    ) -> pl.DataFrame:
+        """`columns` (cast to their types) of the table's partitions of `batches` that exist;
+        no rows, with those columns, when none does."""
+        paths = [self.partition_path(table, batch) for batch in batches]
+        parts = [
+            pl.read_parquet(path, columns=list(columns)).cast(dict(columns))
+            for path in paths
+            if path.exists()
+        ]
+        return pl.concat(parts) if parts else pl.DataFrame(schema=dict(columns))
 
     def _read_partition(self, table: str, path: Path) -> pl.DataFrame:
         try:
