@@ -13,6 +13,7 @@ from endless_assets.defs.decontamination import contamination_recheck, task_deco
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.drift import drift_revalidation, imported_drift_revalidation
 from endless_assets.defs.environments import task_environments
+from endless_assets.defs.executor import owned_in_process_executor
 from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
@@ -59,7 +60,9 @@ with warnings.catch_warnings():  # (source references are in beta: a warning for
 defs = dg.Definitions(
     # Steps run in the run's own process: the stages form a chain, each parallelises over its
     # tasks inside its step, so one process per step would only add start-up (~3 s a step).
-    executor=dg.in_process_executor,
+    # Dagster's in-process executor, with a run that records its process and waits for a pool
+    # slot as a user can follow (defs/executor.py).
+    executor=owned_in_process_executor,
     # Each asset links to its source (the file and line of its function, shown on its page).
     assets=ASSETS,
     jobs=[

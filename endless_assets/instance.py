@@ -49,6 +49,16 @@ SQLITE_YAML = f"""\
 # SQLite storage, the default, lives beside this file.
 telemetry:
   enabled: false
+# Runs the UI and the daemon launch start beside the code server; the daemon's run monitoring
+# asks the launcher whether each run's process still runs: a run whose process is gone (killed,
+# out of memory) is marked failed, and its pool slots are freed (endless_assets/defs/dead_runs.py).
+run_launcher:
+  module: endless_assets.defs.run_launcher
+  class: OwnedRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 5
+  free_slots_after_run_end_seconds: 5
 concurrency:
   runs:
     # A 2-core machine builds and runs containers for one batch at a time; backfills queue.
@@ -83,6 +93,16 @@ storage:
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
+# Runs the UI and the daemon launch start beside the code server; the daemon's run monitoring
+# asks the launcher whether each run's process still runs: a run whose process is gone (killed,
+# out of memory) is marked failed, and its pool slots are freed (endless_assets/defs/dead_runs.py).
+run_launcher:
+  module: endless_assets.defs.run_launcher
+  class: OwnedRunLauncher
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 5
+  free_slots_after_run_end_seconds: 5
 concurrency:
   runs:
     # Twice the Docker steps the engines take at once: while one run's Docker stage holds an

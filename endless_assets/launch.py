@@ -103,6 +103,7 @@ class LaunchResult:
     success: bool
     run_id: str
     failed_steps: list[str]
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (the run is marked failed)
 
 
 def batch_run_config(
@@ -246,4 +247,8 @@ def launch_job(
             for event in result.all_events
             if event.event_type_value == "STEP_FAILURE"
         ]
-        return LaunchResult(result.success, result.run_id, failed)
+        interrupted = any(
+            event.is_run_failure and "interrupted" in (event.message or "")
+            for event in result.all_events
+        )
+        return LaunchResult(result.success, result.run_id, failed, interrupted)

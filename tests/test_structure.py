@@ -27,7 +27,7 @@ def modules() -> dict[str, Path]:
 # room and the rooms of lower layers, never a higher one. A room is a package directly under
 # endless_assets/ (store, sandbox, ...) or a top-level module (models, launch, ...).
 LAYERS: list[tuple[str, ...]] = [
-    ("endless_assets", "models", "taxonomy", "batch_calendar", "instance"),
+    ("endless_assets", "models", "taxonomy", "batch_calendar", "instance", "processes"),
     ("sampling",),
     ("store",),
     ("sandbox",),

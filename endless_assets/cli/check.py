@@ -32,12 +32,13 @@ def check(
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
 ) -> None:
     """Read every partition in full, hold it against its table's schema, open the catalog and
-    query every view; list what is wrong (exit 1 if anything is and was not fixed)."""
+    query every view, look for runs whose process is gone; list what is wrong (exit 1 if
+    anything is and was not fixed)."""
     from endless_assets.cli.dataset import _lake
     from endless_assets.store.check import check_lake
 
     lake = _lake()
-    findings = check_lake(lake, fix=fix)
+    findings = check_lake(lake, fix=fix) + _dead_runs(fix)
     open_problems = [f for f in findings if f.kind != "quarantined" and not f.fixed]
     if not findings:
         out.print(f"{lake.data_dir}: every partition and the catalog are sound")
@@ -52,6 +53,26 @@ def check(
     )
     print_frame(frame, format, title=f"{lake.data_dir}")
     if open_problems:
-        hint = "" if fix else " (endless check --fix moves bad partitions aside)"
+        hint = "" if fix else " (endless check --fix moves bad partitions aside, fails dead runs)"
         err.print(f"{len(open_problems)} problem(s){hint}")
         raise typer.Exit(1)
+
+
+def _dead_runs(fix: bool) -> list:
+    """Runs of the DAGSTER_HOME instance whose process is gone (they hold their pool slots),
+    as findings; with `fix`, marked failed and their slots freed."""
+    from endless_assets.cli.runs import dead_runs_found, reap_dead_runs
+    from endless_assets.store.check import Finding
+
+    found = dead_runs_found()
+    if found and fix:
+        reap_dead_runs()
+    return [
+        Finding(
+            "dead run",
+            run_id,
+            f"still in progress, but its process ({owner}) is gone: it holds its pool slots",
+            fixed="marked failed, slots freed" if fix else "",
+        )
+        for run_id, owner in found
+    ]

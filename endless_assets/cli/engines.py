@@ -117,7 +117,8 @@ def sweep(
     ] = False,
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
-    and release the disk budgets mounted for them."""
+    and release the disk budgets mounted for them; mark the runs whose process is gone failed
+    and free their concurrency slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
@@ -125,8 +126,13 @@ def sweep(
         leftovers.sweep(engine.client, everything=all_containers)
     done = leftovers.totals()
     loops = f", detached {done.loops} loop device(s)" if done.loops else ""
+    from endless_assets.cli.runs import reap_dead_runs
+
+    runs = reap_dead_runs()
+    failed = f", marked {runs} run(s) whose process is gone failed" if runs else ""
     out.print(
         f"removed {done.containers} container(s), released {done.mounts} disk budget(s){loops}"
+        f"{failed}"
     )
     for line in done.left:
         err.print(f"[yellow]warning:[/] the engine kept {escape(line)}; the next sweep tries again")

@@ -68,6 +68,9 @@ def run(
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
 
     open_instance(overrides)  # (a DAGSTER_PG_URL that does not answer: one line, exit 2)
+    from endless_assets.cli.runs import reap_dead_runs
+
+    reap_dead_runs()  # (runs whose process is gone hold no slot this run waits for)
     from endless_assets.store.shards import count_for
 
     shards = count_for(settings.tasks, settings.shard_tasks)
@@ -100,6 +103,12 @@ def run(
     finally:
         claim.close()
     wall = time.monotonic() - started
+    if result.interrupted:
+        _fail(
+            f"interrupted: run {result.run_id} stopped and marked failed; `endless run` with the "
+            "same date goes on from what it finished",
+            code=130,
+        )
     _print_funnel(settings.data_dir, batch)
     if not result.success:
         _fail(
