@@ -45,6 +45,8 @@ def root_image(sandbox: Sandbox) -> str:
 SLOW_MODULES = frozenset(
     {
         "test_cli",
+        "test_dead_runs",
+        "test_dead_runs_pipeline",
         "test_decontamination_pipeline",
         "test_docker_run_launcher",
         "test_drift",
