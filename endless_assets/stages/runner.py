@@ -71,7 +71,8 @@ def run_parallel(
     started = time.monotonic()
     step = max(1, len(items) // 10)
     done = 0
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=label)
+    try:
         futures = {pool.submit(attempt, item): i for i, item in enumerate(items)}
         for future in as_completed(futures):
             i = futures[future]
@@ -84,6 +85,10 @@ def run_parallel(
             if done % step == 0 or done == len(items):
                 elapsed = time.monotonic() - started
                 log.info(f"{label}: {done}/{len(items)} done in {elapsed:.1f} s")
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM): the items not started never start
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return [r for r in results if r is not None]
 
 
