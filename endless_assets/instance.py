@@ -42,13 +42,7 @@ SCHEMA_LOCK_KEY = 0x656E646C  # "endl"
 # whose comments do not change what it says): still endless's own.
 LEGACY = {"telemetry": {"enabled": False}, "concurrency": {"runs": {"max_concurrent_runs": 1}}}
 
-SQLITE_YAML = f"""\
-{MARK}
-# Rewritten when the environment asks for another instance (DAGSTER_PG_URL set: PostgreSQL) or
-# the sandbox engines change; delete the line above to keep your own edits.
-# SQLite storage, the default, lives beside this file.
-telemetry:
-  enabled: false
+MONITORING = """\
 # Runs the UI and the daemon launch start beside the code server; the daemon's run monitoring
 # asks the launcher whether each run's process still runs: a run whose process is gone (killed,
 # out of memory) is marked failed, and its pool slots are freed (endless_assets/defs/dead_runs.py).
@@ -59,7 +53,16 @@ run_monitoring:
   enabled: true
   poll_interval_seconds: 5
   free_slots_after_run_end_seconds: 5
-concurrency:
+"""
+
+SQLITE_YAML = f"""\
+{MARK}
+# Rewritten when the environment asks for another instance (DAGSTER_PG_URL set: PostgreSQL) or
+# the sandbox engines change; delete the line above to keep your own edits.
+# SQLite storage, the default, lives beside this file.
+telemetry:
+  enabled: false
+{MONITORING}concurrency:
   runs:
     # A 2-core machine builds and runs containers for one batch at a time; backfills queue.
     max_concurrent_runs: 1
@@ -93,17 +96,7 @@ storage:
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
-# Runs the UI and the daemon launch start beside the code server; the daemon's run monitoring
-# asks the launcher whether each run's process still runs: a run whose process is gone (killed,
-# out of memory) is marked failed, and its pool slots are freed (endless_assets/defs/dead_runs.py).
-run_launcher:
-  module: endless_assets.defs.run_launcher
-  class: OwnedRunLauncher
-run_monitoring:
-  enabled: true
-  poll_interval_seconds: 5
-  free_slots_after_run_end_seconds: 5
-concurrency:
+{MONITORING}concurrency:
   runs:
     # Twice the Docker steps the engines take at once: while one run's Docker stage holds an
     # engine, another run generates its tasks or filters its dataset.
