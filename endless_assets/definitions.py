@@ -13,7 +13,6 @@ from endless_assets.defs.decontamination import contamination_recheck, task_deco
 from endless_assets.defs.descriptions import task_descriptions
 from endless_assets.defs.drift import drift_revalidation, imported_drift_revalidation
 from endless_assets.defs.environments import task_environments
-from endless_assets.defs.executor import owned_in_process_executor
 from endless_assets.defs.exports import dataset_exports
 from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
@@ -34,6 +33,7 @@ from endless_assets.defs.jobs import (
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
 from endless_assets.defs.soundness import imported_task_soundness, task_soundness
+from endless_assets.runs.executor import owned_in_process_executor
 from endless_assets.settings import Settings
 
 with warnings.catch_warnings():  # (source references are in beta: a warning for us, not users)
@@ -61,7 +61,7 @@ defs = dg.Definitions(
     # Steps run in the run's own process: the stages form a chain, each parallelises over its
     # tasks inside its step, so one process per step would only add start-up (~3 s a step).
     # Dagster's in-process executor, with a run that records its process and waits for a pool
-    # slot as a user can follow (defs/executor.py).
+    # slot as a user can follow (runs/executor.py).
     executor=owned_in_process_executor,
     # Each asset links to its source (the file and line of its function, shown on its page).
     assets=ASSETS,

@@ -45,9 +45,9 @@ LEGACY = {"telemetry": {"enabled": False}, "concurrency": {"runs": {"max_concurr
 MONITORING = """\
 # Runs the UI and the daemon launch start beside the code server; the daemon's run monitoring
 # asks the launcher whether each run's process still runs: a run whose process is gone (killed,
-# out of memory) is marked failed, and its pool slots are freed (endless_assets/defs/dead_runs.py).
+# out of memory) is marked failed, and its pool slots are freed (endless_assets/runs/dead_runs.py).
 run_launcher:
-  module: endless_assets.defs.run_launcher
+  module: endless_assets.runs.launcher
   class: OwnedRunLauncher
 run_monitoring:
   enabled: true

@@ -1,4 +1,4 @@
-"""Runs whose process is gone (defs/dead_runs.py), on real SQLite and PostgreSQL instances: such a
+"""Runs whose process is gone (runs/dead_runs.py), on real SQLite and PostgreSQL instances: such a
 run is marked failed with the reason and its pool slots are freed; a live run, a run of another
 host and a run that has recorded no process are left alone; two processes reaping at once agree;
 the daemon's run monitoring gets the same answer from the run launcher; `endless check` lists a
@@ -19,8 +19,8 @@ from dagster._core.launcher.base import WorkerStatus
 from dagster._core.test_utils import create_run_for_test
 
 from endless_assets import processes
-from endless_assets.defs import dead_runs
 from endless_assets.launch import ensure_dagster_home
+from endless_assets.runs import dead_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
@@ -103,7 +103,7 @@ def test_two_processes_reaping_at_once_both_finish_and_the_run_is_failed(home):
     with dg.DagsterInstance.get() as instance:
         dead = _run(instance, _dead_owner())
     script = (
-        "import dagster as dg\nfrom endless_assets.defs import dead_runs\n"
+        "import dagster as dg\nfrom endless_assets.runs import dead_runs\n"
         "with dg.DagsterInstance.get() as i:\n    dead_runs.reap(i)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT) for _ in range(2)]

@@ -23,8 +23,8 @@ from dagster._core.test_utils import create_run_for_test
 from dagster_daemon import start_daemon, stop
 
 from endless_assets import processes
-from endless_assets.defs import dead_runs
 from endless_assets.launch import ensure_dagster_home
+from endless_assets.runs import dead_runs
 from endless_assets.store.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]

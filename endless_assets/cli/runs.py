@@ -1,6 +1,6 @@
 """Runs whose process is gone, seen from the command line: `endless run` (before it launches),
 `endless sweep` and `endless check --fix` mark them failed and free their slots
-(defs/dead_runs.py); `endless check` lists them."""
+(runs/dead_runs.py); `endless check` lists them."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def reap_dead_runs() -> int:
     has made it; the other commands leave a missing one alone.)"""
     import dagster as dg
 
-    from endless_assets.defs import dead_runs
+    from endless_assets.runs import dead_runs
 
     home = _home()
     if home is None:
@@ -46,7 +46,7 @@ def dead_runs_found() -> list[tuple[str, str]]:
     from dagster._core.storage.dagster_run import RunsFilter
 
     from endless_assets import processes
-    from endless_assets.defs import dead_runs
+    from endless_assets.runs import dead_runs
 
     home = _home()
     if home is None:

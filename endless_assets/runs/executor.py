@@ -4,7 +4,7 @@ process executing it and waits for a pool slot as a user can follow.
 Steps run in the run's own process (the stages form a chain and parallelise over their tasks
 inside their step). On top of Dagster's:
 - before the first step, the run records its process (dead_runs.OWNER_TAG), whoever launched
-  it, so that a run whose process dies is recognised (dead_runs.py);
+  it, so that a run whose process dies is recognised (runs/dead_runs.py);
 - a step waiting for a slot of a pool (the `docker` pool: one Docker stage at a time per engine
   pool) says which runs hold it, since when, and how to free it, again when that changes and
   every minute; it frees the slots of holders whose process is gone (dead_runs.reap), sleeps
@@ -32,7 +32,7 @@ from dagster._core.executor.in_process import InProcessExecutor
 from dagster._utils.interrupts import check_captured_interrupt
 
 from endless_assets import processes
-from endless_assets.defs import dead_runs
+from endless_assets.runs import dead_runs
 
 LOOK_SECONDS = 2.0  # how often a waiting step looks at who holds its pool
 TELL_SECONDS = 60.0  # a reminder this often while the same runs hold it
@@ -149,7 +149,7 @@ class OwnedInProcessExecutor(InProcessExecutor):
 @dg.executor(name="in_process", config_schema=IN_PROC_CONFIG)
 def owned_in_process_executor(init_context) -> OwnedInProcessExecutor:
     """Dagster's in-process executor (the same config), with a run that records its process and
-    waits for pool slots as described in endless_assets/defs/executor.py."""
+    waits for pool slots as described in endless_assets/runs/executor.py."""
     config = init_context.executor_config
     return OwnedInProcessExecutor(
         retries=RetryMode.from_config(config["retries"]),

@@ -13,7 +13,7 @@ event when the instance is this host's own (SQLite in DAGSTER_HOME).
 
 Who looks: `endless run` and `endless run --submit` before they launch, `endless sweep` and
 `endless check --fix`, a run waiting for a slot (every few seconds, for the runs that hold the
-pool: executor.py), and the daemon's run monitoring (run_launcher.py).
+pool: executor.py), and the daemon's run monitoring (launcher.py).
 """
 
 from __future__ import annotations

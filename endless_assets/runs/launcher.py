@@ -3,7 +3,7 @@ server), which the daemon's run monitoring can ask whether a run's process still
 
 Dagster's default launcher cannot say, so without this a run worker killed with `kill -9` (or by
 the OOM killer) leaves its run `STARTED` for ever, holding its `docker` pool slot and its place
-under `max_concurrent_runs`. Here the answer is the process the run recorded (dead_runs.py):
+under `max_concurrent_runs`. Here the answer is the process the run recorded (runs/dead_runs.py):
 gone on this host -> the run worker failed, and run monitoring marks the run failed with that
 reason; the instance frees its slots a few seconds later (`free_slots_after_run_end_seconds`,
 instance.py). A run on another host, or one that has recorded no process yet, is reported
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dagster import DefaultRunLauncher
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
 
-from endless_assets.defs import dead_runs
+from endless_assets.runs import dead_runs
 
 
 class OwnedRunLauncher(DefaultRunLauncher):
