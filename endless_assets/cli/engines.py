@@ -125,8 +125,10 @@ def sweep(
         leftovers.sweep(engine.client, everything=all_containers)
     done = leftovers.totals()
     loops = f", detached {done.loops} loop device(s)" if done.loops else ""
+    locks = f", removed {done.locks} engine lock(s) of dead processes" if done.locks else ""
     out.print(
-        f"removed {done.containers} container(s), released {done.mounts} disk budget(s){loops}"
+        f"removed {done.containers} container(s), released {done.mounts} disk budget(s)"
+        f"{loops}{locks}"
     )
     for line in done.left:
         err.print(f"[yellow]warning:[/] the engine kept {escape(line)}; the next sweep tries again")
