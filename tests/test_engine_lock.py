@@ -195,9 +195,10 @@ def test_another_hosts_lock_is_waited_for_until_it_is_stale(client):
     lock.release(client, got["id"])
 
     fake_lock(client, "remote", "elsewhere:123", "")
-    waiter, got = acquire_in_thread(client, "remote", stale_seconds=0)  # older than that
+    waiter, got = acquire_in_thread(client, "remote", stale_seconds=2)  # by the engine's clock
     waiter.join(BOUND)
-    assert not waiter.is_alive() and not got["said"]
+    assert not waiter.is_alive(), "a stale lock of another host was never taken over"
+    assert got["said"]  # it was waited for first: fresh, it was not stale yet
     lock.release(client, got["id"])
 
 

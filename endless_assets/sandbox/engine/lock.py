@@ -3,10 +3,11 @@ first build of the base image, a copy of an image onto an engine), whichever hos
 they run from.
 
 The lock is a container named `endless-lock.<name>`, created and never started: an engine
-creates a name once (the second create is 409 Conflict, atomically, for Docker and Podman
-alike), so exactly one process holds it. Its labels name the holder: `host:pid` and the
-process's start (`boot id:start time`, so a pid reused after the holder died is not the
-holder). Release removes it. A holder that died (kill -9, OOM, a reboot) is taken over:
+creates a name once (the second create is refused atomically: Docker's 409 Conflict, Podman's
+"name is already in use"), so exactly one process holds it. Its labels name the holder:
+`host:pid` and the process's start (`boot id:start time`, so a pid reused after the holder
+died is not the holder). Release removes it. A holder that died (kill -9, OOM, a reboot) is
+taken over:
 
 - a holder on this host is dead once its pid runs no process, or another one (its start
   differs): the next waiter sees it within POLL_SECONDS;
@@ -97,7 +98,7 @@ def acquire(
             _load_image(client)
             continue
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:
+            if not _name_taken(exc):
                 raise SandboxError(f"taking the engine lock {container} failed: {exc}") from exc
         except (docker.errors.DockerException, OSError) as exc:
             raise SandboxError(f"taking the engine lock {container} failed: {exc}") from exc
@@ -181,6 +182,12 @@ def _create(client: DockerClient, container: str, purpose: str) -> str:
         host_config=client.api.create_host_config(network_mode="none"),
     )
     return str(created["Id"])
+
+
+def _name_taken(exc: docker.errors.APIError) -> bool:
+    """The create was refused because the name is taken: Docker's 409; Podman's compatible API
+    says 500, "... is already in use"."""
+    return exc.status_code == 409 or "already in use" in str(exc.explanation or exc)
 
 
 def _holder(client: DockerClient, container: str) -> dict | None:
