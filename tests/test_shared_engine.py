@@ -2,8 +2,9 @@
 once on an engine without the base image, a holder of the engine's lock killed with SIGKILL, and
 `endless prune` racing a run. Every batch keeps what it keeps alone, with no harness error.
 
-Real parts: `dockerd` processes started here (each a fresh engine: no image at all, so the
-first of the processes builds the base image with debootstrap while the others wait), the
+Real parts: a `dockerd` started here (a fresh engine: no image at all, so the first of the
+processes builds the base image with debootstrap while the others wait; the base image removed
+again before the four processes start, its root filesystem kept), the
 `endless` command line in processes of their own, each with its own data directory and Dagster
 instance (real Dagster runs), `endless serve` answering real HTTP, SIGKILL.
 """
@@ -14,15 +15,14 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
+import docker.errors
 import pytest
 from docker import DockerClient
 from serve_helpers import Server
@@ -36,7 +36,7 @@ from endless_assets.testing.engines import ExtraEngine
 from endless_assets.testing.kept_lake import procedural_tasks, write_kept
 
 BATCH = "2026-12-04"
-TASKS = "3"
+TASKS = "2"
 BOUND = 1800.0  # seconds a process may take before the test calls it a hang
 SETTINGS = {"ENDLESS_SOUNDNESS": "controls", "ENDLESS_SOUNDNESS_REPEATS": "1"}
 LOCAL = os.environ.get("DOCKER_HOST", "")
@@ -60,7 +60,6 @@ class Project:
         env.update(
             ENDLESS_DATA_DIR=str(self.data),
             DAGSTER_HOME=str(self.root / "home"),
-            TMPDIR=str(self.root.parent / "tmp"),  # what a killed debootstrap leaves: here
         )
         return env
 
@@ -73,7 +72,7 @@ class Project:
                 stderr=subprocess.STDOUT,
                 cwd=self.root,
                 env=self.env(),
-                start_new_session=True,  # its own process group: killed whole
+                start_new_session=True,  # its own process group: a hang is killed whole
             )
         self.processes.append((process, log))
         return process
@@ -118,17 +117,8 @@ def alone(tmp_path_factory, sandbox) -> tuple[set[str], list[tuple]]:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory):
-    """Where the processes' temporary files go; emptied at the end (a debootstrap killed
-    mid-way leaves its root filesystem, and what it had mounted there)."""
-    root = tmp_path_factory.mktemp("procs")
-    (root / "tmp").mkdir()
-    yield root
-    with open("/proc/self/mounts") as mounts:
-        points = [line.split()[1] for line in mounts if f"{root}/" in line.split()[1]]
-    for point in sorted(points, key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-    shutil.rmtree(root / "tmp", ignore_errors=True)
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("procs")
 
 
 @pytest.fixture(scope="module")
@@ -228,44 +218,56 @@ def test_a_base_another_process_built_from_the_same_recipe_is_used_and_never_rem
     assert client.images.get(tag).id == theirs.id  # theirs, still: nothing of theirs removed
 
 
-def test_four_processes_at_once_after_a_lock_holder_was_killed_each_keep_their_batch(
-    alone, tmp_path_factory, scratch
-):
-    with ExtraEngine(tmp_path_factory.mktemp("se") / "b") as engine:
-        client = DockerClient(base_url=engine.url)
-        # A set-up killed with SIGKILL (its whole process group, debootstrap too) while it
-        # builds the base image under the engine's lock: the lock stays behind.
-        killed = Project(scratch / "killed", engine.url)
-        victim = killed.start("setup")
-        name = lock.lock_name(f"base-{recipe_hash()}")
-        deadline = time.monotonic() + BOUND
-        while not client.containers.list(all=True, filters={"name": name}):
-            assert victim.poll() is None, (scratch / "killed").joinpath("setup-0.log").read_text()
-            assert time.monotonic() < deadline, "the set-up never took the engine's lock"
-            time.sleep(0.1)
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.wait()
-        assert client.containers.list(all=True, filters={"name": name})  # left behind
+HOLDER = r"""
+import sys
+from docker import DockerClient
+from endless_assets.sandbox.engine import lock
 
-        setup = Project(scratch / "four-setup", engine.url)
-        runs = [Project(scratch / f"four-run-{i}", engine.url) for i in range(2)]
-        served = scratch / "four-serve"
-        task_ids = serve_lake(served)
-        started = [setup.start("setup"), *(r.run() for r in runs)]
-        server = Server(served / "data", docker_host=engine.url)
-        answers: list = []
-        try:
-            resets = http_resets(server, task_ids, answers)
-            assert "base image endless-base" in setup.finish(started[0])
-            for project, process in zip(runs, started[1:], strict=True):
-                project.finish(process)
-            resets.join(BOUND)
-            assert not resets.is_alive(), "endless serve never answered its resets"
-        finally:
-            server.stop()
-        assert served_well(answers, 2), answers
-        for project in runs:
-            assert project.outcome() == alone
-        assert not client.containers.list(all=True, filters={"name": name})  # released
-        with contextlib.suppress(Exception):
-            client.close()
+lock.acquire(DockerClient(base_url=sys.argv[1]), sys.argv[2])
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_four_processes_at_once_after_a_lock_holder_was_killed_each_keep_their_batch(
+    alone, engine_one, scratch
+):
+    client = DockerClient(base_url=engine_one.url)
+    tag = base_image_tag()
+    with contextlib.suppress(docker.errors.ImageNotFound):  # no base image again (its root
+        client.images.remove(tag)  # filesystem stays: the build is the user layer's alone)
+    # A process that held the engine's lock of the base image's build, killed with SIGKILL:
+    # the lock stays behind.
+    name = f"base-{recipe_hash()}"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, engine_one.url, name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert victim.stdout.readline().strip() == "held"
+    victim.kill()
+    victim.wait()
+    assert client.containers.list(all=True, filters={"name": lock.lock_name(name)})
+
+    setup = Project(scratch / "four-setup", engine_one.url)
+    runs = [Project(scratch / f"four-run-{i}", engine_one.url) for i in range(2)]
+    served = scratch / "four-serve"
+    task_ids = serve_lake(served)
+    started = [setup.start("setup"), *(r.run() for r in runs)]
+    server = Server(served / "data", docker_host=engine_one.url)
+    answers: list = []
+    try:
+        resets = http_resets(server, task_ids, answers)
+        assert f"base image {tag}" in setup.finish(started[0])
+        for project, process in zip(runs, started[1:], strict=True):
+            project.finish(process)
+        resets.join(BOUND)
+        assert not resets.is_alive(), "endless serve never answered its resets"
+    finally:
+        server.stop()
+    assert served_well(answers, 2), answers
+    for project in runs:
+        assert project.outcome() == alone
+    assert client.images.get(tag)
+    assert not client.containers.list(all=True, filters={"name": lock.lock_name(name)})
