@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -45,8 +46,8 @@ LOCAL = os.environ.get("DOCKER_HOST", "")
 class Project:
     """A checkout's data directory and Dagster instance, working on one engine."""
 
-    def __init__(self, root: Path, engine_url: str) -> None:
-        self.root, self.url = root, engine_url
+    def __init__(self, root: Path, engine_url: str, **settings: str) -> None:
+        self.root, self.url, self.settings = root, engine_url, settings
         self.data = root / "data"
         (root / "home").mkdir(parents=True, exist_ok=True)
         self.processes: list[tuple[subprocess.Popen, Path]] = []
@@ -60,6 +61,7 @@ class Project:
         env.update(
             ENDLESS_DATA_DIR=str(self.data),
             DAGSTER_HOME=str(self.root / "home"),
+            **self.settings,
         )
         return env
 
@@ -271,3 +273,30 @@ def test_four_processes_at_once_after_a_lock_holder_was_killed_each_keep_their_b
         assert project.outcome() == alone
     assert client.images.get(tag)
     assert not client.containers.list(all=True, filters={"name": lock.lock_name(name)})
+
+
+def test_two_set_ups_of_a_pool_at_once_copy_the_base_image_to_an_engine_once(
+    engine_one, scratch, tmp_path_factory
+):
+    tag = base_image_tag()
+    source = DockerClient(base_url=engine_one.url).images.get(tag).id
+    with ExtraEngine(tmp_path_factory.mktemp("se") / "c") as empty:
+        client = DockerClient(base_url=empty.url)
+        since = int(time.time()) - 1  # (an engine of this host: this clock)
+        hosts = f"{engine_one.url},{empty.url}"
+        setups = [
+            Project(scratch / f"pool-setup-{i}", engine_one.url, ENDLESS_DOCKER_HOSTS=hosts)
+            for i in range(2)
+        ]
+        started = [p.start("setup") for p in setups]
+        for project, process in zip(setups, started, strict=True):
+            assert empty.url in project.finish(process)
+        assert client.images.get(tag).id == source  # a copy, id intact
+        loads = client.events(
+            since=since,
+            until=int(time.time()) + 1,
+            decode=True,
+            filters={"type": "image", "event": "load"},
+        )
+        copies = [e for e in loads if e.get("id") == source]
+        assert len(copies) == 1  # one copy: the other set-up waited, then found it there

@@ -124,6 +124,7 @@ class Sandbox:
         if engine.has_image(tag):
             return
         sources = [e for e in self.pool.up if e is not engine and tag in e.images]
+        sources = sources or [e for e in self.pool.up if e is not engine and _holds(e, tag)]
         if sources:
             copy_image(sources[0], engine, tag)
             return
@@ -279,6 +280,15 @@ class Sandbox:
             stack.close()
             raise
         return stack, box
+
+
+def _holds(engine: Engine, tag: str) -> bool:
+    """Whether `engine` holds `tag` (looked up where it is not known); False when it cannot
+    say."""
+    try:
+        return engine.has_image(tag)
+    except SandboxError:
+        return False
 
 
 @contextmanager
