@@ -46,6 +46,7 @@ from endless_assets.sandbox.engine.client import (
     PROJECT,
     PROJECT_LABEL,
     SandboxError,
+    owner_alive,
     owner_tag,
 )
 
@@ -55,6 +56,7 @@ LOCK_IMAGE = "endless-lock:1"
 START_LABEL = "endless.owner_start"
 PURPOSE_LABEL = "endless.lock"
 POLL_SECONDS = 0.5
+LOAD_TRIES = 3  # loads of the lock image by one acquire (another process may remove it)
 STALE_SECONDS = 1800.0  # a lock of another host's process older than this is taken over
 _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 
@@ -90,11 +92,14 @@ def acquire(
 ) -> str:
     """Take the lock `name` (see engine_lock); the id of the lock's container."""
     container = lock_name(name)
-    told = False
+    told, loads = False, 0
     while True:
         try:
             return _create(client, container, name)
-        except docker.errors.ImageNotFound:
+        except docker.errors.NotFound as exc:  # no lock image (Podman: a plain 404)
+            loads += 1
+            if loads > LOAD_TRIES:
+                raise SandboxError(f"the engine cannot create {container}: {exc}") from exc
             _load_image(client)
             continue
         except docker.errors.APIError as exc:
@@ -201,10 +206,13 @@ def _holder(client: DockerClient, container: str) -> dict | None:
 
 def _alive(client: DockerClient, holder: dict, stale_seconds: float) -> bool:
     labels = (holder.get("Config") or {}).get("Labels") or {}
-    host, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
+    owner = labels.get(OWNER_LABEL, "")
+    host, _, pid = owner.rpartition(":")
     if host == socket.gethostname() and pid.isdigit():
-        start = process_start(int(pid))
-        return bool(start) and start == labels.get(START_LABEL, start)
+        recorded = labels.get(START_LABEL, "")
+        if recorded:
+            return process_start(int(pid)) == recorded
+        return owner_alive(owner)  # no start recorded (no /proc there): the pid alone
     return _age(client, holder) < stale_seconds
 
 
