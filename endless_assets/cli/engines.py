@@ -95,7 +95,8 @@ def check_engines(settings: Any) -> None:
 @app.command()
 def setup() -> None:
     """Build the base image if this recipe has not been built, and copy it to every engine of
-    the pool (`docker_hosts`) that lacks it."""
+    the pool (`docker_hosts`) that lacks it. One process at a time builds it on an engine (the
+    engine's lock): another one waits, saying whom for, then uses what it built."""
     from endless_assets.sandbox.engine.client import SandboxError
     from endless_assets.sandbox.image.base_image import ensure_base_image
 
@@ -117,7 +118,7 @@ def sweep(
     ] = False,
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
-    and release the disk budgets mounted for them."""
+    and release the disk budgets mounted for them; remove the engine locks of dead processes."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
