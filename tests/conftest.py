@@ -71,6 +71,7 @@ SLOW_MODULES = frozenset(
         "test_serve",
         "test_serve_lifecycle",
         "test_shards",
+        "test_shared_engine",
         "test_solver_episodes",
         "test_soundness",
         "test_soundness_pipeline",

@@ -95,7 +95,8 @@ def check_engines(settings: Any) -> None:
 @app.command()
 def setup() -> None:
     """Build the base image if this recipe has not been built, and copy it to every engine of
-    the pool (`docker_hosts`) that lacks it."""
+    the pool (`docker_hosts`) that lacks it. One process at a time builds it on an engine (the
+    engine's lock): another one waits, saying whom for, then uses what it built."""
     from endless_assets.sandbox.engine.client import SandboxError
     from endless_assets.sandbox.image.base_image import ensure_base_image
 
@@ -117,8 +118,8 @@ def sweep(
     ] = False,
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
-    and release the disk budgets mounted for them; mark the runs whose process is gone failed
-    and free their concurrency slots."""
+    and release the disk budgets mounted for them; remove the engine locks of dead processes;
+    mark the runs whose process is gone failed and free their concurrency slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
@@ -126,13 +127,14 @@ def sweep(
         leftovers.sweep(engine.client, everything=all_containers)
     done = leftovers.totals()
     loops = f", detached {done.loops} loop device(s)" if done.loops else ""
+    locks = f", removed {done.locks} engine lock(s) of dead processes" if done.locks else ""
     from endless_assets.cli.runs import reap_dead_runs
 
     runs = reap_dead_runs()
     failed = f", marked {runs} run(s) whose process is gone failed" if runs else ""
     out.print(
-        f"removed {done.containers} container(s), released {done.mounts} disk budget(s){loops}"
-        f"{failed}"
+        f"removed {done.containers} container(s), released {done.mounts} disk budget(s)"
+        f"{loops}{locks}{failed}"
     )
     for line in done.left:
         err.print(f"[yellow]warning:[/] the engine kept {escape(line)}; the next sweep tries again")

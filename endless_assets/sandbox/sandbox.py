@@ -4,6 +4,9 @@ The engines are a pool (engines.py): with one engine (the default) everything ha
 it always did; with `docker_hosts`, each build and each container goes to the engine with the
 most free slots, and a task image is built on the engine that runs it, from the recipe its first
 build left here (the same tag everywhere: the base image is copied between engines, id intact).
+An engine that holds the recipe's base already keeps it, whoever built it: a base built from the
+same recipe is the same base, and nothing here removes an image another process may use. An
+image removed under the work (`endless prune` elsewhere) is brought back and the work retried.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from docker import DockerClient
 
 from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
 from endless_assets.sandbox.containers.warm import Opened, WarmPool
-from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.client import ImageMissing, SandboxError
 from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
 from endless_assets.sandbox.engine.leftovers import sweep_containers
 from endless_assets.sandbox.grading.verdict import start_grader
@@ -70,6 +73,7 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.pool = pool_for(self.config.engine_specs)
         self._bases: dict[str, BaseImage] = {}
+        self._base_recipes: dict[str, str | None] = {}  # base tag -> its recipe
         self._base_lock = threading.Lock()
         self.warm = WarmPool(self._open_warm, self.config.warm)
         # Held around the CPU-heavy moments (a build, a container's start, a verdict) by every
@@ -92,8 +96,8 @@ class Sandbox:
 
     def base_for(self, recipe: str | None) -> BaseImage:
         """The base image of `recipe` (None: the setting's): an engine's that holds it, else
-        built on the first engine that is up; other engines receive a copy when they first
-        need it."""
+        built on the first engine that is up (by one process at a time: the engine's lock);
+        other engines receive a copy when they first need it."""
         key = base_image_tag(recipe)
         with self._base_lock:
             if key not in self._bases:
@@ -102,29 +106,32 @@ class Sandbox:
                 base = ensure_base_image(engine.client, recipe=recipe)
                 engine.images.add(base.tag)
                 self._bases[key] = base
+                self._base_recipes[key] = recipe
             return self._bases[key]
 
     def ensure_base(self, recipe: str | None = None) -> list[str]:
         """The base image on every engine that is up (`endless setup`); their names."""
         base = self.base_for(recipe)
         for engine in self.pool.up:
-            self._bring(engine, base.tag, base.image_id)
+            self._bring(engine, base.tag)
         return [e.name for e in self.pool.up]
 
-    def _bring(self, engine: Engine, tag: str, image_id: str = "") -> None:
-        """Make `tag` present on `engine`: copied from an engine that holds it."""
+    def _bring(self, engine: Engine, tag: str) -> None:
+        """Make `tag` present on `engine`: there already (whatever its id: a base image another
+        process built from the same recipe is the same base, and never removed), else copied
+        from an engine that holds it; a base image that no engine holds any more (removed
+        under the run) is built again."""
         if engine.has_image(tag):
-            try:
-                if not image_id or engine.client.images.get(tag).id == image_id:
-                    return
-                engine.images.discard(tag)  # a base built there on its own: replaced by ours
-                engine.client.images.remove(tag, force=True, noprune=False)
-            except (docker.errors.DockerException, OSError) as exc:  # the engine, not the task
-                raise SandboxError(f"engine {engine.name} failed on {tag}: {exc}") from exc
+            return
         sources = [e for e in self.pool.up if e is not engine and tag in e.images]
-        if not sources:
-            raise SandboxError(f"image {tag} not found on engine {engine.name} nor on any other")
-        copy_image(sources[0], engine, tag)
+        sources = sources or [e for e in self.pool.up if e is not engine and _holds(e, tag)]
+        if sources:
+            copy_image(sources[0], engine, tag)
+            return
+        if tag not in self._base_recipes:
+            raise ImageMissing(f"image {tag} not found on engine {engine.name} nor on any other")
+        base = ensure_base_image(engine.client, recipe=self._base_recipes[tag])
+        engine.images.add(base.tag)
 
     def build(
         self,
@@ -153,20 +160,38 @@ class Sandbox:
         network: bool,
     ) -> BuildResult:
         base = self.base
-        self._bring(engine, base.tag, base.image_id)
-        with engine_errors(engine):
-            result = build_task_image(
-                engine.client,
-                dockerfile,
-                context_files,
-                base_image_id=base.image_id,
-                network=network,
-                timeout=self.config.build_timeout,
-                limits=self.config.limits,  # a build's RUN steps get a task container's limits
-            )
+        self._bring(engine, base.tag)
+        try:
+            with engine_errors(engine):
+                result = build_task_image(
+                    engine.client,
+                    dockerfile,
+                    context_files,
+                    base_image_id=base.image_id,
+                    network=network,
+                    timeout=self.config.build_timeout,
+                    limits=self.config.limits,  # a build's RUN steps get a container's limits
+                )
+        except SandboxError:
+            self._check_base(engine, base.tag)
+            raise
         if result.ok:
             engine.images.add(result.tag)
+        else:
+            self._check_base(engine, base.tag)
         return result
+
+    def _check_base(self, engine: Engine, tag: str) -> None:
+        """After a build failed: ImageMissing (tried again, the base brought back first) when
+        the base image left the engine under it (another process removed it), which is no
+        fault of the Dockerfile's. An engine that cannot say leaves the failure as it was."""
+        engine.images.discard(tag)
+        try:
+            gone = not engine.has_image(tag)
+        except SandboxError:
+            return
+        if gone:
+            raise ImageMissing(f"the base image {tag} left engine {engine.name} during a build")
 
     def _ensure_image(self, engine: Engine, image: str) -> None:
         """`image` on `engine`: already there, built there from its recipe, or copied."""
@@ -193,8 +218,14 @@ class Sandbox:
                 continue
 
     def recover(self) -> list[str]:
-        """Before retrying work an engine failed: drain the engines that stopped answering (or
-        wait for one, when none answers). The names of the engines drained now."""
+        """Before retrying work an engine failed: forget which images the engines were seen to
+        hold (one may have been removed since: it is looked up, rebuilt or copied again), and
+        drain the engines that stopped answering (or wait for one, when none answers). The
+        names of the engines drained now."""
+        for engine in self.pool.engines:
+            engine.images.clear()
+        with self._base_lock:
+            self._bases.clear()
         return self.pool.recover()
 
     @contextmanager
@@ -221,15 +252,25 @@ class Sandbox:
         try:
             engine = stack.enter_context(self.pool.lease(image))
             self._ensure_image(engine, image)
-            with engine_errors(engine):
-                box = stack.enter_context(
-                    task_container(engine.client, image, limits=self.config.limits, labels=labels)
-                )
+            try:
+                box = self._start(stack, engine, image, labels)
+            except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
+                engine.images.discard(image)
+                self._ensure_image(engine, image)
+                box = self._start(stack, engine, image, labels)
         except BaseException:
             with suppress(SandboxError):  # the engine that just failed may fail the removal too
                 stack.close()
             raise
         return stack, box
+
+    def _start(
+        self, stack: ExitStack, engine: Engine, image: str, labels: dict[str, str] | None
+    ) -> TaskContainer:
+        with engine_errors(engine):
+            return stack.enter_context(
+                task_container(engine.client, image, limits=self.config.limits, labels=labels)
+            )
 
     def _open_warm(self, image: str) -> Opened:
         stack, box = self._open(image, {"role": "warm"})
@@ -239,6 +280,15 @@ class Sandbox:
             stack.close()
             raise
         return stack, box
+
+
+def _holds(engine: Engine, tag: str) -> bool:
+    """Whether `engine` holds `tag` (looked up where it is not known); False when it cannot
+    say."""
+    try:
+        return engine.has_image(tag)
+    except SandboxError:
+        return False
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from endless_assets.sandbox.containers.startup import (
     exited_by_itself,
 )
 from endless_assets.sandbox.engine import disk, podman
-from endless_assets.sandbox.engine.client import TASK_KIND, SandboxError, base_labels
+from endless_assets.sandbox.engine.client import TASK_KIND, ImageMissing, SandboxError, base_labels
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Capabilities root keeps inside the container (for the grader and the harness's own commands):
@@ -334,7 +334,7 @@ def task_container(
         raise
     except docker.errors.ImageNotFound as exc:
         _remove_by_name(client, name)
-        raise SandboxError(f"image {image} not found: {exc}") from exc
+        raise ImageMissing(f"image {image} not found: {exc}") from exc
     except docker.errors.APIError as exc:
         _remove_by_name(client, name)
         if "storage-opt" in str(exc).lower() or "storageopt" in str(exc).lower():

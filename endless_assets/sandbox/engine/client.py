@@ -26,6 +26,12 @@ class SandboxError(RuntimeError):
     """Infrastructure failure (daemon unreachable, API error): a harness error, not a verdict."""
 
 
+class ImageMissing(SandboxError):
+    """An image that was there is not (another process removed it: `endless prune`, a user's
+    `docker rmi`): the engine's image store changed under the work, which is tried again once
+    the image is back (rebuilt from its recipe, or copied)."""
+
+
 class RetriesExhausted(SandboxError):
     """An engine failure already tried again where it happened (a build): trying the whole step
     again on the same engine would only repeat those tries."""

@@ -32,10 +32,12 @@ from endless_assets.sandbox.engine.client import (
     ENGINE_WAIT_SECONDS,
     PING_SECONDS,
     EngineConfigError,
+    ImageMissing,
     SandboxError,
     client_for,
     connect,
 )
+from endless_assets.sandbox.engine.lock import engine_lock
 
 log = logging.getLogger(__name__)
 
@@ -272,14 +274,25 @@ def _copy_lock(tag: str, target: str) -> threading.Lock:
 
 def copy_image(source: Engine, target: Engine, tag: str) -> None:
     """Stream `tag` from one engine to another (docker save | docker load): its id stays the
-    same, so task images built on it get the same tags on every engine."""
+    same, so task images built on it get the same tags on every engine. One copy of a tag onto
+    an engine at a time, across processes (the target engine's lock: lock.py); a process that
+    waited finds the image there."""
     with _copy_lock(tag, target.name):
         if target.has_image(tag):
             return
-        try:
-            podman.copy_image(source.client, target.client, tag)  # Docker or Podman, either way
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(
-                f"copying {tag} from engine {source.name} to {target.name} failed: {exc}"
-            ) from exc
+        with engine_lock(target.client, f"copy-{tag}"):
+            target.images.discard(tag)
+            if target.has_image(tag):  # copied by another process meanwhile
+                return
+            try:
+                podman.copy_image(source.client, target.client, tag)  # Docker or Podman
+            except docker.errors.ImageNotFound as exc:  # removed from the source meanwhile
+                source.images.discard(tag)
+                raise ImageMissing(
+                    f"copying {tag} from engine {source.name} to {target.name}: {exc}"
+                ) from exc
+            except (docker.errors.DockerException, OSError) as exc:
+                raise SandboxError(
+                    f"copying {tag} from engine {source.name} to {target.name} failed: {exc}"
+                ) from exc
         target.images.add(tag)

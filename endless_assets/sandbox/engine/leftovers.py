@@ -1,6 +1,6 @@
-"""What processes that died left on an engine: their task containers, and the disk budgets
-(disk.py) mounted for them; found and removed by `sweep` (`endless sweep`, and every
-`Sandbox()` once per process and engine).
+"""What processes that died left on an engine: their task containers, the disk budgets
+(disk.py) mounted for them and the engine locks (lock.py) they held; found and removed by
+`sweep` (`endless sweep`, and every `Sandbox()` once per process and engine).
 
 A container is removed once its budget is released: the budgets are found in the host's mount
 table and loop devices (mounts.py), not through what the engine says of the container, which
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import docker.errors
 from docker import DockerClient
 
-from endless_assets.sandbox.engine import disk, mounts, podman
+from endless_assets.sandbox.engine import disk, lock, mounts, podman
 from endless_assets.sandbox.engine.client import (
     KIND_LABEL,
     OWNER_LABEL,
@@ -47,12 +47,14 @@ class Swept:
     containers: int = 0  # removed
     mounts: int = 0  # budget mounts released
     loops: int = 0  # loop devices of budgets detached that nothing had mounted
+    locks: int = 0  # engine locks (lock.py) of processes that are gone, removed
     left: list[str] = field(default_factory=list)  # "id: why" of containers the engine kept
 
     def add(self, other: Swept) -> None:
         self.containers += other.containers
         self.mounts += other.mounts
         self.loops += other.loops
+        self.locks += other.locks
         self.left += other.left
 
 
@@ -94,6 +96,7 @@ def sweep(client: DockerClient, *, everything: bool = False) -> Swept:
     swept.mounts, swept.loops = _release(releasable)
     for container in doomed:
         _remove(client, container.id, releasable, swept)
+    swept.locks = lock.sweep_locks(client)
     with _totals_lock:
         _totals.add(swept)
     return swept

@@ -32,7 +32,8 @@ from docker import DockerClient
 
 from endless_assets.models import content_hash
 from endless_assets.sandbox.engine import podman
-from endless_assets.sandbox.engine.client import SandboxError, base_labels
+from endless_assets.sandbox.engine.client import KIND_LABEL, PROJECT, PROJECT_LABEL, SandboxError
+from endless_assets.sandbox.engine.lock import engine_lock
 
 log = logging.getLogger(__name__)
 
@@ -140,15 +141,38 @@ def base_image_tag(recipe: str | None = None) -> str:
 def ensure_base_image(
     client: DockerClient, *, progress=log.info, recipe: str | None = None
 ) -> BaseImage:
-    """Return the base image, building it first if this recipe has not been built here."""
+    """Return the base image, building it first if this recipe has not been built here.
+
+    One process at a time builds it on an engine (the engine's lock, lock.py): the others wait,
+    then use what it built. An image of the recipe's tag is the base, whoever built it: it is
+    never replaced (a base built from the same recipe is the same base)."""
     chosen = recipe_named(recipe)
     tag = base_image_tag(chosen.name)
     started = time.monotonic()
+    found = image_id_of(client, tag)
+    if found:
+        return BaseImage(tag, found, built=False, seconds=time.monotonic() - started)
+    with engine_lock(client, f"base-{recipe_hash(chosen.name)}", progress=progress):
+        found = image_id_of(client, tag)
+        if found:
+            progress(f"base image ready: {tag}, built by another process meanwhile")
+            return BaseImage(tag, found, built=False, seconds=time.monotonic() - started)
+        return _build(client, chosen, tag, progress, started)
+
+
+def image_id_of(client: DockerClient, tag: str) -> str:
+    """The id of image `tag` on the engine, "" when it has none. SandboxError when the engine
+    fails."""
     try:
-        image = client.images.get(tag)
-        return BaseImage(tag, image.id, built=False, seconds=time.monotonic() - started)
+        return str(client.images.get(tag).id)
     except docker.errors.ImageNotFound:
-        pass
+        return ""
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"the engine failed to look up {tag}: {exc}") from exc
+
+
+def _build(client: DockerClient, chosen: Recipe, tag: str, progress, started: float) -> BaseImage:
+    """Build the base image of `chosen` (the caller holds the engine's lock)."""
     if podman.is_podman(client):
         copied = copy_from_docker(client, tag, progress)
         if copied:
@@ -175,11 +199,14 @@ def ensure_base_image(
             tag=tag,
             rm=True,
             forcerm=True,
-            labels=base_labels(kind="base-image"),
+            # No owner label: the base is any process's, and the same recipe the same image.
+            labels={PROJECT_LABEL: PROJECT, KIND_LABEL: "base-image"},
         )
     except docker.errors.BuildError as exc:
         log_text = "".join(str(chunk.get("stream", chunk)) for chunk in exc.build_log)
         raise SandboxError(f"base image build failed: {exc}\n{log_text[-4000:]}") from exc
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"base image build failed on the engine: {exc}") from exc
     progress(f"base image ready: {tag} ({time.monotonic() - started:.0f} s)")
     return BaseImage(tag, image.id, built=True, seconds=time.monotonic() - started)
 

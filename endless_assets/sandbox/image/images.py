@@ -236,8 +236,10 @@ def _build_once(
         return False, "", "\n".join(filter(None, [failing_step_log(text), reason]))
     try:
         image = client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        return False, "", "build finished without producing an image:\n" + text[-BUILD_LOG_LIMIT:]
+    except docker.errors.ImageNotFound as exc:
+        # A build that succeeded made its tag: another process removed it since (`endless
+        # prune`), which says nothing about the Dockerfile.
+        raise _EngineFault(f"the built image {tag} was removed before it was used") from exc
     except (docker.errors.DockerException, OSError) as exc:
         raise _EngineFault(f"looking up the built image failed: {exc}") from exc
     return True, image.id, ""
