@@ -120,6 +120,7 @@ class ServedEpisode:
         self.started_at = datetime.now(UTC)
         self.reset_seconds = 0.0
         self.abandoned = False  # the client left before the episode's outcome was known
+        self.abandon_reason = ""
         self.result: Finished | None = None
         self._outcome = threading.Lock()  # orders the outcome and the client's leaving
         self.graded = threading.Event()  # the loop's result is known (the container may remain)
@@ -153,7 +154,7 @@ class ServedEpisode:
             self.ended.set()
         return self.result
 
-    def abandon(self, *, wait: bool = True) -> None:
+    def abandon(self, *, wait: bool = True, reason: str = "") -> None:
         """The client left: the loop ends without a verdict (a running command or verdict is
         stopped by killing the container); with `wait`, once the container is removed.
 
@@ -163,6 +164,7 @@ class ServedEpisode:
         with self._outcome:
             if not self.graded.is_set():
                 self.abandoned = True
+                self.abandon_reason = self.abandon_reason or reason
         self.client.actions.put(None)
         if not self.client.waiting and not self.graded.is_set():
             self._kill()
