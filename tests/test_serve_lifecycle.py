@@ -107,6 +107,8 @@ def test_an_idle_episode_is_reaped_and_its_session_lives_on(sandbox, tmp_path, t
             since = time.time() - 1
             session = slow["observation"]["session_id"]
             wait_removed(sandbox.client, since, session=session)  # no call: idle, reaped
+            state = client.ok("state")
+            assert (state["status"], state["termination"]) == ("over", "abandoned"), state
             later = client.ok("step", action={"command": "true"})  # (a trainer, done generating)
             assert later["done"] and later["reward"] is None, later
             seen = later["observation"]

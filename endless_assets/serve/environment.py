@@ -256,7 +256,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             return "closed"
         if episode is None:
             return "idle"
-        return "over" if episode.result is not None else "running"
+        return "over" if episode.termination else "running"  # (reaped: over before it is read)
 
     def _steps_left(self, episode: ServedEpisode) -> int:
         return max(0, self.hub.limits.max_turns - episode.record.n_turns)
