@@ -70,6 +70,7 @@ SLOW_MODULES = frozenset(
         "test_root_integrity",
         "test_serve",
         "test_serve_lifecycle",
+        "test_serve_trl",
         "test_shards",
         "test_shared_engine",
         "test_solver_episodes",

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 from serve_helpers import Driver, Server, openenv_python, served_containers, wait_removed
@@ -174,6 +176,10 @@ def test_bad_requests_are_refused_by_name(client):
         refused = client.call("step", action=action)
         assert not refused["ok"] and "VALIDATION_ERROR" in refused["error"], action
     assert not client.ok("step", action={"command": "true"})["done"]  # the episode goes on
+    for bad in ({"index": 999}, {"task_id": "et-nope"}, {"split": "test"}, {"index": "1"}):
+        refused = client.call("reset", kwargs=bad)
+        assert not refused["ok"] and str(next(iter(bad.values()))) in refused["error"], bad
+    assert not client.ok("step", action={"command": "true"})["done"]  # it ended no episode
 
 
 def test_a_seed_draws_the_same_task_every_time(client):
@@ -194,6 +200,8 @@ def test_sessions_past_the_limit_are_refused_clearly_and_a_closed_one_leaves_no_
         other.ok("open", "extra")
         refused = other.call("reset", "extra", kwargs={"task_id": task_id})
         assert not refused["ok"] and "CAPACITY_REACHED" in refused["error"], refused
+        status, body = http(server, "POST", "/reset", {"task_id": task_id})  # (a slot each)
+        assert status == 503 and "--max-sessions" in body["detail"], body
         session = other.ok("state", names[0])["session_id"]
         assert served_containers(sandbox.client, session=session)
         since = time.time() - 1
@@ -203,13 +211,23 @@ def test_sessions_past_the_limit_are_refused_clearly_and_a_closed_one_leaves_no_
         assert not other.ok("reset", "later", kwargs={"task_id": task_id})["done"]
 
 
+def http(server: Server, method: str, path: str, body: object = None) -> tuple[int, Any]:
+    """The status and the JSON body of one HTTP request."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(server.url + path, data, headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
 def test_the_schema_metadata_and_task_api_show_no_test_or_solution(server, lake):
-    def get(path: str, body: dict | None = None) -> object:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        request = urllib.request.Request(server.url + path, data=data, headers=headers)
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.loads(answer.read())
+    def get(path: str, body: dict | None = None) -> Any:
+        status, answer = http(server, "GET" if body is None else "POST", path, body)
+        assert status == 200, answer
+        return answer
 
     schema = get("/schema")
     assert {"command", "done"} <= set(schema["action"]["properties"])
@@ -223,3 +241,36 @@ def test_the_schema_metadata_and_task_api_show_no_test_or_solution(server, lake)
     for task in lake["tasks"]:
         assert task.instruction in text
         assert task.completion_test not in text and task.reference_solution not in text
+
+
+# (method, path, body, what the answer's detail must name)
+BAD_HTTP_REQUESTS = [
+    ("POST", "/reset", {"task_id": "et-nope"}, "'et-nope'"),
+    ("POST", "/reset", {"index": 999}, "index 999"),
+    ("POST", "/reset", {"index": -1}, "index -1"),
+    ("POST", "/reset", {"index": "first"}, "'first'"),
+    ("POST", "/reset", {"task_id": ["et-a", "et-b"]}, "task_id"),
+    ("POST", "/reset", {"split": "test"}, "'test'"),
+    ("POST", "/reset", {"model": {"name": "m"}}, "model"),
+    ("POST", "/step", {"action": {"command": "ls"}}, "/ws"),
+    ("POST", "/endless/tasks", {"split": "test"}, "'test'"),
+    ("POST", "/endless/num_tasks", {"split": "validation"}, "'validation'"),
+    ("POST", "/endless/task", {"split": "train", "index": 999}, "index 999"),
+    ("POST", "/endless/task", {"split": "test", "index": 0}, "'test'"),
+    ("POST", "/endless/task_range", {"split": "test"}, "'test'"),
+    ("POST", "/nope/tasks", {"split": "train"}, "'nope'"),
+]
+
+
+def test_http_requests_for_what_is_not_served_are_refused_by_name_and_the_server_goes_on(
+    server, lake
+):
+    for method, path, body, named in BAD_HTTP_REQUESTS:
+        status, answer = http(server, method, path, body)
+        assert 400 <= status < 500 and named in answer["detail"], (path, body, status, answer)
+    task = lake["tasks"][0]
+    status, answer = http(server, "POST", "/reset", {"task_id": task.task_id})
+    assert status == 200 and answer["observation"]["text"] == task.instruction, answer
+    status, answer = http(server, "POST", "/endless/task", {"split": "train", "index": 0})
+    assert status == 200 and answer["task"]["index"] == 0
+    assert "Traceback" not in server.stderr()

@@ -94,25 +94,40 @@ def test_a_server_killed_with_sigkill_leaves_containers_the_next_start_removes(
         assert second.stop() == 0, second.stderr()
 
 
-def test_an_idle_session_is_reaped_its_container_removed_and_it_says_so(
-    sandbox, tmp_path, tmp_path_factory
-):
+def test_an_idle_episode_is_reaped_and_its_session_lives_on(sandbox, tmp_path, tmp_path_factory):
     lake, (task, _) = kept_lake(tmp_path, sandbox)
     server = Server(lake.data_dir, "--idle-seconds=1")
     try:
         with Driver(openenv_python(tmp_path_factory), server.url) as client:
             client.ok("open")
+            client.ok("reset", kwargs={"task_id": task.task_id})
+            # a step that runs for longer than the idle time is no idleness
+            slow = client.ok("step", action={"command": "sleep 3; echo awake"})
+            assert slow["observation"]["output"] == "awake\n" and not slow["done"], slow
             since = time.time() - 1
-            session = client.ok("reset", kwargs={"task_id": task.task_id})["observation"]
-            wait_removed(sandbox.client, since, session=session["session_id"])  # no call: idle
-            later = client.call("step", action={"command": "true"})
-            assert not later["ok"] and "idle" in later["error"]
-            assert "open a new one" in later["error"]
+            session = slow["observation"]["session_id"]
+            wait_removed(sandbox.client, since, session=session)  # no call: idle, reaped
+            state = client.ok("state")
+            assert (state["status"], state["termination"]) == ("over", "abandoned"), state
+            later = client.ok("step", action={"command": "true"})  # (a trainer, done generating)
+            assert later["done"] and later["reward"] is None, later
+            seen = later["observation"]
+            assert seen["termination"] == "abandoned" and seen["infra_error"] is None
+            assert (
+                "--idle-seconds" in seen["text"]
+                and "--idle-seconds" in later["metadata"]["abandoned"]
+            )
+            again = client.episode([task.reference_solution], task_id=task.task_id)  # same session
+            assert again["reward"] == 1.0 and again["observation"]["session_id"] == session
         assert server.stop() == 0, server.stderr()
     finally:
         server.stop()
-    (row,) = query(lake, "select termination, reward from served_episodes").to_dicts()
-    assert row == {"termination": "abandoned", "reward": None}
+    assert "2 episode(s): 1 graded, 0 infra error(s), 1 abandoned" in server.stderr()
+    rows = query(lake, "select termination, reward, steps from served_episodes order by started_at")
+    assert rows.to_dicts() == [
+        {"termination": "abandoned", "reward": None, "steps": 1},
+        {"termination": "done", "reward": 1, "steps": 1},
+    ]
 
 
 def test_the_time_budget_grades_the_episode_on_the_step_that_reaches_it(
@@ -176,3 +191,44 @@ def test_an_engine_killed_mid_episode_is_an_infra_error_not_a_zero(
     rows = query(lake, "select reward, termination, infra_error from served_episodes").to_dicts()
     assert [(r["reward"], r["termination"]) for r in rows] == [(None, "infra_error")] * 2
     assert all(r["infra_error"] for r in rows)
+
+
+@pytest.mark.parametrize("then", ["reset", "close"])
+def test_an_infra_error_is_recorded_as_the_client_saw_it_when_the_client_moves_on_at_once(
+    sandbox, tmp_path, tmp_path_factory, then
+):
+    """The grader dies with its container (killed under the episode); the client is told
+    infra_error and at once resets or disconnects, while the server still removes the container:
+    the ledger and the stop summary say infra_error with the reason the client read."""
+    lake, (task, _) = kept_lake(tmp_path, sandbox)
+    server = Server(lake.data_dir)
+    try:
+        with Driver(openenv_python(tmp_path_factory), server.url) as client:
+            client.ok("open")
+            session = client.ok("reset", kwargs={"task_id": task.task_id})["observation"]
+            assert client.ok("step", action={"command": "echo before"})["observation"]["output"]
+            (container,) = served_containers(sandbox.client, session=session["session_id"])
+            sandbox.client.containers.get(container).kill()
+            failed = client.ok("step", action={"command": "echo after"})
+            if then == "reset":
+                client.ok("reset", kwargs={"task_id": task.task_id})
+            else:
+                client.ok("close")
+            seen = failed["observation"]
+            assert failed["done"] and failed["reward"] is None, failed
+            assert seen["termination"] == "infra_error" and seen["infra_error"], seen
+        assert server.stop() == 0, server.stderr()
+    finally:
+        server.stop()
+    rows = query(
+        lake, "select termination, infra_error, reward from served_episodes order by started_at"
+    ).to_dicts()
+    told = {"termination": "infra_error", "infra_error": seen["infra_error"], "reward": None}
+    assert rows[0] == told
+    if then == "reset":  # the second episode: abandoned by the stop
+        assert rows[1:] == [{"termination": "abandoned", "infra_error": "", "reward": None}]
+    else:
+        assert rows[1:] == []
+    abandoned = len(rows) - 1
+    summary = f"{len(rows)} episode(s): 0 graded, 1 infra error(s), {abandoned} abandoned"
+    assert summary in server.stderr()

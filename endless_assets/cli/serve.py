@@ -35,7 +35,11 @@ def serve(
         int, typer.Option(help="environment sessions at once (each holds one container)")
     ] = 32,
     idle_seconds: Annotated[
-        float, typer.Option(help="a session idle for this long is closed, its container removed")
+        float,
+        typer.Option(
+            help="an episode whose session made no call for this long is abandoned, its "
+            "container removed (the session stays)"
+        ),
     ] = 600.0,
     seed: Annotated[int, typer.Option(help="seed of the sampler of resets without a task")] = 0,
     max_turns: Annotated[int | None, typer.Option(help="actions per episode")] = None,
@@ -90,13 +94,6 @@ def serve(
         episode_seconds=settings.episode_seconds,
         output_cap=settings.output_cap,
     )
-    longest = limits.command_timeout + limits.test_timeout
-    if idle_seconds < longest:
-        err.print(
-            f"[yellow]warning:[/] --idle-seconds {idle_seconds:g} is shorter than the longest "
-            f"step ({longest:g} s: a command's timeout, then grading): a session may be reaped "
-            "while its step runs"
-        )
     hub = Hub(
         sandbox,
         tasks,

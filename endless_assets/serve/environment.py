@@ -11,14 +11,23 @@ one episode at a time (serve/episode.py):
 - `step({"command": ...})` runs one command in the persistent shell; `step({"done": true})`,
   the step budget or the time budget ends the episode and the grader's reward comes back;
 - an infrastructure failure comes back as `infra_error` (done, no reward);
-- `close` (disconnect, idle reaping, server stop) abandons the episode and removes its container.
+- an episode whose session made no call for the server's idle time is abandoned and its
+  container removed (`reap_if_idle`, called by the hub's reaper); the session stays, and its next
+  step says so;
+- `close` (disconnect, server stop) abandons the episode and removes its container.
+
+A request the environment refuses raises one of serve/errors.py's errors, which name what is
+wrong: over HTTP a 4xx (or 503), over the WebSocket OpenEnv's EXECUTION_ERROR.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
@@ -26,9 +35,11 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from endless_assets.agent.episode import observation_text
 from endless_assets.agent.policies import Action
+from endless_assets.models import Task
 from endless_assets.sandbox.containers.shell import CommandResult
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.serve.episode import Finished, Ready, ServedEpisode
+from endless_assets.serve.errors import BadRequest, NotNow, Unavailable
 from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction, TerminalObservation, TerminalState
 from endless_assets.serve.tasks import SPLIT, SelectionError
@@ -36,8 +47,25 @@ from endless_assets.serve.tasks import SPLIT, SelectionError
 ENV_NAME = "endless"
 
 
-class EnvironmentClosed(RuntimeError):
-    """The session was closed (reaped when idle, or the server is stopping)."""
+class EnvironmentClosed(Unavailable):
+    """The session was closed (the server is stopping)."""
+
+
+def _check_reset(**fields: Any) -> None:
+    """A reset's fields, each of its type (the WebSocket passes them as the client sent them)."""
+    kinds = {"seed": int, "index": int, "task_id": str, "split": str, "episode_id": str}
+    for name, kind in kinds.items():
+        value = fields[name]
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise BadRequest(f"reset's {name} must be {kind.__name__}, got {value!r}")
+    if fields["model"] is not None and not isinstance(fields["model"], str):
+        raise BadRequest(f"reset's model must be a string, got {fields['model']!r}")
+    if fields["split"] not in (None, SPLIT):
+        raise SelectionError(f"unknown split {fields['split']!r}: this server has {SPLIT!r}")
+
+
+class NoEpisode(NotNow):
+    """A step before any reset (over HTTP: OpenEnv's /step makes an environment per request)."""
 
 
 class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, TerminalState]):
@@ -51,6 +79,8 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         self._reported = 0  # turns whose result went to the client
         self._opened = False
         self._closed = False
+        self._calls = 0  # reset and step calls running now
+        self._last_call = time.monotonic()  # when the last one ended
         self._lock = threading.Lock()
 
     # -- the protocol --------------------------------------------------------------------------
@@ -61,14 +91,20 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         task_id: str | None = None,
         index: int | None = None,
         split: str | None = None,
-        model: str = "",
+        model: str | None = "",
         **kwargs: Any,
     ) -> TerminalObservation:
-        self._check_open()
-        self._end_episode()
-        if split not in (None, SPLIT):
-            raise SelectionError(f"unknown split {split!r}: this server has {SPLIT!r}")
-        task = self.hub.tasks.pick(task_id, seed, index)
+        _check_reset(
+            seed=seed, episode_id=episode_id, task_id=task_id, index=index, split=split, model=model
+        )
+        with self._call():
+            task = self.hub.tasks.pick(task_id, seed, index)  # (a bad one ends no episode)
+            self._end_episode("the client reset the session")
+            return self._start(task, seed, episode_id, model or "")
+
+    def _start(
+        self, task: Task, seed: int | None, episode_id: str | None, model: str
+    ) -> TerminalObservation:
         if not self._opened:
             self.hub.open_session(self)
             self._opened = True
@@ -84,7 +120,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             self.hub.limits,
             session_id=self.session_id,
             episode_id=episode_id or uuid.uuid4().hex,
-            model=str(model or ""),
+            model=model,
             seed=seed,
             labels={"role": "serve", "task_id": task.task_id, "session": self.session_id},
             on_end=self.hub.episode_ended,
@@ -98,17 +134,37 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
     def step(
         self, action: TerminalAction, timeout_s: float | None = None, **kwargs: Any
     ) -> TerminalObservation:
-        self._check_open()
-        episode = self.episode
-        if episode is None:
-            raise RuntimeError("no episode in this session yet: call reset first")
-        if episode.result is not None:
-            raise RuntimeError(
-                f"episode {episode.episode_id} is over ({episode.termination}): call reset"
+        with self._call():
+            episode = self.episode
+            if episode is None:
+                raise NoEpisode("no episode in this session yet: call reset first")
+            if episode.result is not None:
+                raise NotNow(
+                    f"episode {episode.episode_id} is over ({episode.termination}): call reset"
+                )
+            if action.done:
+                return self._observe(episode.send(Action("done")))
+            return self._observe(episode.send(Action("command", command=action.command)))
+
+    def reap_if_idle(self, idle_seconds: float) -> bool:
+        """Abandon the running episode (its container removed) when the session made no call for
+        `idle_seconds`: the hub's reaper. The session stays open: its next step is told the
+        episode is over, its next reset starts another. True if it was abandoned."""
+        with self._lock:
+            episode = self.episode
+            if self._closed or self._calls or episode is None:
+                return False
+            if episode.graded.is_set() or episode.abandoned:
+                return False
+            idle = time.monotonic() - self._last_call
+            if idle <= idle_seconds:
+                return False
+            episode.abandon(
+                wait=False,
+                reason=f"the session made no call for {idle:.0f} s (endless serve --idle-seconds "
+                f"{idle_seconds:g}): the episode was abandoned and its container removed",
             )
-        if action.done:
-            return self._observe(episode.send(Action("done")))
-        return self._observe(episode.send(Action("command", command=action.command)))
+            return True
 
     @property
     def state(self) -> TerminalState:
@@ -134,7 +190,9 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
                 return
             self._closed = True
         self.hub.close_session(self)  # first: a session waiting for the slot need not wait more
-        self._end_episode()
+        self._end_episode(
+            "the server is stopping" if self.hub.closing else "the client closed its session"
+        )
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
@@ -160,7 +218,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         self._check_split(split)
         if not 0 <= index < len(self.hub.tasks):
-            raise IndexError(f"index {index} is outside 0..{len(self.hub.tasks) - 1}")
+            raise SelectionError(f"index {index} is outside 0..{len(self.hub.tasks) - 1}")
         return self.hub.tasks.describe(index)
 
     def get_task_range(
@@ -170,28 +228,35 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         return [self.hub.tasks.describe(i) for i in range(len(self.hub.tasks))[start:stop]]
 
     # -- helpers -------------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise EnvironmentClosed(
-                "this session was closed (idle for longer than the server's --idle-seconds, or "
-                "the server is stopping): open a new one"
-            )
+    @contextlib.contextmanager
+    def _call(self) -> Iterator[None]:
+        """A reset or step: the session is busy (never idle) until it returns."""
+        with self._lock:
+            if self._closed:
+                raise EnvironmentClosed("this session was closed: the server is stopping")
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._calls -= 1
+                self._last_call = time.monotonic()
 
     def _check_split(self, split: str) -> None:
         if split != SPLIT:
-            raise ValueError(f"unknown split {split!r}: this server has {SPLIT!r}")
+            raise SelectionError(f"unknown split {split!r}: this server has {SPLIT!r}")
 
-    def _end_episode(self) -> None:
+    def _end_episode(self, reason: str) -> None:
         episode = self.episode
         if episode is not None and not episode.ended.is_set():
-            episode.abandon()
+            episode.abandon(reason=reason)
 
     def _status(self, episode: ServedEpisode | None) -> str:
         if self._closed:
             return "closed"
         if episode is None:
             return "idle"
-        return "over" if episode.result is not None else "running"
+        return "over" if episode.termination else "running"  # (reaped: over before it is read)
 
     def _steps_left(self, episode: ServedEpisode) -> int:
         return max(0, self.hub.limits.max_turns - episode.record.n_turns)
@@ -239,8 +304,18 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             text = episode.task.instruction if event.turn is None else event.observation or ""
             return TerminalObservation(text=text, done=False, reward=None, **fields)
         termination, reward = episode.termination, episode.reward
-        if reward is None:  # (abandoned under a pending step: the server stopped)
-            reason = episode.infra_error or "the session closed before the episode ended"
+        if termination == "abandoned":  # (idle, or the server stopped under a pending step)
+            reason = episode.abandon_reason or "the session closed before the episode ended"
+            return TerminalObservation(
+                text=f"[episode abandoned, no reward: {reason}. Reset to start another.]",
+                done=True,
+                reward=None,
+                termination=termination,
+                metadata={"abandoned": reason},
+                **fields,
+            )
+        if reward is None:
+            reason = episode.infra_error or "unknown"
             return TerminalObservation(
                 text=f"[infra error, no reward: {reason}]",
                 done=True,

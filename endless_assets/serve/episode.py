@@ -119,8 +119,10 @@ class ServedEpisode:
         self.started = time.monotonic()
         self.started_at = datetime.now(UTC)
         self.reset_seconds = 0.0
-        self.abandoned = False
+        self.abandoned = False  # the client left before the episode's outcome was known
+        self.abandon_reason = ""
         self.result: Finished | None = None
+        self._outcome = threading.Lock()  # orders the outcome and the client's leaving
         self.graded = threading.Event()  # the loop's result is known (the container may remain)
         self.ended = threading.Event()  # ... and the container is gone
         self._stuck = ""  # why the episode was given up on, when it stopped answering
@@ -142,7 +144,8 @@ class ServedEpisode:
     def fail_before_start(self, exc: Exception) -> Finished:
         """The episode cannot start (its image did not build): an infra error, recorded."""
         self._fail(exc)
-        self.graded.set()
+        with self._outcome:
+            self.graded.set()
         self.result = Finished(self.record)
         try:
             if self.on_end is not None:
@@ -151,10 +154,17 @@ class ServedEpisode:
             self.ended.set()
         return self.result
 
-    def abandon(self, *, wait: bool = True) -> None:
+    def abandon(self, *, wait: bool = True, reason: str = "") -> None:
         """The client left: the loop ends without a verdict (a running command or verdict is
-        stopped by killing the container); with `wait`, once the container is removed."""
-        self.abandoned = True
+        stopped by killing the container); with `wait`, once the container is removed.
+
+        An episode whose outcome is already known (graded, or an infra error: what the client was
+        or is being told) keeps it: a client that resets or disconnects as soon as it reads an
+        infra error has not abandoned that episode, only the removal of its container."""
+        with self._outcome:
+            if not self.graded.is_set():
+                self.abandoned = True
+                self.abandon_reason = self.abandon_reason or reason
         self.client.actions.put(None)
         if not self.client.waiting and not self.graded.is_set():
             self._kill()
@@ -251,7 +261,8 @@ class ServedEpisode:
 
     def _finish(self) -> None:
         self.record.seconds = time.monotonic() - self.started
-        self.graded.set()
+        with self._outcome:
+            self.graded.set()
         self.client.events.put(Finished(self.record))
 
     def _kill(self) -> None:

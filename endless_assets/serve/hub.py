@@ -1,6 +1,11 @@
 """What every session of one server shares: the sandbox and its engine pool, the served tasks and
 their images, the episode limits, the bound on sessions, the live sessions, the episode log.
 
+An episode whose session made no call for the server's idle time is abandoned by the hub's
+reaper (its container removed); the session itself stays until its client closes it or its
+connection drops, so that a trainer busy generating for longer than that loses an episode (told
+so at its next step), never its session.
+
 Sessions are bounded twice: OpenEnv's server refuses a WebSocket session past
 `max_concurrent_envs` (its CAPACITY_REACHED error), and a session takes one of the hub's slots
 at its first reset (so that OpenEnv's stateless HTTP routes, which make an environment per
@@ -22,6 +27,7 @@ from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.engine.engines import answers
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.serve.episode import ServedEpisode
+from endless_assets.serve.errors import Unavailable
 from endless_assets.serve.record import EpisodeLog
 from endless_assets.serve.tasks import TaskSet
 from endless_assets.stages.attempts import ImageCache
@@ -32,8 +38,12 @@ log = logging.getLogger(__name__)
 class Session(Protocol):
     def close(self) -> None: ...
 
+    def reap_if_idle(self, idle_seconds: float) -> bool:
+        """Abandon the session's episode if it made no call for `idle_seconds`."""
+        ...
 
-class ServerBusy(RuntimeError):
+
+class ServerBusy(Unavailable):
     """Every session slot is taken."""
 
 
@@ -58,6 +68,7 @@ class Hub:
         self._running: set[ServedEpisode] = set()  # episodes whose container is not gone yet
         self._lock = threading.Lock()
         self.closing = False
+        self._stop = threading.Event()  # the reaper's
         self.counts = {"graded": 0, "infra_error": 0, "abandoned": 0}
 
     # -- sessions ------------------------------------------------------------------------------
@@ -79,6 +90,25 @@ class Hub:
                 return
             self._sessions.discard(session)
         self._slots.release()
+
+    def start_reaper(self, idle_seconds: float) -> threading.Thread:
+        """A thread that abandons the episodes of sessions idle for `idle_seconds`, checked every
+        quarter of that (at least every 5 s), until `close`."""
+        interval = min(max(idle_seconds / 4, 0.05), 5.0)
+
+        def reap() -> None:
+            while not self._stop.wait(interval):
+                with self._lock:
+                    live = list(self._sessions)
+                for session in live:
+                    try:
+                        session.reap_if_idle(idle_seconds)
+                    except Exception as exc:  # (one session's trouble stops no other reaping)
+                        log.warning(f"reaping an idle session failed: {exc}")
+
+        thread = threading.Thread(target=reap, name="idle-reaper", daemon=True)
+        thread.start()
+        return thread
 
     def image(self, task: Task) -> str:
         """The task's image (built, or found cached by its tag); SandboxError if it no longer
@@ -113,6 +143,7 @@ class Hub:
         """Server stop: every live session's episode is abandoned and its container removed,
         then the episode log is written."""
         self.closing = True
+        self._stop.set()
         with self._lock:
             live = list(self._sessions)
         for session in live:

@@ -17,6 +17,7 @@ from typing import Any
 
 from endless_assets.interop.tasks import ExportError, task_from_row, validate_task
 from endless_assets.models import Task
+from endless_assets.serve.errors import BadRequest
 from endless_assets.store.catalog import CatalogError, query
 from endless_assets.store.lake import Lake
 from endless_assets.store.stats_views import difficulty_sql
@@ -24,8 +25,9 @@ from endless_assets.store.stats_views import difficulty_sql
 SPLIT = "train"  # the one split a server offers (OpenEnv's task API names splits)
 
 
-class SelectionError(ValueError):
-    """The filter is not valid SQL, matches no kept task, or a matched task cannot be served."""
+class SelectionError(BadRequest):
+    """The filter is not valid SQL, matches no kept task, or a matched task cannot be served; or
+    a reset names a task or an index the server does not serve."""
 
 
 def _sql_text(value: str) -> str:

@@ -7,6 +7,9 @@ loader of Hugging Face checkpoints) can load. Its replies are noise, but a real 
 them token by token, one request at a time on CPU, with real usage counts, real chat-template
 errors and real status codes.
 
+`build_qwen3` makes a tiny Qwen3 (Qwen3's special tokens and a given chat template, e.g. the one
+TRL recognises to parse tool calls) for training loops such as TRL's GRPOTrainer.
+
 Needs the `serve` extra (torch, transformers): `pip install -e ".[serve]"`.
 """
 
@@ -15,6 +18,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 # The usual template: every role, including system.
 TEMPLATE = (
@@ -29,6 +36,17 @@ NO_SYSTEM_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
+QWEN3_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
 
 
 @dataclass(frozen=True)
@@ -61,34 +79,33 @@ def corpus() -> list[str]:
     return texts
 
 
-def build(spec: TinyModel, directory: Path) -> Path:
-    """Write the model `spec` describes into `directory` (created); returns the directory."""
-    import torch
+def _tokenizer(vocab: int, special: list[str], **roles: str) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer trained on `corpus()`, with `special` tokens; `roles` name
+    some of them (eos_token=..., pad_token=...)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        GenerationConfig,
-        LlamaConfig,
-        LlamaForCausalLM,
-        PreTrainedTokenizerFast,
-    )
+    from transformers import PreTrainedTokenizerFast
 
-    directory.mkdir(parents=True, exist_ok=True)
-    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe = Tokenizer(models.BPE(unk_token=special[0]))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=spec.vocab,
-        special_tokens=SPECIAL,
+        vocab_size=vocab,
+        special_tokens=special,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     bpe.train_from_iterator(corpus(), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="</s>",
-        pad_token="<pad>",
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, **roles)
+
+
+def build(spec: TinyModel, directory: Path) -> Path:
+    """Write the model `spec` describes into `directory` (created); returns the directory."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer(
+        spec.vocab, SPECIAL, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
     )
     tokenizer.chat_template = TEMPLATE if spec.system_role else NO_SYSTEM_TEMPLATE
     tokenizer.save_pretrained(directory)
@@ -116,4 +133,39 @@ def build(spec: TinyModel, directory: Path) -> Path:
     model.generation_config = GenerationConfig(**generation)
     model.save_pretrained(directory)
     (directory / "tiny_model.json").write_text(json.dumps(spec.__dict__), encoding="utf-8")
+    return directory
+
+
+def build_qwen3(directory: Path, chat_template: str, *, hidden: int = 64, seed: int = 0) -> Path:
+    """A tiny Qwen3ForCausalLM with random weights and Qwen3's special tokens (end of turn
+    `<|im_end|>`, padding `<|endoftext|>`) and `chat_template`, saved into `directory` (created)
+    with its tokenizer: what `from_pretrained(directory)` and TRL's trainers load."""
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer(800, QWEN3_SPECIAL, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tokenizer.chat_template = chat_template
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden // 4,
+        max_position_embeddings=8192,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[tokenizer.eos_token_id, tokenizer.pad_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model.save_pretrained(directory)
     return directory
