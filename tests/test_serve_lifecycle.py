@@ -134,12 +134,14 @@ def test_the_time_budget_grades_the_episode_on_the_step_that_reaches_it(
     sandbox, tmp_path, tmp_path_factory
 ):
     lake, (task, _) = kept_lake(tmp_path, sandbox)
-    server = Server(lake.data_dir, "--episode-seconds=2")
+    # A budget that outlasts the client's reset-to-step gap on a loaded machine, so the step
+    # starts inside it and the budget is reached while its command runs.
+    server = Server(lake.data_dir, "--episode-seconds=15")
     try:
         with Driver(openenv_python(tmp_path_factory), server.url) as client:
             client.ok("open")
             client.ok("reset", kwargs={"task_id": task.task_id})
-            late = client.ok("step", action={"command": "sleep 30; echo never"})
+            late = client.ok("step", action={"command": "sleep 300; echo never"})
             assert late["done"] and late["reward"] == 0.0, late
             seen = late["observation"]
             assert seen["termination"] == "time_limit" and seen["timed_out"]
