@@ -58,6 +58,7 @@ SLOW_MODULES = frozenset(
         "test_hostile_batch",
         "test_import_conventions",
         "test_import_roundtrip",
+        "test_offline_boilerplate",
         "test_llm_client",
         "test_llm_real_server",
         "test_pipeline",
