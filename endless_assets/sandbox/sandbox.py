@@ -133,8 +133,9 @@ class Sandbox:
         *,
         network: bool = True,
     ) -> BuildResult:
-        """Build (or reuse) a task image. RUN steps get the host network only when the caller
-        asks (`network`) and the configuration allows it (`build_network`)."""
+        """Build (or reuse) a task image. RUN steps get a network (the registries, never this
+        host: image/build_network.py) only when the caller asks (`network`) and the
+        configuration allows it (`build_network`)."""
         network = network and self.config.build_network
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
