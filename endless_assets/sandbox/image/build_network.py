@@ -37,8 +37,7 @@ import docker.errors
 from docker import DockerClient
 
 from endless_assets.sandbox.engine import podman
-from endless_assets.sandbox.engine.client import base_labels
-from endless_assets.sandbox.image.build_limits import ensure_gone
+from endless_assets.sandbox.engine.client import WORK_SECONDS, base_labels
 from endless_assets.sandbox.image.build_relay import Policy, Relay, engine_networks
 
 log = logging.getLogger(__name__)
@@ -151,7 +150,7 @@ def build_network(client: DockerClient, image: str) -> Iterator[BuildNetwork | N
         if relay is not None:
             relay.close()  # the lifeline with it: the gateway exits, the engine removes it
         if gateway:
-            ensure_gone(client, [gateway])  # (exiting already, unless it never started)
+            _remove(client, gateway)
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -198,6 +197,23 @@ def _start_gateway(
                 "this process)"
             )
     return created["Id"], ""
+
+
+def _remove(client: DockerClient, cid: str) -> None:
+    """The gateway gone: removed here, or (exiting already, its lifeline closed) removed by the
+    engine, which may refuse a removal meanwhile (Docker: 409, Podman: 500 "state improper")."""
+    deadline = time.monotonic() + WORK_SECONDS
+    while True:
+        try:
+            client.api.remove_container(cid, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except (docker.errors.APIError, OSError) as exc:
+            if time.monotonic() > deadline:
+                log.warning("build gateway %s not removed: %s", cid[:12], exc)
+                return
+        time.sleep(0.2)
 
 
 def _sweep(base: str) -> None:
