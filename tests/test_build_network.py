@@ -24,6 +24,7 @@ import pytest
 from endless_assets.sandbox.engine.client import base_labels
 from endless_assets.sandbox.image import build_network as network_module
 from endless_assets.sandbox.image.build_relay import Policy, Relay, Routes, engine_networks
+from endless_assets.sandbox.image.images import build_task_image
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -310,3 +311,24 @@ def test_a_build_whose_process_is_killed_leaves_no_gateway_nor_relay_behind(sand
     with network_module.build_network(sandbox.client, sandbox.base.tag) as network:
         assert network is not None
     assert not relay_dirs(), "the killed build's relay directory is still there"
+
+
+def test_a_mirror_on_this_host_is_reached_only_where_the_operator_allows_it(sandbox):
+    with recorder("127.0.0.1") as mirror, recorder("127.0.0.1") as other:
+        allowed = f"127.0.0.1:{mirror.server_address[1]}"
+        urls = {
+            "mirror": f"http://{allowed}",
+            "other": f"http://127.0.0.1:{other.server_address[1]}",
+        }
+        build = build_task_image(
+            sandbox.client,
+            f"FROM {sandbox.base.tag}\n{probe(urls)}",
+            {},
+            base_image_id=sandbox.base.image_id,
+            network=True,
+            network_allow=(allowed,),
+        )
+        assert build.ok, build.log
+        assert mirror.seen == ["/mirror-proxy"]  # through the proxy only: no route otherwise
+        assert other.seen == []
+    sandbox.remove_image(build.tag)

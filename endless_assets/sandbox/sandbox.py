@@ -32,6 +32,8 @@ class SandboxConfig:
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     limits: Limits = field(default_factory=Limits)
     build_network: bool = True  # RUN steps may reach package registries; run time never may
+    # host:port a build's network may reach although this host's (image/build_relay.py)
+    build_network_allow: tuple[str, ...] = ()
     build_timeout: float = 600
     test_timeout: float = 180
     # An engine pool (engines.parse_hosts); empty: the one engine of `docker_host`.
@@ -162,6 +164,7 @@ class Sandbox:
                 context_files,
                 base_image_id=base.image_id,
                 network=network,
+                network_allow=self.config.build_network_allow,
                 timeout=self.config.build_timeout,
                 limits=self.config.limits,  # a build's RUN steps get a task container's limits
             )

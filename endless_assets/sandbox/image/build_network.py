@@ -124,9 +124,12 @@ def runtime_dir() -> str:
 
 
 @contextlib.contextmanager
-def build_network(client: DockerClient, image: str) -> Iterator[BuildNetwork | None]:
+def build_network(
+    client: DockerClient, image: str, allow: tuple[str, ...] = ()
+) -> Iterator[BuildNetwork | None]:
     """A network for one build, from a gateway of `image` (one with python3: our base image);
-    None where the engine cannot run the gateway against this process's relay (said once)."""
+    None where the engine cannot run the gateway against this process's relay (said once).
+    `allow`: `host:port` it may reach although they are this host's (a local package mirror)."""
     base = runtime_dir()
     os.makedirs(base, mode=0o755, exist_ok=True)
     _sweep(base)
@@ -135,7 +138,7 @@ def build_network(client: DockerClient, image: str) -> Iterator[BuildNetwork | N
     relay = None
     gateway = ""
     try:
-        relay = Relay(directory, Policy(engine_networks(_subnets(client))))
+        relay = Relay(directory, Policy(engine_networks(_subnets(client)), frozenset(allow)))
         gateway, why = _start_gateway(client, image, directory, relay)
         if why:
             _warn(client, why)

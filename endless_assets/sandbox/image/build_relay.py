@@ -98,9 +98,11 @@ def is_local(address: Address) -> bool:
 @dataclass(frozen=True)
 class Policy:
     """Where a build may connect: see the module's docstring. `engine_networks`: the subnets
-    of the engine's networks (its containers' addresses)."""
+    of the engine's networks (its containers' addresses); `allowed`: `host:port` a build may
+    reach whatever its addresses (the operator's: a package mirror on this host)."""
 
     engine_networks: tuple[Network, ...] = ()
+    allowed: frozenset[str] = frozenset()
     routes: Routes = field(default_factory=Routes.read)
 
     def refusal(self, text: str) -> str:
@@ -249,8 +251,9 @@ class Relay:
         except (OSError, UnicodeError) as exc:
             return None, f"does not resolve ({exc})"
         why = "has no address"
+        allowed = f"{host}:{port}" in self.policy.allowed
         for family, kind, proto, _, address in found:
-            refusal = self.policy.refusal(str(address[0]))
+            refusal = "" if allowed else self.policy.refusal(str(address[0]))
             if refusal:
                 why = f"is refused: {address[0]} is {refusal}"
                 continue

@@ -121,11 +121,13 @@ def build_context(dockerfile: str, context_files: dict[str, str]) -> io.BytesIO:
 
 
 @contextlib.contextmanager
-def _network(client: DockerClient, gateway_image: str) -> Iterator[BuildNetwork | None]:
-    if not gateway_image:
+def _network(
+    client: DockerClient, gateway: tuple[str, tuple[str, ...]] | None
+) -> Iterator[BuildNetwork | None]:
+    if gateway is None:
         yield None
         return
-    with build_network(client, gateway_image) as network:
+    with build_network(client, *gateway) as network:
         yield network
 
 
@@ -168,6 +170,7 @@ def build_task_image(
     *,
     base_image_id: str,
     network: bool = True,
+    network_allow: tuple[str, ...] = (),
     timeout: float = 600,
     limits: Limits | None = None,
     budget: float = BUILD_BUDGET,
@@ -182,8 +185,9 @@ def build_task_image(
 
     `network=True` lets RUN steps reach the package registries during the build, through a
     proxy of ours that never connects to this host or a container (build_network.py: a gateway
-    of the base image `base_image_id`; no network where the engine cannot run one); containers
-    started from the image at run time never get a network. Every RUN step gets the
+    of the base image `base_image_id`; no network where the engine cannot run one; but for the
+    `host:port` in `network_allow`); containers started from the image at run time never get a
+    network. Every RUN step gets the
     memory, CPU and process limits of a task container (`limits`, see build_limits.py): a step
     that reaches one fails the build, which says so. A build still running after `budget`
     seconds is cancelled and rejected (`timeout` is how long a step may print nothing).
@@ -212,7 +216,7 @@ def build_task_image(
                     tag,
                     dockerfile,
                     context_files,
-                    base_image_id if network else "",
+                    (base_image_id, network_allow) if network else None,
                     timeout,
                     limits,
                     budget,
@@ -232,19 +236,20 @@ def _build_once(
     tag: str,
     dockerfile: str,
     context_files: dict[str, str],
-    gateway_image: str,
+    gateway: tuple[str, tuple[str, ...]] | None,
     timeout: float,
     limits: Limits | None,
     budget: float,
 ) -> tuple[bool, str, str]:
-    """One build: (ok, image id, log); with a network through a gateway of `gateway_image`
-    (none if ""). Raises _EngineFault for what the engine broke."""
+    """One build: (ok, image id, log); with a network through a gateway of an image, with
+    destinations allowed on this host (`gateway`; none if None). Raises _EngineFault for what
+    the engine broke."""
     caps = BuildLimits.of(limits or Limits())
     deadline = time.monotonic() + budget
     steps = _StepLog()
     with (
         build_cgroup.build_cgroup(client, caps) as group,
-        _network(client, gateway_image) as network,
+        _network(client, gateway) as network,
     ):
         params = caps.params()
         if group is not None:
