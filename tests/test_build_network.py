@@ -332,3 +332,34 @@ def test_a_mirror_on_this_host_is_reached_only_where_the_operator_allows_it(sand
         assert mirror.seen == ["/mirror-proxy"]  # through the proxy only: no route otherwise
         assert other.seen == []
     sandbox.remove_image(build.tag)
+
+
+def test_a_build_whose_gateway_cannot_reach_the_relay_gets_no_network_and_says_so(sandbox, caplog):
+    """A gateway that never holds its lifeline (here its python3 is `true`; in the field, an
+    engine that cannot see this process's relay socket) leaves the build without a network,
+    never the host's."""
+    broken = sandbox.build(
+        f"FROM {sandbox.base.tag}\nRUN echo {secrets.token_hex(4)} && ln -sf /bin/true "
+        "/usr/bin/python3\n",
+        {},
+        network=False,
+    )
+    assert broken.ok, broken.log
+    network_module._warned.clear()
+    with recorder("127.0.0.1") as loopback:
+        steps = probe({"loopback": f"http://127.0.0.1:{loopback.server_address[1]}"})
+        build = build_task_image(
+            sandbox.client,
+            f"FROM {sandbox.base.tag}\n{steps}RUN cut -d: -f1 /proc/net/dev | tail -n +3 > /ifs\n",
+            {},
+            base_image_id=broken.image_id,  # (the gateway's image)
+            network=True,
+        )
+        assert build.ok, build.log
+        assert loopback.seen == []
+    with sandbox.container(build.tag, labels={"role": "build-network"}) as box:
+        assert box.exec_root(["cat", "/ifs"]).output.split() == ["lo"]
+    assert "get no network: its gateway container could not reach" in caplog.text
+    assert not gateways(sandbox, f"{socket.gethostname()}:{os.getpid()}")
+    sandbox.remove_image(build.tag)
+    sandbox.remove_image(broken.tag)

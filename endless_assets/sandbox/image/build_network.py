@@ -37,13 +37,14 @@ import docker.errors
 from docker import DockerClient
 
 from endless_assets.sandbox.engine import podman
-from endless_assets.sandbox.engine.client import WORK_SECONDS, base_labels
+from endless_assets.sandbox.engine.client import base_labels
 from endless_assets.sandbox.image.build_relay import Policy, Relay, engine_networks
 
 log = logging.getLogger(__name__)
 
 PORT = 3128
 READY_SECONDS = 60.0  # for the gateway to start and hold its lifeline
+REMOVE_SECONDS = 60.0  # for the engine to finish removing a gateway that exited
 PROXY = f"http://127.0.0.1:{PORT}"
 PROXY_ARGS = {
     name: PROXY
@@ -111,6 +112,10 @@ class BuildNetwork:
     relay: Relay
 
 
+class GatewayFault(Exception):
+    """The engine broke while a build's gateway started (not the build's fault: tried again)."""
+
+
 _warned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _guard = threading.Lock()
 
@@ -136,15 +141,15 @@ def build_network(
     # (mode 700: ours and the gateway's, which runs as our uid)
     directory = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
     relay = None
-    gateway = ""
+    started: list[str] = []  # the gateway's id, once created
     try:
         relay = Relay(directory, Policy(engine_networks(_subnets(client)), frozenset(allow)))
-        gateway, why = _start_gateway(client, image, directory, relay)
+        why = _start_gateway(client, image, directory, relay, started)
         if why:
             _warn(client, why)
             yield None
             return
-        namespace = ""
+        gateway, namespace = started[0], ""
         if podman.is_podman(client):
             pid = client.api.inspect_container(gateway)["State"]["Pid"]
             namespace = f"/proc/{pid}/ns/net"
@@ -152,15 +157,17 @@ def build_network(
     finally:
         if relay is not None:
             relay.close()  # the lifeline with it: the gateway exits, the engine removes it
-        if gateway:
+        for gateway in started:
             _remove(client, gateway)
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def _start_gateway(
-    client: DockerClient, image: str, directory: str, relay: Relay
-) -> tuple[str, str]:
-    """(the gateway's id, "") once it holds its lifeline, or ("" or its id, why it cannot)."""
+    client: DockerClient, image: str, directory: str, relay: Relay, started: list[str]
+) -> str:
+    """Start the gateway (its id into `started` once created): "" once it holds its lifeline,
+    else why it cannot (the engine refused it, or it cannot reach the relay). Raises
+    GatewayFault where the connection to the engine broke."""
     api = client.api
     host_config = api.create_host_config(
         network_mode="none",
@@ -174,7 +181,6 @@ def _start_gateway(
         log_config={"type": "none", "config": {}},
         ulimits=podman.ulimits(client),
     )
-    created: dict = {}
     try:
         created = api.create_container(
             image,
@@ -184,36 +190,42 @@ def _start_gateway(
             network_disabled=True,
             host_config=host_config,
         )
+        started.append(created["Id"])
         api.start(created["Id"])
     except docker.errors.APIError as exc:
-        return created["Id"] if created else "", f"its gateway did not start: {exc}"
+        return f"its gateway container did not start: {exc}"
+    except (docker.errors.DockerException, OSError) as exc:
+        raise GatewayFault(f"the engine broke while a build gateway started: {exc}") from exc
     deadline = time.monotonic() + READY_SECONDS
     while not relay.ready.wait(0.2):
         try:
-            running = api.inspect_container(created["Id"])["State"]["Running"]
+            running = api.inspect_container(started[0])["State"]["Running"]
         except docker.errors.NotFound:
             running = False
+        except (docker.errors.DockerException, OSError) as exc:
+            raise GatewayFault(f"the engine broke while a build gateway started: {exc}") from exc
         if not running or time.monotonic() > deadline:
-            return created["Id"], (
+            return (
                 "its gateway container could not reach this process's relay socket "
                 f"under {runtime_dir()} (the engine does not share this host's files with "
                 "this process)"
             )
-    return created["Id"], ""
+    return ""
 
 
 def _remove(client: DockerClient, cid: str) -> None:
     """The gateway gone: removed here, or (exiting already, its lifeline closed) removed by the
-    engine, which may refuse a removal meanwhile (Docker: 409, Podman: 500 "state improper")."""
-    deadline = time.monotonic() + WORK_SECONDS
+    engine, which may refuse a removal meanwhile (Docker: 409, Podman: 500 "state improper").
+    An engine that does not answer is left to remove it (its `auto_remove`)."""
+    deadline = time.monotonic() + REMOVE_SECONDS
     while True:
         try:
             client.api.remove_container(cid, force=True)
             return
         except docker.errors.NotFound:
             return
-        except (docker.errors.APIError, OSError) as exc:
-            if time.monotonic() > deadline:
+        except (docker.errors.DockerException, OSError) as exc:
+            if not isinstance(exc, docker.errors.APIError) or time.monotonic() > deadline:
                 log.warning("build gateway %s not removed: %s", cid[:12], exc)
                 return
         time.sleep(0.2)

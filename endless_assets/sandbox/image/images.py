@@ -24,7 +24,7 @@ from endless_assets.sandbox.engine.client import RetriesExhausted, SandboxError,
 from endless_assets.sandbox.engine.podman import short_name
 from endless_assets.sandbox.image import build_cgroup, build_limits
 from endless_assets.sandbox.image.build_limits import Budget, BuildLimits
-from endless_assets.sandbox.image.build_network import BuildNetwork, build_network
+from endless_assets.sandbox.image.build_network import BuildNetwork, GatewayFault, build_network
 
 REPOSITORY = "endless-task"
 BUILD_LOG_LIMIT = 6000
@@ -127,8 +127,11 @@ def _network(
     if gateway is None:
         yield None
         return
-    with build_network(client, *gateway) as network:
-        yield network
+    try:
+        with build_network(client, *gateway) as network:
+            yield network
+    except GatewayFault as exc:
+        raise _EngineFault(str(exc)) from exc
 
 
 def _lock_for(tag: str) -> threading.Lock:
