@@ -123,6 +123,9 @@ FORMS = {
     f"pytest-json-ctrf==0.3.5 && pytest {CTRF} {T} -rA",
     "python -m pip install": "python3 -m pip install --quiet pytest-json-ctrf==0.3.5 && "
     f"python3 -m pytest {CTRF} {T}",
+    "~/.local/bin/uvx by its path": "curl -LsSf https://astral.sh/uv/install.sh -o /tmp/uv.sh "
+    "&& sh /tmp/uv.sh && $HOME/.local/bin/uvx -p 3.13 -w pytest==8.4.1 -w "
+    f"pytest-json-ctrf==0.3.5 pytest {CTRF} {T} -rA",
 }
 
 

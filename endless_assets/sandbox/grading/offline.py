@@ -24,7 +24,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _PRELUDE = r"""#!/bin/sh
 # endless: an offline stand-in (grading has no network), see endless_assets/sandbox/grading/
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0" 2>/dev/null || echo "$0")")" && pwd)  # (links too)
 report() {
   printf '%s\n' "$*" >> "${ENDLESS_OFFLINE_REPORT:-/dev/null}"
   echo "endless offline: $*" >&2
@@ -70,11 +70,16 @@ exit 0
 )
 
 # The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
-# first on PATH already; the real one would put ~/.local/bin first). Where the image's own
-# ~/.local/bin is read-only at grading (a system location: verifier.py), what it has serves.
+# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` there
+# as links to the stand-ins (`$shims`, which the fetch stand-in puts first), for scripts that
+# run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only at grading (a
+# system location: verifier.py), what it has serves.
 _UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
   echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
-  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"; } 2>/dev/null
+  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
+  for tool in uv uvx; do
+    [ -e "$HOME/.local/bin/$tool" ] || ln -s "$shims/$tool" "$HOME/.local/bin/$tool"
+  done; } 2>/dev/null
 echo "endless offline: uv is served by the image's python and pytest"
 """
 
@@ -91,9 +96,9 @@ done
 case "$url" in
   *astral.sh/uv/*|*astral.sh/uv)
     if [ -n "$out" ] && [ "$out" != "-" ]; then
-      printf '%s' "$INSTALLER" > "$out"
+      printf "shims='%s'\n%s" "$here" "$INSTALLER" > "$out"
     else
-      printf '%s' "$INSTALLER"
+      printf "shims='%s'\n%s" "$here" "$INSTALLER"
     fi
     exit 0 ;;
   http://localhost*|http://127.0.0.1*|https://localhost*|https://127.0.0.1*)
