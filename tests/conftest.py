@@ -44,6 +44,7 @@ def root_image(sandbox: Sandbox) -> str:
 # inner loop (README, "Quick start"); CI runs everything.
 SLOW_MODULES = frozenset(
     {
+        "test_build_network",
         "test_cli",
         "test_decontamination_pipeline",
         "test_docker_run_launcher",

@@ -363,3 +363,40 @@ def test_a_build_whose_gateway_cannot_reach_the_relay_gets_no_network_and_says_s
     assert not gateways(sandbox, f"{socket.gethostname()}:{os.getpid()}")
     sandbox.remove_image(build.tag)
     sandbox.remove_image(broken.tag)
+
+
+TWO = """
+import sys
+from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.sandbox.image.images import build_task_image
+box = Sandbox()
+build = build_task_image(box.client, sys.argv[1], {}, base_image_id=box.base.image_id,
+                         network=True, network_allow=(sys.argv[2],))
+print(build.tag if build.ok else build.log)
+"""
+
+
+def test_two_processes_building_at_once_each_get_their_network(sandbox):
+    """Each has its own gateway and relay directory (the next build sweeps only dead ones')."""
+    with recorder("127.0.0.1") as mirror:
+        allowed = f"127.0.0.1:{mirror.server_address[1]}"
+        runs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    TWO,
+                    f"FROM {sandbox.base.tag}\n{probe({n: f'http://{allowed}'})}",
+                    allowed,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for n in ("first", "second")
+        ]
+        tags = [run.communicate(timeout=600)[0].strip() for run in runs]
+        assert sorted(mirror.seen) == ["/first-proxy", "/second-proxy"]
+    for tag in tags:
+        assert tag.startswith("endless-task:"), tag
+        sandbox.remove_image(tag)
