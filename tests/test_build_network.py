@@ -202,13 +202,13 @@ def test_the_relay_speaks_connect_and_absolute_form_and_refuses_naming_why(tmp_p
     (tmp_path / "open").mkdir()
     with recorder("127.0.0.1") as target:
         port = target.server_address[1]
-        why = "is refused: 127.0.0.1 is this host's loopback"
+        why = "127.0.0.1 is this host's loopback"
         ours = Relay(str(tmp_path / "ours"), Policy())
         try:
             path = str(tmp_path / "ours/relay.sock")
             reply = ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
             assert reply.startswith(b"HTTP/1.1 403 Forbidden")
-            assert f"127.0.0.1:{port} {why}".encode() in reply
+            assert f"not connecting to 127.0.0.1:{port}: {why}".encode() in reply
             assert ask(path, b"hello\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request")
             assert ours.refused == [f"127.0.0.1:{port}: {why}"]
         finally:
@@ -400,3 +400,20 @@ def test_two_processes_building_at_once_each_get_their_network(sandbox):
     for tag in tags:
         assert tag.startswith("endless-task:"), tag
         sandbox.remove_image(tag)
+
+
+def test_a_step_that_fails_on_a_refused_address_is_rejected_saying_what_was_refused(sandbox):
+    with recorder("127.0.0.1") as loopback:
+        port = loopback.server_address[1]
+        step = f"python3 -c \"import urllib.request; urllib.request.urlopen('http://localhost:{port}/')\""
+        build = sandbox.build(
+            f"FROM {sandbox.base.tag}\nRUN echo {secrets.token_hex(4)} && {step}\n", {}
+        )
+        assert loopback.seen == []
+    assert not build.ok
+    assert "HTTP Error 403: Forbidden" in build.log
+    assert build.log.endswith(
+        f"the build network did not connect to localhost:{port}: 127.0.0.1 is this host's loopback"
+    ) or build.log.endswith(
+        f"the build network did not connect to localhost:{port}: ::1 is this host's loopback"
+    ), build.log

@@ -142,7 +142,7 @@ class Relay:
     def __init__(self, directory: str, policy: Policy) -> None:
         self.policy = policy
         self.ready = threading.Event()
-        self.refused: list[str] = []  # "host:port: why", in order
+        self.refused: list[str] = []  # "host:port: why" of every connection it did not make
         self._slots = threading.BoundedSemaphore(CONNECTIONS)
         self._open: set[socket.socket] = set()
         self._guard = threading.Lock()
@@ -238,7 +238,7 @@ class Relay:
         upstream, why = self._connect(host, int(port))
         if upstream is None:
             self.refused.append(f"{host}:{port}: {why}")
-            self._answer(conn, "403 Forbidden", f"{host}:{port} {why}")
+            self._answer(conn, "403 Forbidden", f"not connecting to {host}:{port}: {why}")
             return None
         if method == "CONNECT":
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -249,13 +249,13 @@ class Relay:
         try:
             found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError) as exc:
-            return None, f"does not resolve ({exc})"
-        why = "has no address"
+            return None, f"{host} does not resolve ({exc})"
+        why = f"{host} has no address"
         allowed = f"{host}:{port}" in self.policy.allowed
         for family, kind, proto, _, address in found:
             refusal = "" if allowed else self.policy.refusal(str(address[0]))
             if refusal:
-                why = f"is refused: {address[0]} is {refusal}"
+                why = f"{address[0]} is {refusal}"
                 continue
             sock = socket.socket(family, kind, proto)
             if not self._track(sock):
@@ -266,7 +266,7 @@ class Relay:
                 return sock, ""
             except OSError as exc:
                 self._forget(sock)
-                why = f"is unreachable: {address[0]}: {exc}"
+                why = f"{address[0]} is unreachable ({exc})"
         return None, why
 
     @staticmethod

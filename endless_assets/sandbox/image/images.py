@@ -190,10 +190,10 @@ def build_task_image(
     proxy of ours that never connects to this host or a container (build_network.py: a gateway
     of the base image `base_image_id`; no network where the engine cannot run one; but for the
     `host:port` in `network_allow`); containers started from the image at run time never get a
-    network. Every RUN step gets the
-    memory, CPU and process limits of a task container (`limits`, see build_limits.py): a step
-    that reaches one fails the build, which says so. A build still running after `budget`
-    seconds is cancelled and rejected (`timeout` is how long a step may print nothing).
+    network. Every RUN step gets the memory, CPU and process limits of a task container
+    (`limits`, see build_limits.py): a step that reaches one fails the build, which says so. A
+    build still running after `budget` seconds is cancelled and rejected (`timeout` is how long
+    a step may print nothing).
 
     The image carries no labels of ours (its repository name, `endless-task`, says what it is;
     containers get the labels): Docker's legacy builder adds build labels as one more step,
@@ -267,7 +267,7 @@ def _build_once(
         return False, "", "\n".join(filter(None, [failing_step_log(text), cut]))
     if error:
         reason = caps.reason(reached, code, measured=group is not None)
-        refusals = [f"the build network refused {r}" for r in refused[:3]]
+        refusals = [f"the build network did not connect to {r}" for r in refused[:3]]
         return False, "", "\n".join(filter(None, [failing_step_log(text), reason, *refusals]))
     try:
         image = client.images.get(tag)
