@@ -66,8 +66,9 @@ LIMITS = EpisodeLimits(command_timeout=60, test_timeout=120)
 TASK = EpisodeTask("et-tb2", "write done to /app/out.txt", "echo done > /app/out.txt")
 
 
-def verifier(script: str, test: str = OUTPUTS) -> str:
-    return bundle.pack(bundle.Verifier(test=test, script="test.sh", files={"test.sh": script}))
+def verifier(script: str, test: str = OUTPUTS, **files: str) -> str:
+    files = {"test.sh": script, **{name.replace("_", "."): text for name, text in files.items()}}
+    return bundle.pack(bundle.Verifier(test=test, script="test.sh", files=files))
 
 
 @pytest.mark.parametrize("policy", [OraclePolicy, NoopPolicy])
@@ -126,14 +127,37 @@ FORMS = {
     "~/.local/bin/uvx by its path": "curl -LsSf https://astral.sh/uv/install.sh -o /tmp/uv.sh "
     "&& sh /tmp/uv.sh && $HOME/.local/bin/uvx -p 3.13 -w pytest==8.4.1 -w "
     f"pytest-json-ctrf==0.3.5 pytest {CTRF} {T} -rA",
+    "uv venv, activate, python -m pytest": "uv venv /opt/test-venv --python 3.13 && "
+    ". /opt/test-venv/bin/activate && uv pip install -q pytest==8.4.1 pytest-json-ctrf==0.3.5 "
+    f"&& python -m pytest {CTRF} {T} -rA",  # (the image has no `python`: the environment does)
+    "wget | sh, ~/.local/bin on PATH": "wget -qO- https://astral.sh/uv/install.sh | sh && "
+    'export PATH="$HOME/.local/bin:$PATH" && uvx --python 3.12 --with pytest==8.4.1 --with '
+    f"pytest-json-ctrf==0.3.5 pytest {CTRF} {T} -rA",
+    "UV_INSTALL_DIR, uvx by its path": "curl -LsSf https://astral.sh/uv/install.sh | env "
+    f"UV_INSTALL_DIR=/opt/uv sh && /opt/uv/uvx -w pytest-json-ctrf pytest {CTRF} {T}",
+    "uv run --python --with": "uv run --python 3.13 --with pytest==8.4.1 --with "
+    f"pytest-json-ctrf==0.3.5 pytest {CTRF} {T} -rA",
+    "uvx --with-requirements": "uvx --python-preference only-system --with-requirements "
+    f"/tests/requirements.txt pytest {CTRF} {T} -rA",
+    "pip install -r": "pip install --break-system-packages -r /tests/requirements.txt && "
+    f"python3 -m pytest {CTRF} {T} -v",
+    "uv tool run pytest@version": "uv tool run --with pytest-json-ctrf==0.3.5 pytest@8.4.1 "
+    f"{CTRF} {T}",
+    "python3 -m uv": "python3 -m pip install -q uv && python3 -m uv run --with "
+    f"pytest-json-ctrf pytest {CTRF} {T}",
+    "set -e, apt-get install what is served": "set -euo pipefail; apt-get update -qq && "
+    "apt-get install -y -qq curl ca-certificates python3-pip && set +e && uvx -p 3.13 -w "
+    f"pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest {CTRF} {T} -rA",
 }
+REQUIREMENTS = "pytest==8.4.1\npytest-json-ctrf==0.3.5  # the report\n"
 
 
 @pytest.mark.parametrize("form", list(FORMS))
 def test_every_form_of_uv_uvx_and_pip_in_real_scripts_grades_offline(sandbox, root_image, form):
     script = "#!/bin/bash\n" + SETUP + FORMS[form] + "\n" + REWARD + SHOW_CTRF
     with sandbox.container(root_image, labels={"role": "tb2-forms"}) as box:
-        verdict = run_pytest(box, verifier(script, PASSING), stop_agent=False)
+        test = verifier(script, PASSING, requirements_txt=REQUIREMENTS)
+        verdict = run_pytest(box, test, stop_agent=False)
     assert verdict.status == "passed" and verdict.tests == 1, verdict.output
     assert not verdict.needs_network
     assert "CTRF pytest 1 1 0 []" in verdict.output, verdict.output
@@ -160,3 +184,31 @@ def test_a_package_the_image_lacks_is_a_step_that_needs_the_network(
         verdict = run_pytest(box, verifier(script, PASSING), stop_agent=False)
     assert verdict.status == "failed", verdict.output
     assert verdict.needs_network == f"{step} {T} -rA: {named}"
+
+
+# An agent's environment where the script makes its own (Terminal-Bench 1's .tbench-testing): an
+# activate script that puts a pytest first on PATH that always passes.
+PLANT = (
+    "mkdir -p .tbench-testing/bin && touch .tbench-testing/pyvenv.cfg && "
+    "printf '#!/bin/sh\\nexit 0\\n' > .tbench-testing/bin/pytest && "
+    "chmod +x .tbench-testing/bin/pytest && "
+    "echo 'PATH=/app/.tbench-testing/bin:$PATH' > .tbench-testing/bin/activate"
+)
+
+
+@pytest.mark.parametrize("makes_it", [False, True])
+def test_an_environment_the_agent_planted_where_the_script_makes_one_is_replaced(
+    sandbox, root_image, makes_it
+):
+    """Sourced as found (no `uv venv` step), the agent's files pass; `uv venv` replaces them,
+    as uv does, and the task's own test fails the agent that did not do it."""
+    make = "uv venv .tbench-testing\n" if makes_it else ""
+    script = f"#!/bin/bash\n{SETUP}{make}source .tbench-testing/bin/activate\npytest {T} -rA\n"
+    task = EpisodeTask("et-venv", "write done to /app/out.txt", PLANT)
+    with sandbox.container(root_image, labels={"role": "tb2-venv"}) as box:
+        rollout = run_episode_in(box, task, OraclePolicy(), verifier(script + REWARD), LIMITS)
+    assert rollout.termination == "done", rollout.error
+    if makes_it:
+        assert (rollout.reward, rollout.verdict.tests) == (0.0, 3), rollout.verdict.output
+    else:
+        assert (rollout.reward, rollout.verdict.tests) == (1.0, 0), rollout.verdict.output

@@ -7,11 +7,13 @@ same boilerplate: `apt-get update; apt-get install -y curl`, the uv installer th
 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json ...`;
 offline_uv.py reads uv's and pip's arguments as they do). At grading the verifier puts
 these programs first on the script's PATH: each step is served by what the image already has
-(the image's python3 and pytest, its Debian packages); a step that would need something the
-image lacks (a package that is not installed, a download that is not the uv installer) fails
-and writes itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected
-`needs_network` naming that step (unless its reward is 1 anyway). Versions pinned by a step
-(`pytest==8.4.1`) are not checked: the image's version serves.
+(the image's python3 and pytest, its Debian packages; `apt-get install` of curl, wget,
+ca-certificates and python3-pip succeeds, as the stand-ins serve what they are for, and `uv venv`
+makes an environment of stand-ins); a step that would need something the image lacks (a package
+that is not installed, a download that is not the uv installer) fails and writes itself, with
+the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network` naming that
+step (unless its reward is 1 anyway). Versions pinned by a step (`pytest==8.4.1`) are not
+checked: the image's version serves.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ for a in "$@"; do
   case "$a" in -*) continue ;; esac
   if [ -z "$seen_install" ]; then [ "$a" = install ] && seen_install=1; continue; fi
   p=${a%%=*}; p=${p%%:*}
-  case "$p" in curl|wget) continue ;; esac
+  case "$p" in curl|wget|ca-certificates|python3-pip) continue ;; esac  # (served here)
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     continue
   fi
@@ -70,15 +72,20 @@ exit 0
 )
 
 # The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
-# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` there
-# as links to the stand-ins (`$shims`, which the fetch stand-in puts first), for scripts that
-# run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only at grading (a
-# system location: verifier.py), what it has serves.
+# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` as links
+# to the stand-ins (`$shims`, which the fetch stand-in puts first) where the real installer would
+# put them (~/.local/bin, ~/.cargo/bin of older ones, or the directory its variables name), for
+# scripts that run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only
+# at grading (a system location: verifier.py), what it has serves.
 _UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
   echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
   cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
-  for tool in uv uvx; do
-    [ -e "$HOME/.local/bin/$tool" ] || ln -s "$shims/$tool" "$HOME/.local/bin/$tool"
+  for dir in "$HOME/.local/bin" "$HOME/.cargo/bin" "${CARGO_HOME:+$CARGO_HOME/bin}" \
+      "${XDG_BIN_HOME:-}" "${UV_INSTALL_DIR:-}" "${UV_UNMANAGED_INSTALL:-}"; do
+    [ -n "$dir" ] && mkdir -p "$dir" || continue
+    for tool in uv uvx; do
+      [ -e "$dir/$tool" ] || ln -s "$shims/$tool" "$dir/$tool"
+    done
   done; } 2>/dev/null
 echo "endless offline: uv is served by the image's python and pytest"
 """

@@ -64,7 +64,7 @@ if [ "$a" = -m ] && [ $# -gt "$n" ]; then
   shift "$n"
   case "$1" in
     pytest|py.test) shift; exec "$py" $flags -s "$here/endless_pytest.py" --endless-module "$@" ;;
-    pip) shift; exec "$here/pip" "$@" ;;  # offline.py's
+    pip|uv) m=$1; shift; exec "$here/$m" "$@" ;;  # offline.py's
   esac
   exec "$py" $flags -m "$@"
 fi

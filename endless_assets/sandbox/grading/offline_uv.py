@@ -17,6 +17,8 @@ from __future__ import annotations
 TOOL = r'''"""endless: uv, uvx and pip served by the image's python (see offline_uv.py)."""
 import os
 import re
+import shlex
+import shutil
 import sys
 from importlib import metadata
 
@@ -24,7 +26,8 @@ from importlib import metadata
 # as packages to install are handled where they are read.
 VALUE = {
     # uv: global, resolver, index, installer, build, cache, python
-    "--cache-dir", "--color", "--directory", "--project", "--config-file",
+    "--cache-dir", "--color", "--directory", "--project", "--config-file", "--preview-features",
+    "--python-preference",
     "--allow-insecure-host", "--python", "-p", "--python-platform", "--python-version",
     "--index", "--default-index", "--index-url", "-i", "--extra-index-url", "--find-links",
     "-f", "--index-strategy", "--keyring-provider", "--resolution", "--prerelease",
@@ -41,6 +44,7 @@ VALUE = {
     "--platform", "--implementation", "--abi", "--upgrade-strategy", "--global-option",
     "--progress-bar", "--root-user-action", "--report", "--log", "--proxy", "--retries",
     "--timeout", "--exists-action", "--trusted-host", "--cert", "--client-cert", "--use-feature",
+    "--log-file", "--local-log",
     "--use-deprecated", "--editable", "-e",
 }
 RUN_FLAGS = {"--no-binary", "--only-binary"}  # flags of uv run and uvx (values of uv pip's)
@@ -205,13 +209,42 @@ def run(words, args, module=False):
         return 127
 
 
+VENV_BIN = {"python": "python3", "python3": "python3", "pytest": "pytest", "py.test": "pytest"}
+ACTIVATE = """VIRTUAL_ENV=%s; export VIRTUAL_ENV
+_OLD_VIRTUAL_PATH=$PATH; PATH=$VIRTUAL_ENV/bin:$PATH; export PATH
+deactivate () {
+  PATH=$_OLD_VIRTUAL_PATH; export PATH; unset VIRTUAL_ENV _OLD_VIRTUAL_PATH; unset -f deactivate
+}
+"""
+
+
 def venv(args):
-    _, positional = options(args, stop_at_command=False)
-    target = positional[0] if positional else ".venv"
-    os.makedirs(os.path.join(target, "bin"), exist_ok=True)
-    with open(os.path.join(target, "bin", "activate"), "w") as fh:
-        fh.write("VIRTUAL_ENV=" + os.path.abspath(target) + "; export VIRTUAL_ENV\n"
-                 "deactivate () { unset VIRTUAL_ENV; }\n")
+    """uv venv: an environment whose python and pytest are the stand-ins, its activate script
+    putting them first on PATH as uv's does. Whatever is at its path is replaced first, as uv
+    does without a terminal (so nothing found there runs: an activate script, a pytest)."""
+    _, positional = options(args, stop_at_command=False, flags={"-c"})
+    target = os.path.abspath(positional[0] if positional else ".venv")
+    if target == "/":
+        print("error: not replacing / with a virtual environment", file=sys.stderr)
+        return 2
+    if os.path.isdir(target) and not os.path.islink(target):
+        print("warning: replacing what is at " + target, file=sys.stderr)
+        shutil.rmtree(target)
+    elif os.path.lexists(target):
+        os.unlink(target)
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.makedirs(os.path.join(target, "bin"))
+    files = {"pyvenv.cfg": "# endless: an offline stand-in's environment\n",
+             "bin/activate": ACTIVATE % shlex.quote(target)}
+    for name, program in VENV_BIN.items():
+        files["bin/" + name] = "#!/bin/sh\nexec %s \"$@\"\n" % shlex.quote(
+            os.path.join(here, program))
+    for name, text in files.items():
+        with open(os.path.join(target, name), "w") as fh:
+            fh.write(text)
+        if name.startswith("bin/") and name != "bin/activate":
+            os.chmod(os.path.join(target, name), 0o755)
+    print("Creating virtual environment at: " + target)
     return 0
 
 
