@@ -23,7 +23,6 @@ import pytest
 
 from endless_assets.sandbox.engine.client import base_labels
 from endless_assets.sandbox.image import build_network as network_module
-from endless_assets.sandbox.image.build_relay import Policy, Relay, Routes, engine_networks
 from endless_assets.sandbox.image.images import build_task_image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,72 +160,6 @@ def test_a_build_step_reaches_no_host_service_nor_container_it_reached_on_the_ho
     sandbox.remove_image(build.tag)
 
 
-def test_the_relay_refuses_this_hosts_addresses_and_the_engines_networks():
-    policy = Policy(engine_networks(["172.17.0.0/16", "fd00:abcd::/64"]))
-    assert policy.refusal("127.0.0.1") == "this host's loopback"
-    assert policy.refusal("::1") == "this host's loopback"
-    assert policy.refusal("::ffff:127.0.0.1") == "this host's loopback"
-    assert policy.refusal("0.0.0.0") == "this host's loopback"
-    assert policy.refusal(host_address()) == "an address of this host"
-    assert policy.refusal("172.17.0.9") == "in the engine's container network 172.17.0.0/16"
-    assert policy.refusal("169.254.169.254") == "link-local or multicast"
-    assert policy.refusal("fe80::1%1") == "link-local or multicast"
-    for hop in Routes.read().next_hops:
-        assert policy.refusal(str(hop)) == "the next hop of this host's default route"
-    if Routes.read().uplinks:  # an address the default route takes: a registry's kind
-        assert policy.refusal("198.51.100.7") == ""
-
-
-class Open(Policy):
-    def refusal(self, text: str) -> str:
-        return ""
-
-
-def ask(path: str, request: bytes) -> bytes:
-    with socket.socket(socket.AF_UNIX) as client:
-        client.settimeout(30)
-        client.connect(path)
-        client.sendall(request)
-        client.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := client.recv(65536):
-            data += chunk
-    return data
-
-
-HEADERS = "Host: x\r\nConnection: close\r\n\r\n"
-
-
-def test_the_relay_speaks_connect_and_absolute_form_and_refuses_naming_why(tmp_path):
-    (tmp_path / "ours").mkdir()
-    (tmp_path / "open").mkdir()
-    with recorder("127.0.0.1") as target:
-        port = target.server_address[1]
-        why = "127.0.0.1 is this host's loopback"
-        ours = Relay(str(tmp_path / "ours"), Policy())
-        try:
-            path = str(tmp_path / "ours/relay.sock")
-            reply = ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
-            assert reply.startswith(b"HTTP/1.1 403 Forbidden")
-            assert f"not connecting to 127.0.0.1:{port}: {why}".encode() in reply
-            assert ask(path, b"hello\r\n\r\n").startswith(b"HTTP/1.1 400 Bad Request")
-            assert ours.refused == [f"127.0.0.1:{port}: {why}"]
-        finally:
-            ours.close()
-        relay = Relay(str(tmp_path / "open"), Open())  # the mechanics, where anything goes
-        try:
-            path = str(tmp_path / "open/relay.sock")
-            plain = f"GET http://127.0.0.1:{port}/absolute HTTP/1.1\r\n{HEADERS}"
-            reply = ask(path, plain.encode())
-            assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(b"you reached this host\n")
-            tunnel = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nGET /tunnel HTTP/1.1\r\n{HEADERS}"
-            reply = ask(path, tunnel.encode())
-            assert reply.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.0 200")
-            assert target.seen == ["/absolute", "/tunnel"]
-        finally:
-            relay.close()
-
-
 def apt_source_reachable(sandbox) -> str:
     """Why this machine cannot reach the base image's Debian mirror ("" if it can)."""
     listing = sandbox.client.containers.run(
@@ -267,6 +200,37 @@ def test_two_builds_at_once_install_a_debian_package_through_the_build_network(s
     for result in results:
         assert result.ok, result.log
         sandbox.remove_image(result.tag)
+
+
+PIP = "pip install --break-system-packages --no-cache-dir --retries 0 --timeout 30"
+DIRECT = "env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u all_proxy -u ALL_PROXY"
+
+
+def test_a_build_step_pip_installs_from_the_registry_through_the_proxy_only(sandbox):
+    """pip as a task's Dockerfile runs it (its default index, the proxy variables) installs a
+    package; the same install with the proxy variables unset reaches nothing. The build gets
+    this host's CA certificates, as this host's own pip has them (a machine behind an egress
+    that inspects TLS needs them; elsewhere they change nothing)."""
+    why = apt_source_reachable(sandbox)
+    if why:
+        pytest.skip(why)
+    ca = Path(os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
+    cert = "--cert /tmp/host-ca.crt" if ca.is_file() else ""
+    dockerfile = (
+        f"FROM {sandbox.base.tag}\nCOPY host-ca.crt /tmp/host-ca.crt\n"
+        f"RUN echo {secrets.token_hex(4)} && apt-get update -qq && apt-get install -y -qq "
+        "--no-install-recommends python3-pip\n"
+        f"RUN ! {DIRECT} {PIP} {cert} six==1.16.0\n"
+        f"RUN {PIP} {cert} six==1.16.0 && python3 -c 'import six; print(six.__version__)'\n"
+    )
+    context = {"host-ca.crt": ca.read_text() if ca.is_file() else ""}
+    build = sandbox.build(dockerfile, context, network=True)
+    assert build.ok, build.log
+    with sandbox.container(build.tag, labels={"role": "build-network"}) as box:
+        assert box.exec_root(["python3", "-c", "import six; print(six.__version__)"]).output == (
+            "1.16.0\n"
+        )
+    sandbox.remove_image(build.tag)
 
 
 HOLDER = """

@@ -139,7 +139,7 @@ def build_network(
     os.makedirs(base, mode=0o755, exist_ok=True)
     _sweep(base)
     # (mode 700: ours and the gateway's, which runs as our uid)
-    directory = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+    directory = tempfile.mkdtemp(prefix=f"{os.getpid()}-{_pid_namespace()}-", dir=base)
     relay = None
     started: list[str] = []  # the gateway's id, once created
     try:
@@ -232,12 +232,22 @@ def _remove(client: DockerClient, cid: str) -> None:
 
 
 def _sweep(base: str) -> None:
-    """Remove the relay directories of processes that are gone (killed mid-build)."""
+    """Remove the relay directories of processes that are gone (killed mid-build); only those of
+    this process's PID namespace, where a process id means the same process (a run worker in a
+    container may share the directory)."""
+    ours = _pid_namespace()
     with contextlib.suppress(OSError):
         for name in os.listdir(base):
-            pid = name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            pid, namespace, _ = [*name.split("-", 2), "", ""][:3]
+            if pid.isdigit() and namespace == ours and not _alive(int(pid)):
                 shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
 
 
 def _alive(pid: int) -> bool:

@@ -5,10 +5,12 @@ It serves `CONNECT host:port` (HTTPS, anything over TLS) and absolute-form reque
 (`GET http://host/path`, plain HTTP as apt asks through a proxy), and connects only where a
 build may go: the host name is resolved here, once, and an address is refused if it is this
 host's (loopback, any of its interfaces' addresses, the next hop of its default route), in one
-of the engine's container networks, link-local or multicast, or routed to one of this host's
-local networks rather than through its default route (a bridge, a veth: other containers).
-What is left is what this machine reaches through its uplink: the package registries. The
-resolved address is the one connected to, so a name cannot be re-pointed after the check.
+of the engine's container networks, link-local or multicast, or on a network this host is on
+rather than past its default route (a more specific route covers it: its LAN, where other
+machines of its own may listen, such as engines of a pool or a database; a bridge or a veth,
+other containers; a VPN's networks). What is left is what this machine reaches through its
+default route: the package registries. The resolved address is the one connected to, so a name
+cannot be re-pointed after the check.
 """
 
 from __future__ import annotations
@@ -75,13 +77,14 @@ class Routes:
                 add(net, f[9], int(f[8], 16), hop)
         return cls(tuple(routes), frozenset(uplinks), frozenset(hops))
 
-    def interface(self, address: Address) -> str:
-        """The interface of the longest route that covers `address` ("" if none does)."""
-        best: tuple[int, str] = (-1, "")
-        for net, iface in self.routes:
-            if net.version == address.version and address in net and net.prefixlen > best[0]:
-                best = (net.prefixlen, iface)
-        return best[1]
+    def by_default(self, address: Address) -> bool:
+        """Whether the longest route that covers `address` is a default route: it leaves through
+        a router, not onto a network this host is on (its LAN, a bridge, a VPN's routes)."""
+        best, default = -1, False
+        for net, _ in self.routes:
+            if net.version == address.version and address in net and net.prefixlen > best:
+                best, default = net.prefixlen, net.prefixlen == 0
+        return default
 
 
 def is_local(address: Address) -> bool:
@@ -121,8 +124,8 @@ class Policy:
         for net in self.engine_networks:
             if net.version == address.version and address in net:
                 return f"in the engine's container network {net}"
-        if self.routes.interface(address) not in self.routes.uplinks:
-            return "routed to a local network of this host, not through its uplink"
+        if not self.routes.by_default(address):
+            return "on a network of this host (its LAN, a bridge), not past its default route"
         return ""
 
 
