@@ -3,9 +3,11 @@ alternating three ways: no network (`networkmode=none`), the build network (a ga
 and the relay of build_network.py, as builds with a network get now), and the host's network
 (as they ran before). Prints the median wall time of each. Then the relay's throughput: a file
 from an HTTP server on this host through the relay (a policy that lets it through) into a
-socket, as a RUN step's download goes.
+socket, as a RUN step's download goes. With `--installs N`, N alternated builds each way of a
+step that installs from the registries (`apt-get update` and a Debian package, as task
+Dockerfiles do): through the build network, and on the host's network.
 
-    .venv/bin/python bench/build_network.py [--runs 8] [--megabytes 200]
+    .venv/bin/python bench/build_network.py [--runs 8] [--megabytes 200] [--installs 0]
 """
 
 from __future__ import annotations
@@ -82,18 +84,13 @@ def throughput(megabytes: int) -> float:
     return received / (1 << 20) / seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=8)
-    parser.add_argument("--megabytes", type=int, default=200)
-    args = parser.parse_args()
-    sandbox = Sandbox()
+def builds(sandbox: Sandbox, times: dict[str, list[float]], runs: int, step: str) -> None:
+    """`runs` new builds of `FROM base` + `RUN step` each way of `times`, alternated."""
     base = sandbox.base
     client = sandbox.client
-    times: dict[str, list[float]] = {"none": [], "build network": [], "host (before)": []}
-    for _ in range(args.runs):
+    for _ in range(runs):
         for way in times:
-            dockerfile = f"FROM {base.tag}\nRUN echo {uuid.uuid4().hex}\n"
+            dockerfile = f"FROM {base.tag}\nRUN echo {uuid.uuid4().hex} && {step}\n"
             started = time.monotonic()
             if way == "host (before)":
                 tag = f"endless-task:bench-{uuid.uuid4().hex[:12]}"
@@ -110,10 +107,29 @@ def main() -> None:
                 tag = result.tag
             times[way].append(time.monotonic() - started)
             client.images.remove(tag, force=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--megabytes", type=int, default=200)
+    parser.add_argument("--installs", type=int, default=0)
+    args = parser.parse_args()
+    sandbox = Sandbox()
+    times: dict[str, list[float]] = {"none": [], "build network": [], "host (before)": []}
+    builds(sandbox, times, args.runs, "true")
     print(f"one-RUN builds, median of {args.runs} (alternated):")
     for way, seconds in times.items():
         print(f"  {way:15s} {statistics.median(seconds):6.2f} s")
     print(f"relay throughput: {throughput(args.megabytes):.0f} MB/s ({args.megabytes} MB)")
+    if args.installs:
+        installs: dict[str, list[float]] = {"build network": [], "host (before)": []}
+        step = "apt-get update -qq && apt-get install -y -qq --no-install-recommends tree"
+        builds(sandbox, installs, args.installs, step)
+        print(f"builds installing a Debian package, median of {args.installs} (alternated):")
+        for way, seconds in installs.items():
+            spread = ", ".join(f"{s:.1f}" for s in sorted(seconds))
+            print(f"  {way:15s} {statistics.median(seconds):6.2f} s  ({spread})")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class SandboxConfig:
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     limits: Limits = field(default_factory=Limits)
     build_network: bool = True  # RUN steps may reach package registries; run time never may
-    # host:port a build's network may reach although this host's (image/build_relay.py)
+    # host:port a build's network may reach although this host's or its LAN's (build_relay.py)
     build_network_allow: tuple[str, ...] = ()
     build_timeout: float = 600
     test_timeout: float = 180

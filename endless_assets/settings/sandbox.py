@@ -41,7 +41,7 @@ class SandboxSettings:
         "",
         "ENDLESS_BUILD_NETWORK_ALLOW",
         "comma-separated host:port that builds with a network may reach although they are this "
-        "host's or a container's (a package mirror or cache on this host); empty: none",
+        "host's, its LAN's or a container's (a package mirror or cache); empty: none",
         operational=True,
     )
     warm_containers: int = setting(

@@ -10,7 +10,8 @@ variables (`http_proxy`, `https_proxy`, ..., Docker's predefined build arguments
 kept in the image), so apt, pip, uv, npm, curl, wget and git reach the registries; a program
 that ignores them, or a raw socket to any address, reaches nothing (there is no route and no
 DNS server). A build step cannot reach a service on this host's loopback or its other
-addresses, nor a container of the engine (no task container has a network anyway).
+addresses, another machine of its LAN, nor a container of the engine (no task container has a
+network anyway).
 
 The gateway runs our base image's python3 as this process's uid, read-only, without
 capabilities; it holds a lifeline to the relay and exits when it closes (when the build ends,
@@ -134,7 +135,7 @@ def build_network(
 ) -> Iterator[BuildNetwork | None]:
     """A network for one build, from a gateway of `image` (one with python3: our base image);
     None where the engine cannot run the gateway against this process's relay (said once).
-    `allow`: `host:port` it may reach although they are this host's (a local package mirror)."""
+    `allow`: `host:port` it may reach although they are this host's or its LAN's (a mirror)."""
     base = runtime_dir()
     os.makedirs(base, mode=0o755, exist_ok=True)
     _sweep(base)
