@@ -224,8 +224,9 @@ def venv(args):
     does without a terminal (so nothing found there runs: an activate script, a pytest)."""
     _, positional = options(args, stop_at_command=False, flags={"-c"})
     target = os.path.abspath(positional[0] if positional else ".venv")
-    if target == "/":
-        print("error: not replacing / with a virtual environment", file=sys.stderr)
+    if os.path.commonpath([target, os.getcwd()]) == target:  # (/, or the working directory)
+        print("error: not replacing " + target + " (the working directory is in it)",
+              file=sys.stderr)
         return 2
     if os.path.isdir(target) and not os.path.islink(target):
         print("warning: replacing what is at " + target, file=sys.stderr)
