@@ -44,6 +44,7 @@ def root_image(sandbox: Sandbox) -> str:
 # inner loop (README, "Quick start"); CI runs everything.
 SLOW_MODULES = frozenset(
     {
+        "test_build_network",
         "test_cli",
         "test_dead_runs",
         "test_dead_runs_pipeline",
@@ -60,6 +61,7 @@ SLOW_MODULES = frozenset(
         "test_hostile_batch",
         "test_import_conventions",
         "test_import_roundtrip",
+        "test_offline_boilerplate",
         "test_llm_client",
         "test_llm_real_server",
         "test_pipeline",

@@ -5,8 +5,9 @@ did not change stays valid. The asset is not in the daily job; its schedule star
 asks for one run per batch with a filtered dataset.
 
 The download is a small HTTP server on 127.0.0.1 in this process, reached by the build's RUN
-step over the host network (LLM-written Dockerfiles build with one); the tasks are written by the
-scripted model server, real Docker builds and grades them.
+step through the build network (LLM-written Dockerfiles build with one), which allows it as a
+mirror on this host (`build_network_allow`); the tasks are written by the scripted model server,
+real Docker builds and grades them.
 """
 
 from __future__ import annotations
@@ -73,9 +74,13 @@ class Upstream:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
-    def url(self) -> str:
+    def authority(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/input.txt"
+        return f"{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.authority}/input.txt"
 
     def __enter__(self) -> Upstream:
         self._thread.start()
@@ -86,7 +91,7 @@ class Upstream:
         self._httpd.server_close()
 
 
-def materialize(data_dir, server, selection):
+def materialize(data_dir, server, selection, upstream):
     return dg.materialize(
         [getattr(definitions, name) for name in [*PIPELINE, "drift_revalidation"]],
         selection=selection,
@@ -103,6 +108,7 @@ def materialize(data_dir, server, selection):
                 soundness="controls",
                 llm_retries=1,
                 llm_backoff=0.01,
+                build_network_allow=upstream.authority,
             ),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
@@ -117,10 +123,10 @@ def drift(tmp_path_factory, sandbox):
     with Upstream("\n".join(lines) + "\n") as upstream:
         model = ScriptedTaskModel(sandbox.base.tag, {seed: {f"fetch_input:{upstream.url}"}})
         with ScriptedServer(model) as server:
-            kept = materialize(data_dir, server, PIPELINE)
+            kept = materialize(data_dir, server, PIPELINE, upstream)
             downloads = upstream.downloads
             upstream.content = "\n".join(f"{line}x" for line in lines) + "\n"  # upstream moved on
-            checked = materialize(data_dir, server, ["drift_revalidation"])
+            checked = materialize(data_dir, server, ["drift_revalidation"], upstream)
     lake = Lake(data_dir)
     again = upstream.downloads - downloads
     return {"kept": kept, "checked": checked, "lake": lake, "downloads": downloads, "again": again}

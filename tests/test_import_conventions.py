@@ -1,10 +1,11 @@
 """One import of a directory that mixes the conventions real task sets use, written here for the
 purpose (real Docker, a real Dagster run): a root agent in the image's WORKDIR, a task.toml
 `[agent] user`, an image's USER, the image's ENV at grading, a tests/test.sh that builds a log
-its pytest file reads, binary files, Terminal-Bench 1.x with a compose service, a base image
-mapped to the trixie recipe. Every sound one validates and is kept; a test that needs the
-network, a reference solution that is refused by the file system and a multi-container task are
-rejected with the cause. The kept tasks export back with their files, bytes and metadata."""
+its pytest file reads, Terminal-Bench 2's test.sh verbatim, binary files, Terminal-Bench 1.x
+with a compose service, a base image mapped to the trixie recipe. Every sound one validates and
+is kept; a test that needs the network, a reference solution that is refused by the file system
+and a multi-container task are rejected with the cause. The kept tasks export back with their
+files, bytes and metadata."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 import yaml
+from test_offline_boilerplate import TB2_TEST_SH
 
 from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
@@ -110,6 +112,13 @@ def source_tasks(src: Path) -> None:
         solve="echo 'x = 41 + 1' > solution.py\n",
         script=BOILERPLATE,
         toml=TOML,
+    )
+    harbor(  # Terminal-Bench 2's shape: root in /app, its test.sh verbatim (uvx -w ... --ctrf)
+        src / "tb2_verbatim",
+        dockerfile="FROM ubuntu:22.04\nWORKDIR /app\n",
+        test=owner_test("/app/answer.txt", 0, "42\n"),
+        solve="echo 42 > answer.txt\n",
+        script=TB2_TEST_SH,
     )
     harbor(  # a reference solution that installs under /usr/local and configures /etc: an
         # honest root agent may do the same (the verifier allows what the reference changes)
@@ -264,6 +273,7 @@ def rows(lake: Lake, table: str) -> dict[str, dict]:
 
 SOUND = {
     "root_app",
+    "tb2_verbatim",
     "root_installs",
     "agent_user",
     "image_user",
@@ -312,6 +322,8 @@ def test_kept_tasks_export_back_with_their_tests_bytes_and_metadata(imported):
     assert (binary_dir / "tests/data.bin").read_bytes() == BINARY
     root_dir, root_config = by_source["tasks/root_app"]
     assert (root_dir / "tests/test.sh").read_text() == BOILERPLATE
+    tb2_dir, _ = by_source["tasks/tb2_verbatim"]
+    assert (tb2_dir / "tests/test.sh").read_text() == TB2_TEST_SH
     assert root_config["metadata"]["author_name"] == "Conventions Test"
     assert root_config["metadata"]["tags"] == ["python", "identity"]
     assert root_config["agent"] == {"timeout_sec": 600.0}  # no user: the image's, as it came

@@ -18,6 +18,8 @@ from pathlib import Path
 import dagster as dg
 import docker.errors
 import pytest
+from test_build_network import host_address, recorder
+from test_build_network import probe as probe_urls
 from test_reward_integrity import PLANT_SITECUSTOMIZE, ROUTES, Scripted, hostile_rollout
 
 import endless_assets.definitions as definitions
@@ -138,19 +140,27 @@ def test_a_podman_task_container_keeps_every_isolation_guarantee(on_podman):
     assert not own_containers(on_podman.client)
 
 
-def test_a_build_on_podman_reaches_a_network_only_when_asked(on_podman):
+def test_a_build_on_podman_reaches_a_network_only_when_asked_and_never_this_host(on_podman):
     """Podman's Docker API would run every RUN step in the host's network namespace; a build
-    without a network gets loopback only, one with it the host's interfaces."""
+    without a network gets loopback only, one with it its gateway's loopback and the proxy to
+    the registries (image/build_network.py), which never connects to this host."""
     seen = {}
-    for network in (False, True):
-        probe = f"echo {secrets.token_hex(4)} && cut -d: -f1 /proc/net/dev | tail -n +3 > /ifs"
-        build = on_podman.build(f"FROM {on_podman.base.tag}\nRUN {probe}\n", {}, network=network)
-        assert build.ok, build.log
-        with on_podman.container(build.tag, labels={"role": "podman"}) as box:
-            seen[network] = box.exec_root(["cat", "/ifs"]).output.split()
-        on_podman.remove_image(build.tag)
+    with recorder("127.0.0.1") as loopback, recorder("0.0.0.0") as everywhere:
+        urls = {
+            "loopback": f"http://127.0.0.1:{loopback.server_address[1]}",
+            "uplink": f"http://{host_address()}:{everywhere.server_address[1]}",
+        }
+        for network in (False, True):
+            probe = "cut -d: -f1 /proc/net/dev | tail -n +3 > /ifs && echo $https_proxy >> /ifs"
+            dockerfile = f"FROM {on_podman.base.tag}\nRUN {probe}\n{probe_urls(urls)}"
+            build = on_podman.build(dockerfile, {}, network=network)
+            assert build.ok, build.log
+            with on_podman.container(build.tag, labels={"role": "podman"}) as box:
+                seen[network] = box.exec_root(["cat", "/ifs"]).output.split()
+            on_podman.remove_image(build.tag)
+        assert loopback.seen == [] and everywhere.seen == []
     assert seen[False] == ["lo"]
-    assert len(seen[True]) > 1
+    assert seen[True] == ["lo", "http://127.0.0.1:3128"]
 
 
 def test_a_fork_bomb_in_a_build_on_podman_stops_at_the_pids_limit(podman_url, on_podman):

@@ -48,7 +48,7 @@ def _materialize(run: StageRun, task_descriptions: pl.DataFrame) -> dg.Materiali
     if network is False:
         run.context.log.info(
             "imported Dockerfiles build without a network (set build_network explicitly, "
-            "e.g. ENDLESS_BUILD_NETWORK=1, to give their RUN steps the host's)"
+            "e.g. ENDLESS_BUILD_NETWORK=1, to let their RUN steps reach the registries)"
         )
 
     def work(draft: Task) -> EnvironmentOutcome:
@@ -73,9 +73,9 @@ def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bo
     """May RUN steps of imported Dockerfiles reach the network? Only if `build_network` is set
     explicitly (resource config, or its environment variable), not by its default.
 
-    A build with a network uses the host's (dockerd runs without iptables here, so the default
-    bridge has no route out), where a RUN step reaches every service of the build host,
-    loopback included; an imported Dockerfile is someone else's code."""
+    A build with a network reaches the package registries through a proxy of ours, never this
+    host's services or a container (sandbox/image/build_network.py), but whatever else the
+    machine's uplink reaches; an imported Dockerfile is someone else's code."""
     env = next(f.env for f in FIELDS if f.name == "build_network")
     explicit = pipeline.build_network is not None or bool(os.environ.get(env, "").strip())
     return explicit and settings.build_network

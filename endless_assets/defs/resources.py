@@ -32,6 +32,9 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
                 engines=s.engine_specs if s.docker_hosts.strip() else (),
                 limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
                 build_network=s.build_network,
+                build_network_allow=tuple(
+                    a.strip() for a in s.build_network_allow.split(",") if a.strip()
+                ),
                 warm=s.warm_containers,
                 slots=max(1, s.workers),
             )

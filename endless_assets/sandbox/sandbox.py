@@ -35,6 +35,8 @@ class SandboxConfig:
     docker_host: str | None = None  # None: DOCKER_HOST or the local socket
     limits: Limits = field(default_factory=Limits)
     build_network: bool = True  # RUN steps may reach package registries; run time never may
+    # host:port a build's network may reach although this host's or its LAN's (build_relay.py)
+    build_network_allow: tuple[str, ...] = ()
     build_timeout: float = 600
     test_timeout: float = 180
     # An engine pool (engines.parse_hosts); empty: the one engine of `docker_host`.
@@ -140,8 +142,9 @@ class Sandbox:
         *,
         network: bool = True,
     ) -> BuildResult:
-        """Build (or reuse) a task image. RUN steps get the host network only when the caller
-        asks (`network`) and the configuration allows it (`build_network`)."""
+        """Build (or reuse) a task image. RUN steps get a network (the registries, never this
+        host: image/build_network.py) only when the caller asks (`network`) and the
+        configuration allows it (`build_network`)."""
         network = network and self.config.build_network
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
@@ -169,6 +172,7 @@ class Sandbox:
                     context_files,
                     base_image_id=base.image_id,
                     network=network,
+                    network_allow=self.config.build_network_allow,
                     timeout=self.config.build_timeout,
                     limits=self.config.limits,  # a build's RUN steps get a container's limits
                 )

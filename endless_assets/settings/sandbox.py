@@ -32,9 +32,17 @@ class SandboxSettings:
     build_network: bool = setting(
         True,
         "ENDLESS_BUILD_NETWORK",
-        "let RUN steps of LLM-written Dockerfiles reach the network during builds (host "
-        "network; procedural builds never get one; containers never do); imported Dockerfiles "
-        "only when set explicitly",
+        "let RUN steps of LLM-written Dockerfiles reach the network during builds (the "
+        "registries, through a proxy that never connects to this host or a container; "
+        "procedural builds never get one; containers never do); imported Dockerfiles only when "
+        "set explicitly",
+    )
+    build_network_allow: str = setting(
+        "",
+        "ENDLESS_BUILD_NETWORK_ALLOW",
+        "comma-separated host:port that builds with a network may reach although they are this "
+        "host's, its LAN's or a container's (a package mirror or cache); empty: none",
+        operational=True,
     )
     warm_containers: int = setting(
         0,

@@ -251,15 +251,17 @@ def build(
     client: DockerClient,
     context: io.BytesIO,
     tag: str,
-    network: bool,
+    namespace: str,
     timeout: float,
     limits: dict[str, str],
+    build_args: dict[str, str] | None = None,
 ) -> requests.Response:
     """Build `context` (a tar with a Dockerfile) as `tag` through Podman's own build endpoint;
     its response streams JSON chunks, as Docker's build endpoint does. Podman's Docker API
     runs every RUN step in the host's network namespace whatever `networkmode` says (4.3), so
     a build without a network would reach the host; its own endpoint disables the network (a
-    namespace of its own with only loopback) or shares the host's, as asked. OCI isolation
+    namespace of its own with only loopback), or joins the network namespace at `namespace` (a
+    build gateway's, image/build_network.py, whose proxy variables are `build_args`). OCI isolation
     (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`), and
     `limits` (build_limits.BuildLimits.params: memory, swap, CPU quota; the endpoint takes no
     process limit)."""
@@ -272,12 +274,14 @@ def build(
         "forcerm": "1",
         "layers": "1",
         "isolation": "1",  # buildah's IsolationOCI
-        "networkmode": "2" if network else "1",  # buildah's NetworkEnabled, NetworkDisabled
-        "nsoptions": json.dumps([{"Name": "network", "Host": network, "Path": ""}]),
+        "networkmode": "2" if namespace else "1",  # buildah's NetworkEnabled, NetworkDisabled
+        "nsoptions": json.dumps([{"Name": "network", "Host": False, "Path": namespace}]),
         "outputformat": DOCKER_FORMAT,
         "ulimits": json.dumps(rlimits),
         **limits,
     }
+    if build_args:
+        params["buildargs"] = json.dumps(build_args)
     return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
         api._url("/libpod/build"),
         params=params,

@@ -3,26 +3,30 @@
 Grading has no network. Test scripts of Harbor and Terminal-Bench tasks mostly begin with the
 same boilerplate: `apt-get update; apt-get install -y curl`, the uv installer through
 `curl ... | sh`, `uv venv` / `uv init`, `uv pip install pytest` / `uv add pytest` /
-`pip install pytest`, then `uv run pytest ...` or `uvx pytest ...`. At grading the verifier puts
+`pip install pytest`, then `uv run pytest ...` or `uvx pytest ...` (Terminal-Bench 2's: `uvx -p
+3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json ...`;
+offline_uv.py reads uv's and pip's arguments as they do). At grading the verifier puts
 these programs first on the script's PATH: each step is served by what the image already has
-(the image's python3 and pytest, its Debian packages); a step that would need something the
-image lacks (a package that is not installed, a download that is not the uv installer) fails
-and writes itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected
-`needs_network` naming that step (unless its reward is 1 anyway). Versions pinned by a step
-(`pytest==8.4.1`) are not checked: the image's version serves.
+(the image's python3 and pytest, its Debian packages; `apt-get install` of curl, wget,
+ca-certificates and python3-pip succeeds, as the stand-ins serve what they are for, and `uv venv`
+makes an environment of stand-ins); a step that would need something the image lacks (a package
+that is not installed, a download that is not the uv installer) fails and writes itself, with
+the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network` naming that
+step (unless its reward is 1 anyway). Versions pinned by a step (`pytest==8.4.1`) are not
+checked: the image's version serves.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from endless_assets.sandbox.grading import offline_pytest
+from endless_assets.sandbox.grading import offline_pytest, offline_uv
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 _PRELUDE = r"""#!/bin/sh
 # endless: an offline stand-in (grading has no network), see endless_assets/sandbox/grading/
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0" 2>/dev/null || echo "$0")")" && pwd)  # (links too)
 report() {
   printf '%s\n' "$*" >> "${ENDLESS_OFFLINE_REPORT:-/dev/null}"
   echo "endless offline: $*" >&2
@@ -53,7 +57,7 @@ for a in "$@"; do
   case "$a" in -*) continue ;; esac
   if [ -z "$seen_install" ]; then [ "$a" = install ] && seen_install=1; continue; fi
   p=${a%%=*}; p=${p%%:*}
-  case "$p" in curl|wget) continue ;; esac
+  case "$p" in curl|wget|ca-certificates|python3-pip) continue ;; esac  # (served here)
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     continue
   fi
@@ -68,11 +72,21 @@ exit 0
 )
 
 # The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
-# first on PATH already; the real one would put ~/.local/bin first). Where the image's own
-# ~/.local/bin is read-only at grading (a system location: verifier.py), what it has serves.
+# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` as links
+# to the stand-ins (`$shims`, which the fetch stand-in puts first) where the real installer would
+# put them (~/.local/bin, ~/.cargo/bin of older ones, or the directory its variables name), for
+# scripts that run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only
+# at grading (a system location: verifier.py), what it has serves.
 _UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
   echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
-  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"; } 2>/dev/null
+  cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
+  for dir in "$HOME/.local/bin" "$HOME/.cargo/bin" "${CARGO_HOME:+$CARGO_HOME/bin}" \
+      "${XDG_BIN_HOME:-}" "${UV_INSTALL_DIR:-}" "${UV_UNMANAGED_INSTALL:-}"; do
+    [ -n "$dir" ] && mkdir -p "$dir" || continue
+    for tool in uv uvx; do
+      [ -e "$dir/$tool" ] || ln -s "$shims/$tool" "$dir/$tool"
+    done
+  done; } 2>/dev/null
 echo "endless offline: uv is served by the image's python and pytest"
 """
 
@@ -89,9 +103,9 @@ done
 case "$url" in
   *astral.sh/uv/*|*astral.sh/uv)
     if [ -n "$out" ] && [ "$out" != "-" ]; then
-      printf '%s' "$INSTALLER" > "$out"
+      printf "shims='%s'\n%s" "$here" "$INSTALLER" > "$out"
     else
-      printf '%s' "$INSTALLER"
+      printf "shims='%s'\n%s" "$here" "$INSTALLER"
     fi
     exit 0 ;;
   http://localhost*|http://127.0.0.1*|https://localhost*|https://127.0.0.1*)
@@ -111,164 +125,6 @@ fi
 exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
 """
 )
-
-# The uv/uvx/pip stand-in proper (the image's python3 runs it).
-_TOOL_PY = r'''"""endless: uv, uvx and pip served by the image's python (see offline.py)."""
-import os
-import re
-import sys
-from importlib import metadata
-
-SKIP_VALUE = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url",
-              "-f", "--find-links", "-t", "--target", "-p", "--python", "--group", "--extra",
-              "--prefix", "--root", "--cache-dir", "--directory", "--project", "--from"}
-
-
-def report(words, why):
-    line = " ".join(words) + ": " + why
-    with open(os.environ.get("ENDLESS_OFFLINE_REPORT", os.devnull), "a") as fh:
-        fh.write(line + "\n")
-    print("endless offline: " + line, file=sys.stderr)
-
-
-def requirements(args):
-    """(requirement names, local paths) named by install-like arguments."""
-    names, paths, skip = [], [], None
-    for arg in args:
-        if skip:
-            if skip in ("-r", "--requirement"):
-                try:
-                    lines = open(arg).read().splitlines()
-                except OSError:
-                    lines = []
-                more = [ln.split("#")[0].strip() for ln in lines]
-                found, local = requirements([m for m in more if m and not m.startswith("-")])
-                names += found
-                paths += local
-            skip = None
-        elif arg in SKIP_VALUE:
-            skip = arg
-        elif arg.startswith("-"):
-            continue
-        elif arg.startswith((".", "/")) or arg.endswith((".whl", ".tar.gz", ".zip")):
-            paths.append(arg)
-        else:
-            name = re.split(r"[<>=!~;\[ @]", arg.strip(), maxsplit=1)[0]
-            if name:
-                names.append(name)
-    return names, paths
-
-
-def missing(names):
-    gone = []
-    for name in names:
-        try:
-            metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            gone.append(name)
-    return gone
-
-
-def install(words, args):
-    names, paths = requirements(args)
-    if paths:
-        report(words, "installs a local project or file (" + ", ".join(paths) + ")")
-        return 1
-    gone = missing(names)
-    if gone:
-        report(words, "not installed in the image: " + " ".join(gone))
-        return 1
-    return 0
-
-
-def run(words, args):
-    """uv run / uvx / uv tool run: the command, with pytest and python served by python3."""
-    rest, skip = [], None
-    for index, arg in enumerate(args):
-        if skip:
-            if skip == "--with":
-                gone = missing(requirements([arg])[0])
-                if gone:
-                    report(words, "not installed in the image: " + " ".join(gone))
-                    return 1
-            skip = None
-        elif arg in ("--with", *SKIP_VALUE):
-            skip = arg
-        elif arg == "--":
-            rest = args[index + 1:]
-            break
-        elif arg.startswith("-"):
-            continue
-        else:
-            rest = args[index:]
-            break
-    if not rest:
-        return 0
-    command = re.split(r"[<>=@]", rest[0], maxsplit=1)[0]
-    if command in ("pytest", "py.test"):
-        runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "endless_pytest.py")
-        os.execv(sys.executable, [sys.executable, "-s", runner, *rest[1:]])
-    if command in ("python", "python3"):
-        os.execvp(sys.executable, [sys.executable, *rest[1:]])
-    try:
-        os.execvp(command, [command, *rest[1:]])
-    except OSError:
-        report(words, command + " is not in the image")
-        return 127
-
-
-def venv(args):
-    target = next((a for a in args if not a.startswith("-")), ".venv")
-    os.makedirs(os.path.join(target, "bin"), exist_ok=True)
-    with open(os.path.join(target, "bin", "activate"), "w") as fh:
-        fh.write("VIRTUAL_ENV=" + os.path.abspath(target) + "; export VIRTUAL_ENV\n"
-                 "deactivate () { unset VIRTUAL_ENV; }\n")
-    return 0
-
-
-def main(tool, args):
-    words = [tool, *args]
-    sub = [a for a in args if not a.startswith("-")]
-    if tool == "uvx":
-        return run(words, args)
-    if tool in ("pip", "pip3"):
-        if sub[:1] == ["install"]:
-            return install(words, args[args.index("install") + 1:])
-        try:
-            os.execvp(sys.executable, [sys.executable, "-m", "pip", *args])
-        except OSError:
-            return 0
-    if not sub or "--version" in args[:1] or sub[0] in ("self", "cache", "version", "help"):
-        print("uv (endless offline stand-in)")
-        return 0
-    verb = sub[0]
-    after = args[args.index(verb) + 1:]
-    if verb == "pip":
-        inner = [a for a in after if not a.startswith("-")]
-        if inner[:1] in (["install"], ["sync"]):
-            return install(words, after[after.index(inner[0]) + 1:])
-        try:
-            os.execvp(sys.executable, [sys.executable, "-m", "pip", *after])
-        except OSError:
-            return 0
-    if verb == "add":
-        return install(words, after)
-    if verb in ("init", "sync", "lock", "python"):
-        return 0
-    if verb == "venv":
-        return venv(after)
-    if verb == "run":
-        return run(words, after)
-    if verb == "tool" and after[:1] == ["run"]:
-        return run(words, after[1:])
-    if verb == "tool" and after[:1] == ["install"]:
-        return install(words, after[1:])
-    report(words, "is not a step endless can serve offline")
-    return 2
-
-
-sys.exit(main(sys.argv[1], sys.argv[2:]))
-'''
 
 
 def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
@@ -300,5 +156,6 @@ def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, 
     found = {name: shell(text) for name, text in found.items()}
     for name, text in offline_pytest.stand_ins().items():
         found[name] = text if "." in name else shell(text)
-    found["endless_offline.py"] = _TOOL_PY
+    found["endless_offline.py"] = offline_uv.TOOL
+    found["endless_ctrf.py"] = offline_uv.CTRF
     return found

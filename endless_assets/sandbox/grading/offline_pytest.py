@@ -8,8 +8,9 @@ imports) in the working directory that `python -m pytest` puts first on sys.path
 `sitecustomize.py` or a module named like a standard one in a PYTHONPATH directory of the image
 (/app, say), `.pth` files in root's user site directory, and bytecode caches. So:
 
-- `pytest`, `py.test`, and `python`/`python3 -m pytest` run pytest through `endless_pytest.py`,
-  with the interpreter the image's own `pytest` names (or the image's `python3`): pytest is
+- `pytest`, `py.test`, and `python`/`python3 -m pytest` run pytest through `endless_pytest.py`
+  (which also serves pytest-json-ctrf's `--ctrf`, offline_uv.py; `python -m pip` is offline.py's
+  pip), with the interpreter the image's own `pytest` names (or the image's `python3`): pytest is
   imported before the working directory is on sys.path (`-m` puts it there, last), conftest
   files are collected from the tests directory down (`--confcutdir`), and the configuration is
   the tests directory's own ini file or an empty one of ours (`-c`), unless the script gives
@@ -63,6 +64,7 @@ if [ "$a" = -m ] && [ $# -gt "$n" ]; then
   shift "$n"
   case "$1" in
     pytest|py.test) shift; exec "$py" $flags -s "$here/endless_pytest.py" --endless-module "$@" ;;
+    pip|uv) m=$1; shift; exec "$here/$m" "$@" ;;  # offline.py's
   esac
   exec "$py" $flags -m "$@"
 fi
@@ -99,7 +101,13 @@ if not given("-c", "--config-file"):
     extra += ["-c", own[0] if own else os.path.join(here, "pytest.ini")]
     if not given("--rootdir"):
         extra.append("--rootdir=" + tests)
-sys.exit(pytest.main(extra + args))
+# pytest-json-ctrf's --ctrf, always by our plugin (offline_uv.py), never by a copy of the image's
+import importlib.util  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("endless_ctrf", os.path.join(here, "endless_ctrf.py"))
+ctrf = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ctrf)
+sys.exit(pytest.main(extra + ["-p", "no:ctrf"] + args, plugins=[ctrf]))
 '''
 
 GUARD = r'''"""endless: the image's PYTHONPATH entries after the interpreter's own, then the

@@ -103,23 +103,25 @@ def docker_build(
     client: DockerClient,
     context: io.BytesIO,
     tag: str,
-    network: bool,
+    network: str,
     timeout: float,
     params: dict[str, str],
+    build_args: dict[str, str] | None = None,
 ) -> requests.Response:
     """Docker's build endpoint (its legacy builder), asked as docker-py's `api.build` asks it
     (the registry credentials for FROM, the client's proxy settings as build arguments) with
-    what `api.build` cannot pass: a cgroup parent and a CPU quota (`params`). Without a network
-    RUN steps get `networkmode=none`: a loopback interface only."""
+    what `api.build` cannot pass: a cgroup parent and a CPU quota (`params`). `network`: the
+    RUN steps' `networkmode` (`none`: a loopback interface only; `container:<id>`: a build
+    gateway's, build_network.py, whose proxy variables are `build_args`)."""
     api = client.api
     query = {
         "t": tag,
         "rm": "1",
         "forcerm": "1",
-        "networkmode": "host" if network else "none",
+        "networkmode": network,
         **params,
     }
-    proxies = api._proxy_configs.get_environment()
+    proxies = {**api._proxy_configs.get_environment(), **(build_args or {})}
     if proxies:
         query["buildargs"] = json.dumps(proxies)
     headers = {"Content-Type": "application/tar"}

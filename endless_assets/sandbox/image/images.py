@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import re
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import docker.errors
@@ -22,6 +24,7 @@ from endless_assets.sandbox.engine.client import RetriesExhausted, SandboxError,
 from endless_assets.sandbox.engine.podman import short_name
 from endless_assets.sandbox.image import build_cgroup, build_limits
 from endless_assets.sandbox.image.build_limits import Budget, BuildLimits
+from endless_assets.sandbox.image.build_network import BuildNetwork, GatewayFault, build_network
 
 REPOSITORY = "endless-task"
 BUILD_LOG_LIMIT = 6000
@@ -117,6 +120,20 @@ def build_context(dockerfile: str, context_files: dict[str, str]) -> io.BytesIO:
     return buffer
 
 
+@contextlib.contextmanager
+def _network(
+    client: DockerClient, gateway: tuple[str, tuple[str, ...]] | None
+) -> Iterator[BuildNetwork | None]:
+    if gateway is None:
+        yield None
+        return
+    try:
+        with build_network(client, *gateway) as network:
+            yield network
+    except GatewayFault as exc:
+        raise _EngineFault(str(exc)) from exc
+
+
 def _lock_for(tag: str) -> threading.Lock:
     with _locks_guard:
         return _locks.setdefault(tag, threading.Lock())
@@ -156,6 +173,7 @@ def build_task_image(
     *,
     base_image_id: str,
     network: bool = True,
+    network_allow: tuple[str, ...] = (),
     timeout: float = 600,
     limits: Limits | None = None,
     budget: float = BUILD_BUDGET,
@@ -168,11 +186,14 @@ def build_task_image(
     or layer it could not unpack: see `_ENGINE_FAULT`) is tried again once the engine answers,
     at most BUILD_ATTEMPTS times, then raises SandboxError: a harness error, never a rejection.
 
-    `network=True` lets RUN steps reach the package registries during the build (host network);
-    containers started from the image at run time never get a network. Every RUN step gets the
-    memory, CPU and process limits of a task container (`limits`, see build_limits.py): a step
-    that reaches one fails the build, which says so. A build still running after `budget`
-    seconds is cancelled and rejected (`timeout` is how long a step may print nothing).
+    `network=True` lets RUN steps reach the package registries during the build, through a
+    proxy of ours that never connects to this host or a container (build_network.py: a gateway
+    of the base image `base_image_id`; no network where the engine cannot run one; but for the
+    `host:port` in `network_allow`); containers started from the image at run time never get a
+    network. Every RUN step gets the memory, CPU and process limits of a task container
+    (`limits`, see build_limits.py): a step that reaches one fails the build, which says so. A
+    build still running after `budget` seconds is cancelled and rejected (`timeout` is how long
+    a step may print nothing).
 
     The image carries no labels of ours (its repository name, `endless-task`, says what it is;
     containers get the labels): Docker's legacy builder adds build labels as one more step,
@@ -194,7 +215,14 @@ def build_task_image(
                 wait_for_engine(client)
             try:
                 ok, image_id, log = _build_once(
-                    client, tag, dockerfile, context_files, network, timeout, limits, budget
+                    client,
+                    tag,
+                    dockerfile,
+                    context_files,
+                    (base_image_id, network_allow) if network else None,
+                    timeout,
+                    limits,
+                    budget,
                 )
             except _EngineFault as exc:
                 fault = str(exc)
@@ -211,29 +239,36 @@ def _build_once(
     tag: str,
     dockerfile: str,
     context_files: dict[str, str],
-    network: bool,
+    gateway: tuple[str, tuple[str, ...]] | None,
     timeout: float,
     limits: Limits | None,
     budget: float,
 ) -> tuple[bool, str, str]:
-    """One build: (ok, image id, log). Raises _EngineFault for what the engine broke."""
+    """One build: (ok, image id, log); with a network through a gateway of an image, with
+    destinations allowed on this host (`gateway`; none if None). Raises _EngineFault for what
+    the engine broke."""
     caps = BuildLimits.of(limits or Limits())
     deadline = time.monotonic() + budget
     steps = _StepLog()
-    with build_cgroup.build_cgroup(client, caps) as group:
+    with (
+        build_cgroup.build_cgroup(client, caps) as group,
+        _network(client, gateway) as network,
+    ):
         params = caps.params()
         if group is not None:
             params["cgroupparent"] = group.parent
         context = build_context(dockerfile, context_files)
         error, code, over = _stream(client, tag, context, network, timeout, params, steps, deadline)
         reached = group.reached() if group is not None else set()
+        refused = list(network.relay.refused) if network is not None else []
     text = _ANSI.sub("", steps.text())
     if over:
         cut = f"the build ran past its budget of {budget:g} s and was cancelled"
         return False, "", "\n".join(filter(None, [failing_step_log(text), cut]))
     if error:
         reason = caps.reason(reached, code, measured=group is not None)
-        return False, "", "\n".join(filter(None, [failing_step_log(text), reason]))
+        refusals = [f"the build network did not connect to {r}" for r in refused[:3]]
+        return False, "", "\n".join(filter(None, [failing_step_log(text), reason, *refusals]))
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound as exc:
@@ -249,7 +284,7 @@ def _stream(
     client: DockerClient,
     tag: str,
     context: io.BytesIO,
-    network: bool,
+    network: BuildNetwork | None,
     timeout: float,
     params: dict[str, str],
     steps: _StepLog,
@@ -263,9 +298,11 @@ def _stream(
     finished = False
     try:
         if podman.is_podman(client):  # (its Docker API would give RUN steps the host network)
-            response = podman.build(client, context, tag, network, timeout, params)
+            namespace, args = (network.namespace, network.build_args) if network else ("", {})
+            response = podman.build(client, context, tag, namespace, timeout, params, args)
         else:
-            response = build_limits.docker_build(client, context, tag, network, timeout, params)
+            mode, args = (network.mode, network.build_args) if network else ("none", {})
+            response = build_limits.docker_build(client, context, tag, mode, timeout, params, args)
         with Budget(response, deadline) as clock:
             try:
                 for chunk in client.api._stream_helper(response, decode=True):
