@@ -128,6 +128,7 @@ def plan_draw(
         return None
     options: dict[str, Any] = {
         "target_pass_rate": settings.target_pass_rate,
+        "band": (settings.min_pass_rate, settings.max_pass_rate),  # the keep band
         "floor": settings.exploration_floor / len(cells),
     }
     first = draw(cells, history, settings.tasks, rng=batch_rng(batch, settings.seed), **options)
