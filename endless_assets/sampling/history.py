@@ -217,12 +217,14 @@ class CellHistory:
 
 @dataclass(frozen=True)
 class History:
-    """Per cell, what one solver made of the tasks of the `batches` strictly before `before`."""
+    """Per cell, what one solver made of the tasks of the `batches` strictly before `before`,
+    and the last batch before `before` (in the window or earlier) that drew it (`last_drawn`)."""
 
     before: str
     solver: str = ""
     batches: tuple[str, ...] = ()
     cells: Mapping[Cell, CellHistory] = field(default_factory=dict)
+    last_drawn: Mapping[Cell, str] = field(default_factory=dict)
 
     def get(self, cell: Cell) -> CellHistory:
         return self.cells.get(cell) or CellHistory(cell)
@@ -270,7 +272,13 @@ class History:
             for s, n, tasks in json.loads(row["outcomes"]):
                 entry["outcomes"][(s, n)] = entry["outcomes"].get((s, n), 0) + tasks
         cells = {cell: CellHistory(cell, **entry) for cell, entry in counts.items()}
-        return cls(before, solver, batches, cells)
+        drawn = (
+            past.filter(pl.col("generated") > 0)
+            .group_by(list(CELL_COLUMNS))
+            .agg(pl.col("batch").max())
+        )
+        last = {Cell.from_columns(row): row["batch"] for row in drawn.to_dicts()}
+        return cls(before, solver, batches, cells, last)
 
     def frame(self) -> pl.DataFrame:
         """One row per cell (`HISTORY_COLUMNS`), sorted by cell."""

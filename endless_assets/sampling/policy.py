@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,9 @@ MIN_EVIDENCE = 30  # scored tasks with none learnable before the sampler gives u
 # A Thompson draw whose cell's expected score is below this share of the best cell's won on its
 # uncertainty, not its expectation: it is recorded as `explore`.
 EXPLORE_BELOW = 0.5
+# The floor's weight of a cell the posterior holds hopeless, next to its hope (score +
+# uncertainty, about 1 at best), among cells drawn as often and as lately.
+HOPE_FLOOR = 0.1
 
 DRAW_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "batch": (pl.Utf8(), "the batch drawn for (its history is the batches strictly before)"),
@@ -241,17 +244,23 @@ def _spread(
     rng: random.Random,
     views: dict[Cell, CellView] | None = None,
 ) -> list[Cell]:
-    """`n` draws spread evenly; the remainder goes to the cells the window drew least, the ones
-    the posterior is least sure of first (`views`), then in a seeded order."""
+    """`n` draws spread evenly; the remainder goes to the cells the window drew least, of those
+    the ones drawn longest ago (never first), so the floor goes round every cell; among equals in
+    a seeded order that, given `views`, favours the cells that may prove worth most (expected
+    score plus its uncertainty, `HOPE_FLOOR` added)."""
     base, extra = divmod(n, len(cells))
-    ties = {cell: rng.random() for cell in cells}
     views = views or {}
 
-    def order(cell: Cell) -> tuple[int, float, float]:
+    def order(cell: Cell) -> tuple[int, str, float]:
+        u = max(rng.random(), 1e-12)
         view = views.get(cell)
-        return (history.get(cell).generated, -view.uncertainty if view else 0.0, ties[cell])
+        hope = view.score + view.uncertainty if view else 0.0
+        last = history.last_drawn.get(cell, "")
+        # A draw by weight without replacement: the largest u^(1/weight) first.
+        return (history.get(cell).generated, last, -math.log(u) / (HOPE_FLOOR + hope))
 
-    least = sorted(cells, key=order)
+    keys = {cell: order(cell) for cell in cells}  # drawn in the cells' order: reproducible
+    least = sorted(cells, key=keys.__getitem__)
     return [cell for cell in cells for _ in range(base)] + least[:extra]
 
 
@@ -266,6 +275,7 @@ def draw(
     rng: random.Random,
     k: int | None = None,
     model: str = "pooled",
+    ranks: Sequence | None = None,
     closeness: float = CLOSENESS,
     cap: float = CAP,
     min_evidence: int = MIN_EVIDENCE,
@@ -278,10 +288,11 @@ def draw(
     time by Thompson sampling: the posterior (`model`: `pooled`, over categories and levels, or
     `per_cell`) is sampled and the cell whose sampled score (survival x training signal per
     token, `scorers.py`) is best wins, no cell taking more than `cap` of them. The signal peaks at
-    `target_pass_rate` and is 0 outside the keep `band`. With no scored history (cold start),
-    with 1 attempt per task, or when `min_evidence` scored tasks had none learnable, the draw is
-    uniform and `reason` says why. `k` defaults to the attempts most scored tasks had; `rng`
-    should be `batch_rng(batch)`."""
+    `target_pass_rate` and is 0 outside the keep `band`; `ranks` orders the cells' levels,
+    simplest first (None: integer levels in their order, named ones unranked). With no scored
+    history (cold start), with 1 attempt per task, or when `min_evidence` scored tasks had none
+    learnable, the draw is uniform and `reason` says why. `k` defaults to the attempts most
+    scored tasks had; `rng` should be `batch_rng(batch)`."""
     cells = sorted(set(cells))
     if not cells:
         raise ValueError("draw needs at least one cell")
@@ -309,7 +320,7 @@ def draw(
         picks = _spread(cells, n, history, rng)
         return Draw(mode="cold_start", slots=_assign(picks, "uniform", rng), **common)
     reason = degrade_reason(history, cells, k, min_evidence)
-    scores = scorer(model, cells, history, Aim(k, target_pass_rate, band, closeness))
+    scores = scorer(model, cells, history, Aim(k, target_pass_rate, band, closeness), ranks)
     views = scores.views
     if reason:
         slots = _assign(_spread(cells, n, history, rng), "uniform", rng)

@@ -26,10 +26,13 @@ import numpy as np
 from endless_assets.sampling.cells import Cell
 
 # Prior standard deviations on the logit scale: the intercept, a level's and a group's effect
-# (wide: they are learnt from every task of the level or the group), a cell's residual (narrow:
-# shrunk towards the sum until the cell's own tasks say otherwise).
+# (wide: they are learnt from every task of the level or the group). When the levels are ranked
+# (the taxonomy's complexities, the families' levels), a level's effect is the one below it plus
+# a step (`STEP_SD`), so a level no task has reached yet lies between its neighbours; a step may
+# go either way.
 MEAN_SD = 3.0
 LEVEL_SD = 3.0
+STEP_SD = 4.0
 GROUP_SD = 1.5
 # The grids the data weigh: tau, how a cell's tasks spread, and the sd of a cell's residual (a
 # world where cells follow their category and level, or one where each cell goes its own way).
@@ -86,7 +89,8 @@ class _Fit:
 
 class Pooled:
     """The pooled posterior over `cells` from `outcomes` (per cell: (successes, scored attempts)
-    -> tasks). Cells are (group, level) by their key; levels are categories, not ranks.
+    -> tasks). Cells are (group, level) by their key. `ranks` orders the levels, simplest first
+    (None: integer levels in their order, named ones unranked, each level's effect on its own).
 
     The residuals u enter only their own cell, so they are solved for in closed form (a Schur
     complement) and the linear algebra stays the size of mu, a and b."""
@@ -96,20 +100,30 @@ class Pooled:
         cells: Sequence[Cell],
         outcomes: Mapping[Cell, Mapping[tuple[int, int], int]],
         *,
+        ranks: Sequence | None = None,
         spreads: Sequence[float] = TASK_SPREADS,
         cell_sds: Sequence[float] = CELL_SDS,
         group_sd: float = GROUP_SD,
     ) -> None:
         self.cells = sorted(set(cells))
         groups = sorted({c.key[0] for c in self.cells})
-        levels = sorted({c.key[1] for c in self.cells}, key=str)
+        grades = {c.key[1] for c in self.cells}
+        ranked = ranks is not None or all(isinstance(g, int) for g in grades)
+        levels = [g for g in ranks if g in grades] if ranks is not None else sorted(grades, key=str)
+        if ranked and ranks is None:
+            levels = sorted(grades)
+        if set(levels) != grades:
+            raise ValueError(f"ranks {list(ranks or ())} do not order the levels {sorted(grades)}")
         self.levels = 1 + len(levels)  # mu and a come first, then b
         self.design = np.zeros((len(self.cells), self.levels + len(groups)))
         self.design[:, 0] = 1.0
         for i, cell in enumerate(self.cells):
-            self.design[i, 1 + levels.index(cell.key[1])] = 1.0
+            rank = levels.index(cell.key[1])
+            # Ranked: a level's effect is the sum of the steps up to it; else its own.
+            self.design[i, 1 + (np.arange(rank + 1) if ranked else rank)] = 1.0
             self.design[i, self.levels + groups.index(cell.key[0])] = 1.0
-        prior_sd = [MEAN_SD] + [LEVEL_SD] * len(levels) + [group_sd] * len(groups)
+        level_sd = [LEVEL_SD] + [STEP_SD if ranked else LEVEL_SD] * (len(levels) - 1)
+        prior_sd = [MEAN_SD, *level_sd] + [group_sd] * len(groups)
         self._precision = 1.0 / np.array(prior_sd) ** 2
         self.observed = [i for i, c in enumerate(self.cells) if _useful(outcomes.get(c, {}))]
         rows = [

@@ -105,10 +105,13 @@ class Costs:
 class PooledScorer:
     """Scores from the pooled posterior: survival x expected signal / expected cost."""
 
-    def __init__(self, cells: Sequence[Cell], history: History, aim: Aim) -> None:
+    def __init__(
+        self, cells: Sequence[Cell], history: History, aim: Aim, ranks: Sequence | None = None
+    ) -> None:
         self.cells = sorted(set(cells))
         self.aim = aim
-        self.model = Pooled(self.cells, {c: history.get(c).outcomes for c in self.cells})
+        outcomes = {c: history.get(c).outcomes for c in self.cells}
+        self.model = Pooled(self.cells, outcomes, ranks=ranks)
         self.costs = Costs.of(self.cells, history)
         k = aim.k
         self._signals = signals(k, aim.target, aim.band)
@@ -191,9 +194,12 @@ class PerCellScorer:
         return {cell: self.posts[cell].sample(rng) for cell in eligible}
 
 
-def scorer(model: str, cells: Sequence[Cell], history: History, aim: Aim) -> Scorer:
+def scorer(
+    model: str, cells: Sequence[Cell], history: History, aim: Aim, ranks: Sequence | None = None
+) -> Scorer:
+    """The scorer of `model`; `ranks` orders the cells' levels, simplest first (pooled only)."""
     if model == "pooled":
-        return PooledScorer(cells, history, aim)
+        return PooledScorer(cells, history, aim, ranks)
     if model == "per_cell":
         return PerCellScorer(cells, history, aim)
     raise ValueError(f"the sampler's model is one of {', '.join(MODELS)}, got {model!r}")
