@@ -6,7 +6,9 @@ what it explores, and at the paper's taxonomy size it learns within one batch.""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
@@ -17,6 +19,7 @@ from endless_assets.sampling.policy import EXPLORE_BELOW, batch_rng, draw
 from endless_assets.sampling.pooled import Pooled
 from endless_assets.sampling.posterior import posterior
 from endless_assets.sampling.simulation import frontier, per_cell, simulate, uniform
+from endless_assets.sampling.views import FRONTIER_BATCHES_SQL
 from endless_assets.sampling.worlds import shaped_world
 from endless_assets.sampling.worth import signal, signals
 
@@ -193,3 +196,28 @@ def test_a_generator_of_the_pipeline_tests_shape_reaches_seventy_percent_at_k_fo
     # never higher; five daily batches of 40 over 60 cells, 4 attempts a task.
     run = simulate(shaped_world("steps", 10, seed=0), frontier, batches=5, n=40, k=4, seed=0)
     assert learnable_share(run.shares().tail(2)) >= 0.7
+
+
+def test_the_frontier_batches_view_sets_each_expectation_next_to_its_measurement(taxonomy_runs):
+    run = taxonomy_runs["pooled"]
+    con = duckdb.connect()
+    con.register("task_draws", pl.concat([d.frame() for d in run.draws]))
+    con.register("filtered_dataset", pl.concat(run.filtered))
+    view = con.sql(FRONTIER_BATCHES_SQL).pl()
+    measured = run.shares()
+    assert view["batch"].to_list() == measured["batch"].to_list()
+    assert view["learnable_share"].to_list() == pytest.approx(measured["learnable_share"].to_list())
+    expected = [d.expected()["learnable_share"] for d in run.draws]
+    assert view["expected_learnable_share"].to_list() == pytest.approx(expected, abs=1e-4)
+    assert view["expected_signal"].to_list()[1:] == pytest.approx(
+        [d.expected()["signal"] for d in run.draws[1:]], abs=1e-4
+    )
+    # The measured signal: each scored task's worth.signal, averaged.
+    last = pl.concat(run.filtered).filter(pl.col("batch") == run.draws[-1].batch)
+    signals_ = [
+        signal(s, n, 0.5, (0.0, 1.0)) for s, n in last.select("successes", "scored_attempts").rows()
+    ]
+    assert view["signal"][-1] == pytest.approx(sum(signals_) / len(signals_))
+    sources = Counter(s.source for s in run.draws[-1].slots)
+    assert view.row(-1, named=True)["explore"] == sources["explore"]
+    assert view.row(-1, named=True)["floor"] == sources["floor"]
