@@ -82,6 +82,27 @@ def test_a_cell_that_breaks_the_pattern_is_learnt_from_its_own_tasks():
     assert rate[index[Cell.family("c7", 5)]] < 0.4
 
 
+def test_a_third_of_broken_tasks_in_every_cell_is_read_as_broken_not_as_a_wide_spread():
+    # The same batches, each cell with two tasks more that failed every attempt (a third): the
+    # model takes them for dead tasks; a mastered level stays mastered (nothing learnable), the
+    # middle one learnable, and a cell's tasks still spread little.
+    outcomes = {}
+    for cell, seen_ in one_batch().items():
+        (s, n), _ = next(iter(seen_.items()))
+        outcomes[cell] = {(s, n): 4}
+        outcomes[cell][(0, n)] = outcomes[cell].get((0, n), 0) + 2
+    model = Pooled(CELLS, outcomes)
+    assert 0.2 < model.dead < 0.4 and model.trivial < 0.02
+    spreads = zip(model.weights, model.fits, strict=True)
+    assert sum(w for w, fit in spreads if fit.tau <= 0.7) > 0.9
+    pmf = model.predictive(8)
+    learnable = pmf[:, 1:8].sum(axis=1)
+    index = {cell: i for i, cell in enumerate(model.cells)}
+    assert learnable[index[Cell.family("c7", 1)]] < 0.1  # unseen, mastered: a dead task or 8/8
+    assert learnable[index[Cell.family("c0", 3)]] > 0.6
+    assert pmf[index[Cell.family("c0", 1)], 0] == pytest.approx(model.dead, abs=0.05)
+
+
 def test_the_signal_peaks_at_the_target_and_is_nothing_outside_the_band_or_at_the_ends():
     assert signal(4, 8, 0.5, (0.0, 1.0)) == 1.0
     assert signal(2, 8, 0.5, (0.0, 1.0)) == pytest.approx(4 * 0.25 * 0.75)

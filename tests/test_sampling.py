@@ -173,6 +173,25 @@ def test_the_target_pass_rate_steers_the_draw_to_cells_whose_tasks_land_near_it(
         draw([low, high], history, 40, floor=0.6, rng=batch_rng("2026-03-01"))
 
 
+def test_the_keep_band_gives_no_worth_to_tasks_stage_four_would_drop():
+    # Both cells teach alike at the default target; with the band cut at 0.5 the easier one's
+    # tasks would be dropped, so the draw gives them nothing and goes to the harder one.
+    easier, harder = Cell.family("fam", 2), Cell.family("fam", 3)
+    seen = {"generated": 20, "described": 20, "reached": 20, "scored": 20, "kept": 20}
+    cells = {
+        easier: CellHistory(easier, **seen, outcomes={(10, 16): 20}),
+        harder: CellHistory(harder, **seen, outcomes={(6, 16): 20}),
+    }
+    history = History("2026-03-01", "chat/m", ("2026-02-28",), cells)
+    options = {"floor": 0, "cap": 1.0, "rng": batch_rng("2026-03-01")}
+    both = draw([easier, harder], history, 40, **options)
+    assert both.views[easier].signal == pytest.approx(both.views[harder].signal, rel=0.05)
+    banded = draw([easier, harder], history, 40, band=(0.0, 0.5), **options)
+    assert banded.views[easier].signal < 0.4 * banded.views[harder].signal
+    assert banded.views[easier].kept_prob < 0.3
+    assert banded.counts()[harder] >= 36
+
+
 @pytest.mark.parametrize("pass_probability", [1.0, 0.0])
 def test_a_solver_that_always_or_never_passes_degrades_to_uniform_with_one_reason(
     world, pass_probability

@@ -6,10 +6,15 @@ complexity — passes an attempt with probability sigmoid(mu + a_l + b_g + u_gl 
 shared by every group, a group effect shared by every level, a residual of the cell (what the sum
 gets wrong there: a level that is hard in one category only) and one of the task,
 e ~ N(0, tau^2), which makes a cell's tasks differ (U-shaped when tau is large). Its attempts are
-Binomial(n, p). mu, a, b and u have Gaussian priors centred on 0; the posterior is approximated by
-a Gaussian at its mode (Laplace), found by Newton's method, for each task spread tau on a grid,
-and the fits are weighted by their approximate evidence. What a new task of a cell does over k
-attempts is the binomial integrated over the posterior and e (Gauss-Hermite quadrature).
+Binomial(n, p). Whatever its cell, a task may also be dead (every attempt fails: a broken or
+impossible task) or trivial (every attempt passes: a test too weak to fail), with shares shared
+by every cell; without them a third of dead tasks in every cell would pass for a wide tau, and a
+mastered level for a learnable one. mu, a, b and u have Gaussian priors centred on 0; the
+posterior is approximated by a Gaussian at its mode (Laplace), found by Newton's method, for each
+task spread tau on a grid, and the fits are weighted by their approximate evidence; the dead and
+trivial shares are estimated between fits (expectation-maximisation, shrunk towards none). What a
+new task of a cell does over k attempts is the binomial integrated over the posterior and e
+(Gauss-Hermite quadrature), mixed with the dead and trivial shares.
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ from statistics import NormalDist
 
 import numpy as np
 
+from endless_assets.sampling.binomial import (
+    SPREAD_W,
+    SPREAD_Z,
+    live_rows,
+    mix_prior,
+    mixed_terms,
+    outcome_pmf,
+    shares,
+)
 from endless_assets.sampling.cells import Cell
 
 # Prior standard deviations on the logit scale: the intercept, a level's and a group's effect
@@ -38,37 +52,11 @@ GROUP_SD = 1.5
 # world where cells follow their category and level, or one where each cell goes its own way).
 TASK_SPREADS = (0.3, 0.7, 1.2, 2.0, 3.0)
 CELL_SDS = (0.5, 1.0, 2.0, 4.0)
-NODES = 24
-_NODES, _WEIGHTS = np.polynomial.hermite.hermgauss(NODES)
-Z = _NODES * math.sqrt(2.0)  # E[f(z)], z ~ N(0, 1), is sum(W * f(Z))
-W = _WEIGHTS / math.sqrt(math.pi)
-LOG_W = np.log(W)
-_SPREAD_NODES, _SPREAD_WEIGHTS = np.polynomial.hermite.hermgauss(7)
-SPREAD_Z, SPREAD_W = _SPREAD_NODES * math.sqrt(2.0), _SPREAD_WEIGHTS / math.sqrt(math.pi)
-
-
-def _log_sigmoid(x: np.ndarray) -> np.ndarray:
-    return -np.logaddexp(0.0, -x)
-
-
-@functools.cache
-def _log_choose(k: int) -> np.ndarray:
-    return np.array(
-        [math.lgamma(k + 1) - math.lgamma(s + 1) - math.lgamma(k - s + 1) for s in range(k + 1)]
-    )
-
-
-def outcome_pmf(mean: np.ndarray, var: np.ndarray, k: int) -> np.ndarray:
-    """Per row, the probability of 0..k successes in k attempts of a task whose logit pass rate
-    is N(mean, var): shape (rows, k + 1)."""
-    z = mean[:, None] + np.sqrt(np.maximum(var, 0.0))[:, None] * Z[None, :]
-    s = np.arange(k + 1)
-    logs = (
-        _log_choose(k)[None, None, :]
-        + s[None, None, :] * _log_sigmoid(z)[:, :, None]
-        + (k - s)[None, None, :] * _log_sigmoid(-z)[:, :, None]
-    )
-    return np.einsum("q,rqs->rs", W, np.exp(logs))
+# Where the dead and trivial shares' estimates start (few or many; the better explanation wins),
+# and the rounds of refitting that settle each.
+MIX_STARTS = ((0.05, 0.05), (0.3, 0.3))
+MIX_ROUNDS = 8
+MIX_TOLERANCE = 2e-3
 
 
 @dataclass(frozen=True)
@@ -134,40 +122,71 @@ class Pooled:
         ]
         self._rows = np.array(rows, dtype=float).reshape(-1, 4)
         self._x = self.design[self.observed]
+        # The dead and trivial shares: none first, then from each of `MIX_STARTS` estimated
+        # from the fits and refitted until they settle; the shares whose fits explain the data
+        # best (their evidence, with the shares' prior) win. Every refit starts from the modes
+        # without the shares: a cell whose tasks all pass is mastered unless its own tasks say
+        # otherwise, not a run of trivial tasks (from modes the shares explain, its logit would
+        # be stuck where nothing moves it).
+        self.dead = self.trivial = 0.0
+        live: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self.fits, self.weights, best = self._fits(spreads, cell_sds, live)
+        found = (self.fits, self.weights, (0.0, 0.0))
+        for start in MIX_STARTS if len(self._rows) else ():
+            self.dead, self.trivial = start
+            for round_ in range(MIX_ROUNDS):
+                fits, weights, evidence = self._fits(spreads, cell_sds, dict(live))
+                mix = self._shares(fits, weights)
+                moved = max(abs(mix[0] - self.dead), abs(mix[1] - self.trivial))
+                if moved < MIX_TOLERANCE or round_ == MIX_ROUNDS - 1:
+                    break
+                self.dead, self.trivial = mix
+            if evidence + mix_prior(self.dead, self.trivial) > best:
+                best = evidence + mix_prior(self.dead, self.trivial)
+                found = (fits, weights, (self.dead, self.trivial))
+        self.fits, self.weights, (self.dead, self.trivial) = found
+
+    def _fits(
+        self, spreads: Sequence[float], cell_sds: Sequence[float], starts: dict
+    ) -> tuple[list[_Fit], np.ndarray, float]:
+        """A fit per task spread and residual sd, each from where it was (`starts`, updated) or
+        the spread before it; their weights by evidence, and the log evidence of them all."""
         fits = []
         for cell_sd in cell_sds:
             start = (np.zeros(self.design.shape[1]), np.zeros(len(self.observed)))
             for tau in spreads:
-                fit, start = self._fit(tau, 1.0 / cell_sd**2, start)
+                fit, start = self._fit(tau, 1.0 / cell_sd**2, starts.get((cell_sd, tau), start))
+                starts[(cell_sd, tau)] = start
                 fits.append(fit)
         evidence = np.array([f.log_evidence for f in fits])
         weights = np.exp(evidence - evidence.max())
-        self.weights = weights / weights.sum()
-        self.fits = fits
+        total = float(evidence.max() + math.log(weights.mean()))  # a uniform prior on the grid
+        return fits, weights / weights.sum(), total
+
+    def _shares(self, fits: list[_Fit], weights: np.ndarray) -> tuple[float, float]:
+        """The dead and trivial shares that best explain the rows given `fits`' modes."""
+        j, s, n, t = (self._rows[:, c] for c in range(4))
+        lives = [
+            (w, live_rows(fit.mean[self.observed][j.astype(int)], s, n, fit.tau)[0])
+            for w, fit in zip(weights, fits, strict=True)
+            if w >= 1e-6
+        ]
+        return shares(lives, s, n, t, (self.dead, self.trivial))
 
     # -- fitting ---------------------------------------------------------------------------
     def _cell_terms(self, eta: np.ndarray, tau: float) -> tuple[float, np.ndarray, np.ndarray]:
         """The log likelihood, and its first and second derivatives per observed cell."""
         j, s, n, t = (self._rows[:, c] for c in range(4))
-        z = eta[j.astype(int)][:, None] + tau * Z[None, :]
-        logs = LOG_W[None, :] + s[:, None] * _log_sigmoid(z) + (n - s)[:, None] * _log_sigmoid(-z)
-        top = logs.max(axis=1, keepdims=True)
-        mass = np.exp(logs - top)
-        total = mass.sum(axis=1, keepdims=True)
-        post = mass / total
-        p = np.exp(_log_sigmoid(z))
-        resid = s[:, None] - n[:, None] * p
-        first = (post * resid).sum(axis=1)
-        second = (post * (resid**2 - n[:, None] * p * (1 - p))).sum(axis=1) - first**2
-        loglik = float((t * (np.log(total[:, 0]) + top[:, 0])).sum())
+        mixed, first, second = mixed_terms(eta[j.astype(int)], s, n, tau, *self.mix)
+        loglik = float((t * mixed).sum())
         size = len(self.observed)
         grad = np.bincount(j.astype(int), weights=t * first, minlength=size)
         curv = np.bincount(j.astype(int), weights=t * second, minlength=size)
         return loglik, grad, np.minimum(curv, 0.0)  # concave exactly; quadrature may wobble
 
-    def _objective(self, shared: np.ndarray, resid: np.ndarray, tau: float, cp: float) -> float:
-        prior = (self._precision * shared**2).sum() + cp * (resid**2).sum()
-        return self._cell_terms(self._x @ shared + resid, tau)[0] - 0.5 * float(prior)
+    def _penalty(self, shared: np.ndarray, resid: np.ndarray, cp: float) -> float:
+        """Minus the log prior density of the effects and residuals (up to a constant)."""
+        return 0.5 * float((self._precision * shared**2).sum() + cp * (resid**2).sum())
 
     def _schur(self, weight: np.ndarray, cp: float) -> np.ndarray:
         """The precision of (mu, a, b) with the residuals (prior precision `cp`) integrated out,
@@ -180,9 +199,10 @@ class Pooled:
     ) -> tuple[_Fit, tuple[np.ndarray, np.ndarray]]:
         """The fit for task spread `tau` and residual precision `cp`, from `start`."""
         shared, resid = start[0].copy(), start[1].copy()
-        value = self._objective(shared, resid, tau, cp)
+        terms = self._cell_terms(self._x @ shared + resid, tau)
+        value = terms[0] - self._penalty(shared, resid, cp)
         for _ in range(100):
-            _, grad, curv = self._cell_terms(self._x @ shared + resid, tau)
+            _, grad, curv = terms
             weight = -curv
             g_shared = self._x.T @ grad - self._precision * shared
             g_resid = grad - cp * resid
@@ -191,9 +211,10 @@ class Pooled:
             step_shared = np.linalg.solve(self._schur(weight, cp), rhs)
             step_resid = inv * (g_resid - weight * (self._x @ step_shared))
             size = 1.0
-            while True:  # the objective is concave (a log-concave likelihood): halve to climb
+            while True:  # halve the step until it climbs (the mixture may bend the objective)
                 new_shared, new_resid = shared + size * step_shared, resid + size * step_resid
-                new = self._objective(new_shared, new_resid, tau, cp)
+                terms = self._cell_terms(self._x @ new_shared + new_resid, tau)
+                new = terms[0] - self._penalty(new_shared, new_resid, cp)
                 if new >= value - 1e-12 or size < 1e-6:
                     break
                 size /= 2
@@ -201,7 +222,7 @@ class Pooled:
             shared, resid, value = new_shared, new_resid, new
             if moved < 1e-7:
                 break
-        weight = -self._cell_terms(self._x @ shared + resid, tau)[2]
+        weight = -terms[2]
         schur = self._schur(weight, cp)
         cov = np.linalg.inv(schur)
         cov = (cov + cov.T) / 2
@@ -218,10 +239,10 @@ class Pooled:
         left[self.observed] = 1.0 / (weight + cp)
         eta[self.observed] = resid
         x, a = self.design, self.levels
-        q = np.einsum("ij,jk,ik->i", x, cov, x)
+        q = ((x @ cov) * x).sum(axis=1)
         gain = np.linalg.solve(cov[:a, :a], cov[:a, a:]).T  # E[b | mu, a] moves by gain
         rest = cov[a:, a:] - gain @ cov[:a, a:]
-        rest_q = np.einsum("ij,jk,ik->i", x[:, a:], rest, x[:, a:])
+        rest_q = ((x[:, a:] @ rest) * x[:, a:]).sum(axis=1)
         fit = _Fit(
             tau=tau,
             log_evidence=log_evidence,
@@ -249,7 +270,7 @@ class Pooled:
         attempts: shape (cells, k + 1)."""
         out = np.zeros((len(self.cells), k + 1))
         for fit, weight in zip(self.fits, self.weights, strict=True):
-            out += weight * outcome_pmf(fit.mean, fit.var + fit.tau**2, k)
+            out += weight * outcome_pmf(fit.mean, fit.var + fit.tau**2, k, *self.mix)
         return out
 
     def spread(self, k: int, values: np.ndarray) -> np.ndarray:
@@ -263,7 +284,7 @@ class Pooled:
                 continue
             for z, w in zip(SPREAD_Z, SPREAD_W, strict=True):
                 mean = fit.mean + np.sqrt(fit.var) * z
-                value = outcome_pmf(mean, np.full(len(mean), fit.tau**2), k) @ values
+                value = outcome_pmf(mean, np.full(len(mean), fit.tau**2), k, *self.mix) @ values
                 first += weight * w * value
                 second += weight * w * value**2
         return np.sqrt(np.maximum(second - first**2, 0.0))
@@ -279,7 +300,12 @@ class Pooled:
             [normal.inv_cdf(min(max(rng.random(), 1e-12), 1 - 1e-12)) for _ in range(self.levels)]
         )
         mean = fit.mean + fit.moves @ (fit.chol @ z)
-        return outcome_pmf(mean, fit.rest_var + fit.tau**2, k)
+        return outcome_pmf(mean, fit.rest_var + fit.tau**2, k, *self.mix)
+
+    @property
+    def mix(self) -> tuple[float, float]:
+        """The dead and trivial shares of a cell's tasks."""
+        return self.dead, self.trivial
 
 
 def _useful(outcomes: Mapping[tuple[int, int], int]) -> bool:

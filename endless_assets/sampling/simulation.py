@@ -14,7 +14,7 @@ import polars as pl
 
 from endless_assets.models import task_seed
 from endless_assets.sampling.cells import Cell, family_cells
-from endless_assets.sampling.history import History, history_from_lake
+from endless_assets.sampling.history import CellHistory, History, history_from_lake
 from endless_assets.sampling.measures import learnable_share, task_costs
 from endless_assets.sampling.policy import Draw, batch_rng, draw
 
@@ -134,6 +134,33 @@ def per_cell(cells: list[Cell], history: History, n: int, rng: random.Random) ->
 def uniform(cells: list[Cell], history: History, n: int, rng: random.Random) -> Draw:
     """The draw without targeting: the cold start's even spread, whatever the history."""
     return draw(cells, History(history.before, history.solver), n, rng=rng)
+
+
+def oracle(world: World, k: int, tasks: int = 400) -> Policy:
+    """A draw that knows the world: under the same rules (floor, cap, worth per token), each
+    cell scored as if `tasks` of its tasks had been seen at `k` attempts, from the first batch:
+    what the world allows a draw to reach, for reference."""
+    rng = random.Random(f"oracle:{k}")
+    known = {}
+    for cell in world.cells:
+        outcomes: dict[tuple[int, int], int] = {}
+        for _ in range(tasks):
+            p = world.task_pass_probability(cell, rng)
+            s = sum(rng.random() < p for _ in range(k))
+            outcomes[(s, k)] = outcomes.get((s, k), 0) + 1
+        kept = sum(t for (s, _), t in outcomes.items() if s > 0)
+        spent = {
+            "tokens": TOKENS_TO_WRITE * tasks,
+            "rollout_tokens": TOKENS_PER_ATTEMPT * k * tasks,
+        }
+        counts = dict.fromkeys(("generated", "described", "reached", "scored"), tasks)
+        known[cell] = CellHistory(cell, **counts, kept=kept, outcomes=outcomes, **spent)
+
+    def policy(cells: list[Cell], history: History, n: int, rng: random.Random) -> Draw:
+        told = History(history.before, history.solver, history.batches, known, history.last_drawn)
+        return draw(cells, told, n, rng=rng, model="per_cell")
+
+    return policy
 
 
 def simulate(

@@ -14,6 +14,21 @@ effect plus a category effect plus noise, in several shapes, so a sampler is not
   level l is of level l - 1, l or l + 1 (a quarter, a half, a quarter; within 1-6);
 - `unstructured`: `simulation.hidden_skill_world`, every cell on its own (half out of reach, 30%
   mastered), nothing shared to learn from.
+
+Held out (`HELD_OUT`: shapes the model was not built around, for the held-out set-up):
+
+- `reversed`: the generator's levels run backwards (its level 6 is the easiest);
+- `category_only`: the level means nothing, categories spread by 3 logits;
+- `permuted`: every category ranks its levels in its own random order;
+- `plateau`: levels 1-3 alike and easy, 4-6 alike and hard, categories spread by 2 logits;
+- `gentle`: 0.8 logits a level: most cells in between;
+- `hard`: everything 3.5 logits harder than `additive`: mostly out of reach;
+- `named`: `additive` over taxonomy cells, complexities named (the levels unranked);
+- `broken`: `additive`, but a third of every cell's tasks fail every attempt (broken tasks);
+- and three where no draw under the sampler's rules (a floor of 20%, a cell at most a tenth of
+  the rest) reaches 70% (`simulation.oracle`, which knows the world, does no better): `steep`
+  (5 logits a level: one learnable level a category at most), `easy` (mostly mastered) and
+  `trivial` (a third of every cell's tasks pass every attempt).
 """
 
 from __future__ import annotations
@@ -25,6 +40,9 @@ from endless_assets.sampling.cells import LEVELS, Cell, family_cells
 from endless_assets.sampling.simulation import World, hidden_skill_world
 
 SHAPES = ("additive", "nonmonotone", "interaction", "noisy", "steps", "imprecise", "unstructured")
+HELD_OUT = ("reversed", "category_only", "permuted", "plateau", "gentle", "hard", "named", "broken")
+CAPPED = ("steep", "easy", "trivial")  # held out too, but out of any draw's reach at 70%
+NAMED_LEVELS = ("trivial", "simple", "moderate", "involved", "hard", "expert")
 OFFSET = -1.5  # the logit of an average category's level 3.5: most levels out of reach or solved
 STEP = 2.5
 
@@ -54,8 +72,11 @@ def shaped_world(shape: str, categories: int = 62, *, seed: int = 0) -> World:
     """`categories` x 6 levels of `shape` (see the module), drawn once from `seed`."""
     if shape == "unstructured":
         return hidden_skill_world(categories, seed=seed)
+    if shape in HELD_OUT + CAPPED:
+        return _held_out(shape, categories, seed)
     if shape not in SHAPES:
-        raise ValueError(f"a world's shape is one of {', '.join(SHAPES)}, got {shape!r}")
+        every = ", ".join(SHAPES + HELD_OUT + CAPPED)
+        raise ValueError(f"a world's shape is one of {every}, got {shape!r}")
     rng = random.Random(f"world:{shape}:{seed}")
     names = [f"category_{i:02d}" for i in range(categories)]
     if shape in ("steps", "imprecise"):
@@ -73,3 +94,34 @@ def shaped_world(shape: str, categories: int = 62, *, seed: int = 0) -> World:
             logit = OFFSET + effect + step * (3.5 - rank) + rng.gauss(0, cell_noise)
             skill[cell] = _sigmoid(logit)
     return World(skill, jitter)
+
+
+def _held_out(shape: str, categories: int, seed: int) -> World:
+    rng = random.Random(f"held-out:{shape}:{seed}")
+    skill: dict[Cell, float] = {}
+    mixture: dict[Cell, tuple[tuple[float, float], ...]] = {}
+    for i in range(categories):
+        name, effect = f"category_{i:02d}", rng.gauss(0, 1)
+        order = list(LEVELS)
+        rng.shuffle(order)  # `permuted`: this category's level l is as hard as level order[l-1]
+        for level in LEVELS:
+            cell = Cell.family(name, level)
+            logit = {
+                "reversed": OFFSET + effect + STEP * (level - 3.5),
+                "category_only": 3.0 * effect,
+                "permuted": OFFSET + effect + STEP * (3.5 - order[level - 1]),
+                "plateau": (3.0 if level <= 3 else -3.0) + 2.0 * effect,
+                "gentle": -0.5 + 0.8 * (3.5 - level) + 1.5 * effect,
+                "hard": OFFSET - 3.5 + effect + STEP * (3.5 - level),
+                "steep": 5.0 * (3.5 - level) + 2.0 * effect,
+                "easy": OFFSET + 5.5 + effect + STEP * (3.5 - level),
+            }.get(shape, OFFSET + effect + STEP * (3.5 - level))
+            logit += rng.gauss(0, 0.4)
+            if shape == "named":
+                cell = Cell.taxonomy(name, NAMED_LEVELS[level - 1])
+            skill[cell] = _sigmoid(logit)
+            if shape in ("broken", "trivial"):  # a third of the tasks fail, or pass, every time
+                fixed = 0.0 if shape == "broken" else 1.0
+                live = [(2 / 3 * w, _sigmoid(logit + d)) for w, d in ((0.25, -0.7), (0.5, 0.0))]
+                mixture[cell] = ((1 / 3, fixed), *live, (2 / 3 * 0.25, _sigmoid(logit + 0.7)))
+    return World(skill, 0.5, mixture)
