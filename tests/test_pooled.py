@@ -101,6 +101,15 @@ def test_a_third_of_broken_tasks_in_every_cell_is_read_as_broken_not_as_a_wide_s
     assert learnable[index[Cell.family("c7", 1)]] < 0.1  # unseen, mastered: a dead task or 8/8
     assert learnable[index[Cell.family("c0", 3)]] > 0.6
     assert pmf[index[Cell.family("c0", 1)], 0] == pytest.approx(model.dead, abs=0.05)
+    # The draw says what it found, in its summary (the materialization's metadata).
+    history = History(
+        "2026-03-01", "chat/m", ("2026-02-28",), {c: seen(c, o) for c, o in outcomes.items()}
+    )
+    summary = draw(CELLS, history, 40, rng=batch_rng("2026-03-01")).summary()
+    assert summary["dead_share"] == pytest.approx(model.dead, abs=1e-3)
+    assert summary["trivial_share"] == pytest.approx(model.trivial, abs=1e-3)
+    per_cell = draw(CELLS, history, 40, rng=batch_rng("2026-03-01"), model="per_cell")
+    assert per_cell.summary()["dead_share"] is None  # each cell's own posterior has no such share
 
 
 def test_the_signal_peaks_at_the_target_and_is_nothing_outside_the_band_or_at_the_ends():

@@ -116,6 +116,7 @@ class Draw:
     floor: float = 0.0
     history_batches: tuple[str, ...] = ()
     model: str = "pooled"
+    shares: tuple[float, float] | None = None  # the model's dead and trivial task shares
 
     def counts(self) -> Counter[Cell]:
         return Counter(slot.cell for slot in self.slots)
@@ -183,6 +184,8 @@ class Draw:
             "target_pass_rate": self.target_pass_rate,
             "history_batches": len(self.history_batches),
             "model": self.model,
+            "dead_share": round(self.shares[0], 4) if self.shares else None,
+            "trivial_share": round(self.shares[1], 4) if self.shares else None,
             **{f"expected_{name}": value for name, value in expected.items()},
             "top_cells": top,
         }
@@ -324,7 +327,15 @@ def draw(
     views = scores.views
     if reason:
         slots = _assign(_spread(cells, n, history, rng), "uniform", rng)
-        return Draw(mode="degraded", slots=slots, views=views, reason=reason, k=k, **common)
+        return Draw(
+            mode="degraded",
+            slots=slots,
+            views=views,
+            reason=reason,
+            k=k,
+            shares=scores.shares,
+            **common,
+        )
     floor_total = min(n, math.ceil(floor * len(cells) * n - 1e-9))
     # The pooled model's floor goes to the cells it knows least; the per-cell one's, as before
     # pooling, in a seeded order.
@@ -345,7 +356,7 @@ def draw(
         picks.append((cell, source, *sampled[cell]))
     order = sorted(range(len(picks)), key=lambda _: rng.random())
     slots = tuple(Slot(index, *picks[i]) for index, i in enumerate(order))
-    return Draw(mode="targeting", slots=slots, views=views, k=k, **common)
+    return Draw(mode="targeting", slots=slots, views=views, k=k, shares=scores.shares, **common)
 
 
 def _assign(picks: list[Cell], source: str, rng: random.Random) -> tuple[Slot, ...]:

@@ -43,6 +43,8 @@ class CellView:
 
 class Scorer(Protocol):
     views: dict[Cell, CellView]
+    # The shares of dead and trivial tasks the model found (None: it has no such notion).
+    shares: tuple[float, float] | None
 
     def sample(
         self, rng: random.Random, eligible: Sequence[Cell]
@@ -112,6 +114,7 @@ class PooledScorer:
         self.aim = aim
         outcomes = {c: history.get(c).outcomes for c in self.cells}
         self.model = Pooled(self.cells, outcomes, ranks=ranks)
+        self.shares = self.model.mix
         self.costs = Costs.of(self.cells, history)
         k = aim.k
         self._signals = signals(k, aim.target, aim.band)
@@ -158,6 +161,7 @@ class PerCellScorer:
 
     def __init__(self, cells: Sequence[Cell], history: History, aim: Aim) -> None:
         self.posts: dict[Cell, Posterior] = {}
+        self.shares = None
         tokens = Costs.of(sorted(set(cells)), history).tokens
         k = aim.k
         kept, learnable = kept_outcomes(k, aim.band)
