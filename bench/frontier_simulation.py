@@ -1,127 +1,156 @@
-"""The frontier sampler against a solver of fixed, hidden skill per (family, level): consecutive
-daily batches drawn uniformly or by the sampler, each from the history of the batches before it.
+"""The frontier sampler against solvers of fixed, hidden skill: consecutive daily batches drawn
+uniformly, by the per-cell sampler (each cell's own posterior, as before pooling) and by the
+pooled sampler (stage I's: one model over categories and levels), each batch from the history of
+the batches before it, all three on the same world.
 
-The world (`sampling/simulation.py`): 16 families x 6 levels, each cell's pass probability drawn
-once, half of the cells near 0, 30% near 1 and the rest between 0.1 and 0.9, each task's own
-probability the cell's moved a little; k attempts per task, a task kept when solved at least once
-(the paper's rule). Prints per batch the learnable share (0 < pass rate < 1) of the kept tasks
-and of all scored tasks for both draws, how the draws spread over the cells (the floor), what a
-learnable task costs at a fixed cost per task, then the sampler with a solver that always passes
-and one that never does, and the variants `evolve` proposes from the targeting run.
+Worlds (`sampling/worlds.py`): the paper's taxonomy size, 62 categories x 6 levels (372 cells),
+and 16 x 6 (96 cells), a cell's logit pass rate a level effect plus a category effect plus noise
+(`additive`), and other shapes so the sampler is not tuned to one: levels running backwards in a
+third of the categories, a step per level of each category's own, a noisier solver, the pipeline
+test's step-shaped solver, a generator that misses the level it is asked for, and cells with
+nothing in common; and held-out shapes the model was not built around (levels backwards, levels
+that mean nothing, a third of the tasks broken, ...). Prints the learnable share of kept tasks
+(solved in some attempts, not all) per batch with what the pooled draw expected; per shape over
+several worlds (seeds) the worst batch from the second on and the share pooled over batches 3-5
+(batches of 48, k = 8), and over the last two of five daily batches of 40 at k = 4 on 60 cells
+and on 372 (the held-out set-up; for the held-out shapes next to a draw that knows the world,
+`simulation.oracle`); how the draws spread over the cells; cost per learnable task; the degraded
+draw of a solver that always passes or never does; and the variants evolve proposes.
 
-    .venv/bin/python bench/frontier_simulation.py [--batches 14] [--tasks 48] [--k 16]
+    .venv/bin/python bench/frontier_simulation.py [--seeds 4] [--shapes additive,steps]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from collections import Counter
 
 import polars as pl
 
 from endless_assets.sampling.evolve import candidates, propose
 from endless_assets.sampling.measures import cost_per_learnable
-from endless_assets.sampling.policy import EXPLORATION
 from endless_assets.sampling.simulation import (
     Run,
     World,
     constant_world,
     frontier,
-    hidden_skill_world,
+    oracle,
+    per_cell,
     simulate,
     uniform,
 )
+from endless_assets.sampling.worlds import CAPPED, HELD_OUT, SHAPES, shaped_world
 
-TOKENS_PER_TASK = 40_000  # an assumed, equal cost per generated task (what matters is the ratio)
-CONTAINER_SECONDS_PER_TASK = 300.0
-
-
-def outcome_shares(run: Run) -> tuple[float, float, float]:
-    filtered = pl.concat(run.filtered)
-    s, n = filtered["successes"], filtered["scored_attempts"]
-    total = filtered.height
-    return (
-        (s == 0).sum() / total,
-        (s == n).sum() / total,
-        ((s > 0) & (s < n)).sum() / total,
-    )
+SAMPLERS = {"uniform": uniform, "per-cell": per_cell, "pooled": frontier}
+MAIN = {"batches": 5, "n": 48, "k": 8}  # the issue's set-up at the paper's taxonomy size
+HELD_OUT_SETUP = {"batches": 5, "n": 40, "k": 4}  # five daily batches of 40, 4 attempts a task
 
 
-def per_batch(uniform_run: Run, frontier_run: Run) -> None:
-    u, f = uniform_run.shares(), frontier_run.shares()
-    print(
-        f"{'batch':<11} {'kept: uniform':>14} {'targeting':>10} {'scored: uniform':>16} "
-        f"{'targeting':>10}  mode        expected"
-    )
-    for i, d in enumerate(frontier_run.draws):
-        expected = d.summary()["expected_learnable"]
+def share(frame: pl.DataFrame) -> float:
+    kept = frame["kept"].sum()
+    return frame["learnable"].sum() / kept if kept else 0.0
+
+
+def runs(world: World, seed: int, settings: dict, known: bool = False) -> dict[str, Run]:
+    """The samplers' runs on `world`; `known`: also the draw that knows the world."""
+    samplers = {**SAMPLERS, "oracle": oracle(world, settings["k"])} if known else SAMPLERS
+    return {name: simulate(world, p, seed=seed, **settings) for name, p in samplers.items()}
+
+
+def per_batch(world: World, seed: int) -> dict[str, Run]:
+    made = runs(world, seed, MAIN)
+    print(f"{'batch':<11} {'uniform':>8} {'per-cell':>9} {'pooled':>7}  pooled: mode, expected")
+    shares = {name: run.shares()["learnable_share"].to_list() for name, run in made.items()}
+    for i, d in enumerate(made["pooled"].draws):
+        expected = d.expected()["learnable_share"]
+        row = " ".join(f"{shares[name][i]:>8.2f}" for name in SAMPLERS)
         print(
-            f"{d.batch:<11} {u['learnable_share'][i]:>14.2f} {f['learnable_share'][i]:>10.2f} "
-            f"{u['learnable_per_scored'][i]:>16.2f} {f['learnable_per_scored'][i]:>10.2f}  "
-            f"{d.mode:<11} {'-' if expected is None else f'{expected:.2f}'}"
+            f"{d.batch:<11} {row}   {d.mode:<10} {'-' if expected is None else f'{expected:.2f}'}"
         )
-    half = len(frontier_run.draws) // 2
-    for name, frame in (("uniform", u), ("targeting", f)):
-        late = frame.tail(half)
-        kept = late["learnable"].sum() / late["kept"].sum()
-        scored = late["learnable"].sum() / late["scored"].sum()
-        print(f"  last {half} batches, {name:<9}: {kept:.2f} of kept, {scored:.2f} of scored")
+    for name, run in made.items():
+        frame = run.shares()
+        print(
+            f"  {name:<8}: from the second batch at least {min(shares[name][1:]):.2f}; "
+            f"batches 3-5 pooled {share(frame.tail(3)):.2f}"
+        )
+    return made
 
 
-def floor_report(world: World, run: Run, n: int) -> None:
+def over_seeds(
+    shape: str, categories: int, settings: dict, seeds: int, late: int, known: bool = False
+) -> str:
+    """Per sampler, over `seeds` worlds of the shape: the worst batch from the second on and
+    the share pooled over the last `late` batches (mean, and the worst world's)."""
+    worst: dict[str, list[float]] = {}
+    pooled: dict[str, list[float]] = {}
+    for seed in range(seeds):
+        world = shaped_world(shape, categories, seed=seed)
+        for name, run in runs(world, seed, settings, known).items():
+            frame = run.shares()
+            worst.setdefault(name, []).append(min(frame["learnable_share"].to_list()[1:]))
+            pooled.setdefault(name, []).append(share(frame.tail(late)))
+    return "  ".join(
+        f"{name} {statistics.mean(pooled[name]):.2f} (>= {min(pooled[name]):.2f}; "
+        f"worst batch {min(worst[name]):.2f})"
+        for name in pooled
+    )
+
+
+def floor_report(world: World, n: int, batches: int) -> None:
+    run = simulate(world, frontier, batches=batches, n=n, k=8)
     counts: Counter = Counter()
     sources: Counter = Counter()
     for d in run.draws:
         counts.update(d.counts())
         sources.update(slot.source for slot in d.slots)
-    total = sum(counts.values())
     cells = world.cells
-    floor = EXPLORATION / len(cells)
     least = min(counts.get(c, 0) for c in cells)
     print(
-        f"  {total} draws over {len(cells)} cells: uniform {sources['uniform']}, floor "
-        f"{sources['floor']}, exploit {sources['exploit']}; floor {floor:.4f} a cell "
-        f"({floor * total:.1f} draws each over the run)"
+        f"  {sum(counts.values())} draws over {len(cells)} cells in {batches} batches: "
+        + ", ".join(f"{source} {count}" for source, count in sorted(sources.items()))
     )
     print(
-        f"  every cell drawn: {all(counts.get(c, 0) for c in cells)}; the least-drawn cell "
-        f"has {least} ({least / total:.4f}), the most {max(counts.values())}"
+        f"  cells drawn: {sum(1 for c in cells if counts.get(c))} of {len(cells)}; the "
+        f"least-drawn has {least}, the most {max(counts.values())}"
     )
     last = run.draws[-1]
-    print(f"  last batch ({last.batch}): {len(last.counts())} cells for {n} tasks; top cells:")
-    for cell, count in sorted(last.counts().items(), key=lambda kv: (-kv[1], kv[0]))[:6]:
+    explored = [last.views[s.cell].uncertainty for s in last.slots if s.source != "exploit"]
+    exploited = [last.views[s.cell].uncertainty for s in last.slots if s.source == "exploit"]
+    print(
+        f"  last batch ({last.batch}): {len(explored)} explored, mean uncertainty "
+        f"{statistics.mean(explored):.3f} (exploited {statistics.mean(exploited):.3f}); top cells:"
+    )
+    for cell, count in sorted(last.counts().items(), key=lambda kv: (-kv[1], kv[0]))[:4]:
         view = last.views[cell]
         print(
-            f"    {cell.id:<22} x{count:<3} hidden skill {world.skill[cell]:.2f}, posterior "
-            f"mean pass rate {view.mean_pass_rate:.2f}, P(learnable) {view.learnable_prob:.2f}"
+            f"    {cell.id:<28} x{count:<2} hidden skill {world.skill[cell]:.2f}, expected pass "
+            f"rate {view.mean_pass_rate:.2f}, P(learnable) {view.learnable_prob:.2f}"
         )
 
 
-def cost_report(uniform_run: Run, frontier_run: Run) -> None:
-    for name, run in (("uniform", uniform_run), ("targeting", frontier_run)):
+def cost_report(made: dict[str, Run]) -> None:
+    for name, run in made.items():
         filtered = pl.concat(run.filtered)
-        costs = filtered.select(
-            "task_id",
-            "batch",
-            tokens=pl.lit(TOKENS_PER_TASK, dtype=pl.Int64),
-            container_seconds=pl.lit(CONTAINER_SECONDS_PER_TASK),
+        costs = run.costs().join(
+            pl.concat(run.rollouts).group_by("task_id").agg(pl.col("tokens_in").sum()),
+            on="task_id",
         )
-        table = cost_per_learnable(filtered, costs).tail(len(run.draws) // 2)
+        costs = costs.with_columns(tokens=pl.col("tokens") + pl.col("tokens_in"))
+        table = cost_per_learnable(filtered, costs).tail(len(run.draws) - 1)
         tokens = table["tokens"].sum() / table["learnable"].sum()
-        seconds = table["container_seconds"].sum() / table["learnable"].sum()
-        print(
-            f"  {name:<9}: {tokens:,.0f} tokens and {seconds:,.0f} container seconds per "
-            f"learnable task (last {table.height} batches)"
-        )
+        print(f"  {name:<8}: {tokens:,.0f} tokens per learnable task (batches 2-5)")
 
 
-def degrade_report(world: World, args: argparse.Namespace, p: float) -> None:
-    run = simulate(constant_world(world.cells, p), frontier, batches=6, n=args.tasks, k=args.k)
+def degrade_report(world: World, p: float) -> None:
+    run = simulate(constant_world(world.cells, p), frontier, batches=3, n=48, k=8)
     said = False
     for d in run.draws:
         counts = d.counts().values()
-        spread = f"{len(d.counts())} cells, {min(counts)}-{max(counts)} draws each"
-        print(f"  {d.batch}: {d.mode:<10} {spread}")
+        print(
+            f"  {d.batch}: {d.mode:<10} {len(d.counts())} cells, {min(counts)}-{max(counts)} each"
+        )
         if d.reason and not said:  # one line, said once
             said = True
             print(f"    reason: {d.reason}")
@@ -135,43 +164,49 @@ def evolve_report(run: Run, n: int) -> None:
     proposals = propose(found, batch=last.batch, n=n, budget=0.1, scores=scores)
     directions = Counter(p.direction for p in proposals)
     print(
-        f"  from {found.height} scored tasks of the 7 batches before {last.batch}: "
-        f"{len(proposals)} variants within a budget of 10% of {n} ({dict(directions)}), the "
-        "targets the draw scored best first"
+        f"  from {found.height} scored tasks before {last.batch}: {len(proposals)} variants "
+        f"within a budget of 10% of {n} ({dict(directions)}), the best-scored targets first"
     )
-    for p in proposals[:3]:
-        score = scores[p.cell]
-        print(f"    {p.parent_task_id} -> {p.cell.id} (score {score:.2f}): {p.why}")
+    for p in proposals[:2]:
+        print(f"    {p.parent_task_id} -> {p.cell.id} (score {scores[p.cell]:.2f}): {p.why}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--families", type=int, default=16)
-    parser.add_argument("--batches", type=int, default=14)
-    parser.add_argument("--tasks", type=int, default=48, help="tasks per batch")
-    parser.add_argument("--k", type=int, default=16, help="attempts per task")
-    parser.add_argument("--seed", type=int, default=0, help="the world's seed")
+    parser.add_argument("--seeds", type=int, default=4, help="worlds per shape")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
     args = parser.parse_args()
-    world = hidden_skill_world(args.families, seed=args.seed)
-    settings = {"batches": args.batches, "n": args.tasks, "k": args.k}
-    uniform_run = simulate(world, uniform, **settings)
-    frontier_run = simulate(world, frontier, **settings)
-    failed, passed, learnable = outcome_shares(uniform_run)
-    print(
-        f"world: {len(world.cells)} cells; the uniform draw's tasks: {failed:.0%} fail every "
-        f"attempt, {passed:.0%} pass every one, {learnable:.0%} learnable (k = {args.k})\n"
-    )
-    print("learnable share per batch (of kept tasks; of scored tasks):")
-    per_batch(uniform_run, frontier_run)
-    print("\ndraws per cell, targeting run:")
-    floor_report(world, frontier_run, args.tasks)
-    print("\ncost per learnable task, at a fixed cost per generated task:")
-    cost_report(uniform_run, frontier_run)
+    started = time.monotonic()
+    title = "cells (additive, seed 0), batches of 48, k = 8: learnable share of kept tasks"
+    print(f"\n372 {title}")
+    made = per_batch(shaped_world("additive", 62, seed=0), 0)
+    print(f"\n96 {title}")
+    per_batch(shaped_world("additive", 16, seed=0), 0)
+    print(f"\nover {args.seeds} worlds a shape: batches 3-5 pooled, mean (>= worst world)")
+    for shape in args.shapes.split(","):
+        for categories in (62, 16):
+            line = over_seeds(shape, categories, MAIN, args.seeds, late=3)
+            print(f"  {shape:<12} {categories * 6:>3} cells, 48 x k=8: {line}")
+    print(f"\nheld-out set-up, five batches of 40 at k = 4: the last two pooled, over {args.seeds}")
+    for shape in args.shapes.split(","):
+        for categories in (10, 62):
+            line = over_seeds(shape, categories, HELD_OUT_SETUP, args.seeds, late=2)
+            print(f"  {shape:<12} {categories * 6:>3} cells, 40 x k=4: {line}")
+    print(f"\nheld-out shapes, the same set-up on 60 cells, over {args.seeds}, with the oracle:")
+    for shape in HELD_OUT + CAPPED:
+        line = over_seeds(shape, 10, HELD_OUT_SETUP, args.seeds, late=2, known=True)
+        print(f"  {shape:<13} 60 cells, 40 x k=4: {line}")
+    print("\ndraws per cell, pooled, 14 batches of 48 (k = 8):")
+    for categories in (16, 62):
+        floor_report(shaped_world("additive", categories, seed=0), 48, 14)
+    print("\ncost per learnable task (a task costs 12,000 tokens to write, 4,000 an attempt):")
+    cost_report(made)
     for label, p in (("always passes", 1.0), ("never passes", 0.0)):
-        print(f"\na solver that {label}:")
-        degrade_report(world, args, p)
-    print("\nevolve, from the targeting run:")
-    evolve_report(frontier_run, args.tasks)
+        print(f"\na solver that {label} (372 cells):")
+        degrade_report(shaped_world("additive", 62, seed=0), p)
+    print("\nevolve, from the pooled run at 372 cells:")
+    evolve_report(made["pooled"], 48)
+    print(f"\n({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":

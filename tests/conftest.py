@@ -58,6 +58,7 @@ SLOW_MODULES = frozenset(
         "test_export_quality_pipeline",
         "test_family_levels",
         "test_frontier_pipeline",
+        "test_frontier_shapes",
         "test_hostile_batch",
         "test_import_conventions",
         "test_import_roundtrip",

@@ -111,6 +111,8 @@ def past_batch(lake: Lake, batch: str, outcomes: list[tuple[str, int, int]]) -> 
                 "family": family,
                 "truth": json.dumps({"level": level}),
                 "seed": seeds[task_id],
+                "tokens_in": 0,
+                "tokens_out": 0,
                 "draft": generator()
                 .describe_cell(batch, i, seeds[task_id], family, level)[0]
                 .model_copy(update={"instruction": f"task {task_id}"})
@@ -118,7 +120,15 @@ def past_batch(lake: Lake, batch: str, outcomes: list[tuple[str, int, int]]) -> 
             }
         )
         rollouts += [
-            {"task_id": task_id, "batch": batch, "policy": "chat", "model": "m", "reward": r}
+            {
+                "task_id": task_id,
+                "batch": batch,
+                "policy": "chat",
+                "model": "m",
+                "reward": r,
+                "tokens_in": 900,
+                "tokens_out": 100,
+            }
             for r in [1] * successes + [0] * (4 - successes)
         ]
         filtered.append(
@@ -163,6 +173,7 @@ def test_a_task_solved_every_time_yields_a_harder_variant_of_its_lineage(tmp_pat
         "family:text_replace:6",
     ]
     assert window["outcomes"].to_list() == ["[[4, 4, 1]]", "[[2, 4, 1]]", "[[0, 4, 1]]"]
+    assert window["rollout_tokens"].to_list() == [4000] * 3  # what each cell's attempts cost
     assert set(window["as_of"]) == {"2026-05-02"} and set(window["solver"]) == {"chat/m"}
     parents = parent_tasks(lake, plan)
     assert {p.instruction for p in parents.values()} == {f"task {t}" for t in by_parent}

@@ -1,12 +1,14 @@
-"""Consecutive daily batches drawn by the frontier sampler, through real Dagster runs, real Docker
-and a chat solver over real HTTP whose skill per family and level the platform never sees: the
-learnable share of kept tasks rises from the uniform draw's to at least a half while every cell
-is still drawn; a batch drawn again reproduces its draw; the oracle degrades it, said once."""
+"""Consecutive daily batches drawn by the frontier sampler over the LLM generator's whole taxonomy
+(62 categories x 6 complexities, 372 cells), through real Dagster runs, real Docker, a scripted
+model writing the tasks and a chat solver over real HTTP whose skill per category and
+complexity the platform never sees: the learnable share of kept tasks rises above the uniform
+draw's by the second batch, each batch records what its draw expected next to what was
+measured, every drawn cell is the one described; a batch drawn again reproduces its draw; the
+oracle degrades a procedural draw, said once."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import threading
 from collections import Counter
@@ -21,18 +23,20 @@ from endless_assets.agent.policies import solution_command
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
+from endless_assets.report import stats_tables
 from endless_assets.sampling.measures import learnable_share
+from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
+from endless_assets.taxonomy import Taxonomy
+from endless_assets.testing.scripted_model import ScriptedTaskModel
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
-DAYS = ["2026-07-01", "2026-07-02", "2026-07-03", "2026-07-04", "2026-07-05"]
-TASKS = 8
+DAYS = ["2026-07-01", "2026-07-02", "2026-07-03"]
+TASKS = 16
 K = 4
-FLOOR = 0.2  # the default exploration floor: ceil(0.2 x 8) = 2 draws a batch for the least drawn
-# The solver's hidden frontier per family: below it every attempt passes, at it and a level
-# above half of them, higher none. A uniform draw's kept tasks are then about 40% learnable.
-FRONTIER = {"json_filter": 3, "text_replace": 4, "csv_aggregate": 4}
-FAMILIES = [f for f in ALL_FAMILIES if f.name in FRONTIER]
+TAXONOMY = Taxonomy.load()
+LEVELS = {entry.name: level for level, entry in enumerate(TAXONOMY.complexities, start=1)}
+FAMILIES = [f for f in ALL_FAMILIES if f.name in ("json_filter", "text_replace")]
 ASSETS = [
     "base_image",
     "task_descriptions",
@@ -46,14 +50,31 @@ ASSETS = [
 DONE = "<action>done</action>"
 
 
-def skill(family: str, level: int) -> float:
-    edge = FRONTIER[family]
-    return 1.0 if level < edge else 0.5 if level <= edge + 1 else 0.0
+def _fraction(text: str) -> float:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32
+
+
+def skill(category: str, complexity: str) -> float:
+    """The solver's hidden pass probability: each complexity level 3 logits harder than the one
+    below (level 3 even), each category easier or harder by up to 0.75 logits."""
+    logit = 3.0 * (3 - LEVELS[complexity]) + 1.5 * (_fraction(category) - 0.5)
+    return 1 / (1 + math.exp(-logit))
+
+
+def uniform_share() -> float:
+    """The learnable share of kept tasks a uniform draw over the taxonomy gets from this solver."""
+    kept = learnable = 0.0
+    for category in TAXONOMY.categories:
+        for complexity in TAXONOMY.complexities:
+            p = skill(category.name, complexity.name)
+            kept += 1 - (1 - p) ** K
+            learnable += 1 - (1 - p) ** K - p**K
+    return learnable / kept
 
 
 class HiddenSkill:
     """A model that knows every task's reference solution and uses it on a share of its attempts
-    set by the task's family and level; otherwise it says it is done at once. Attempt n of a
+    set by the task's category and complexity; otherwise it gives up at once. Attempt n of a
     task succeeds when a hash of (task, n) falls below the skill: the same outcomes every run."""
 
     def __init__(self, lake: Lake) -> None:
@@ -73,9 +94,7 @@ class HiddenSkill:
             task = self._task(messages[1]["content"])
             attempt = self.starts[task["task_id"]]
             self.starts[task["task_id"]] += 1
-        level = json.loads(task["truth"])["level"]
-        digest = hashlib.sha256(f"{task['task_id']}:{attempt}".encode()).digest()
-        if int.from_bytes(digest[:4], "big") / 2**32 < skill(task["family"], level):
+        if _fraction(f"{task['task_id']}:{attempt}") < skill(task["category"], task["complexity"]):
             return Reply(f"<command>{solution_command(task['reference_solution'])}</command>")
         return Reply("I give up.\n" + DONE)
 
@@ -86,8 +105,7 @@ def materialize(
     settings = {
         "data_dir": str(data_dir),
         "tasks": TASKS,
-        "workers": 2,
-        "sampler": "frontier",
+        "workers": 4,
         "soundness": "off",
         **config,
     }
@@ -103,12 +121,21 @@ def materialize(
     )
 
 
+def writer(server: ScriptedServer) -> dict:
+    return {
+        "generator": "llm",
+        "generator_model": "scripted",
+        "generator_base_url": server.base_url,
+        "llm_concurrency": 8,
+        "llm_retries": 0,
+    }
+
+
 def chat(server: ScriptedServer) -> dict:
     return {
         "solver": "chat",
         "solver_model": "hidden-skill",
         "solver_base_url": server.base_url,
-        "llm_retries": 0,
         "k": K,
         "rollout_workers": 4,
         "max_turns": 3,
@@ -116,41 +143,59 @@ def chat(server: ScriptedServer) -> dict:
 
 
 @pytest.fixture(scope="module")
-def families():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(procedural, "ALL_FAMILIES", FAMILIES)
-        yield
-
-
-@pytest.fixture(scope="module")
-def frontier_lake(tmp_path_factory, sandbox, families) -> Lake:
+def frontier_lake(tmp_path_factory, sandbox) -> Lake:
+    """Three daily batches with the default sampler (auto: the frontier, with the chat solver)."""
     data_dir = tmp_path_factory.mktemp("frontier")
     lake = Lake(data_dir)
-    with ScriptedServer(HiddenSkill(lake)) as server, dg.DagsterInstance.ephemeral() as instance:
+    with (
+        ScriptedServer(ScriptedTaskModel(sandbox.base.tag)) as model,
+        ScriptedServer(HiddenSkill(lake)) as solver,
+        dg.DagsterInstance.ephemeral() as instance,
+    ):
         for day in DAYS:
-            assert materialize(data_dir, day, instance, **chat(server)).success
+            assert materialize(data_dir, day, instance, **writer(model), **chat(solver)).success
     return lake
 
 
-def test_the_learnable_share_rises_to_half_while_every_cell_is_still_drawn(frontier_lake):
+def test_the_learnable_share_rises_above_the_uniform_draws_by_the_second_batch(frontier_lake):
     lake = frontier_lake
     shares = learnable_share(lake.read_all("filtered_dataset"))
     print("learnable share per batch:", shares.select("batch", "kept", "learnable_share").rows())
     draws = lake.read_all("task_draws")
     modes = draws.group_by("batch").agg(pl.col("mode").first()).sort("batch")["mode"].to_list()
-    assert modes == ["cold_start"] + ["targeting"] * (len(DAYS) - 1)
-    first, later = shares.row(0, named=True), shares.filter(pl.col("batch") >= DAYS[-2])
-    pooled = later["learnable"].sum() / later["kept"].sum()
-    assert pooled >= 0.5 and pooled > first["learnable_share"]
-    cells = [f"family:{f}:{level}" for f in FRONTIER for level in range(1, 7)]
-    floor_draws = math.ceil(FLOOR * TASKS)
-    for day in DAYS[1:]:  # each batch's floor goes to the cells drawn least before it
-        before = Counter(draws.filter(pl.col("batch") < day)["cell"].to_list())
-        floor = draws.filter((pl.col("batch") == day) & (pl.col("source") == "floor"))
-        assert floor.height == floor_draws
-        least = sorted(before[c] for c in cells)[:floor_draws]
-        assert sorted(before[c] for c in floor["cell"]) == least
-    assert draws["cell"].n_unique() >= min(len(cells), TASKS + floor_draws * (len(DAYS) - 1))
+    assert modes == ["cold_start", "targeting", "targeting"]
+    assert set(draws["kind"]) == {"taxonomy"} and set(draws["model"]) == {"pooled"}
+    baseline = uniform_share()
+    assert 0.3 < baseline < 0.5
+    second = shares.filter(pl.col("batch") == DAYS[1])["learnable_share"][0]
+    later = shares.filter(pl.col("batch") >= DAYS[1])
+    assert second > baseline + 0.1
+    assert later["learnable"].sum() / later["kept"].sum() >= 0.6
+    # The floor goes to cells no batch before drew, from the whole taxonomy's 372.
+    cells = {(c.name, x.name) for c in TAXONOMY.categories for x in TAXONOMY.complexities}
+    assert set(draws.select("category", "complexity").rows()) <= cells and len(cells) == 372
+    for day in DAYS[1:]:
+        before = set(draws.filter(pl.col("batch") < day)["cell"])
+        drawn = draws.filter(pl.col("batch") == day)
+        floor = drawn.filter(pl.col("source") == "floor")
+        variants = drawn.filter(pl.col("source") == "evolve").height  # the draw's own: the rest
+        assert floor.height == math.ceil(0.2 * (TASKS - variants))
+        assert not set(floor["cell"]) & before
+
+
+def test_each_batch_says_what_its_draw_expected_next_to_what_was_measured(frontier_lake):
+    view = query(frontier_lake, "select * from frontier_batches order by batch")
+    print(view.select("batch", "mode", "scored", "kept", "expected_learnable_share").rows())
+    assert view["batch"].to_list() == DAYS
+    measured = learnable_share(frontier_lake.read_all("filtered_dataset"))
+    assert view["learnable_share"].to_list() == measured["learnable_share"].to_list()
+    first, later = view.row(0, named=True), view.filter(pl.col("batch") > DAYS[0])
+    assert first["expected_learnable_share"] is None and first["uniform"] == TASKS
+    assert later["expected_learnable_share"].is_between(0.3, 1.0).all()
+    assert later["explored_uncertainty"].null_count() == 0
+    assert (later["floor"] + later["explore"] + later["exploit"] + later["evolve"] == TASKS).all()
+    table = next(t for t in stats_tables(frontier_lake) if t.name == "frontier_batches")
+    assert table.frame["batch"].to_list() == DAYS
 
 
 def test_every_described_task_is_the_cell_its_draw_chose(frontier_lake):
@@ -158,9 +203,8 @@ def test_every_described_task_is_the_cell_its_draw_chose(frontier_lake):
     described = frontier_lake.read_all("task_descriptions")
     joined = described.join(draws, on=["batch", "index"], suffix="_drawn")
     assert joined.height == described.height == TASKS * len(DAYS)
-    levels = joined["truth"].map_elements(lambda t: json.loads(t)["level"], return_dtype=pl.Int64)
-    assert (joined["family"] == joined["family_drawn"]).all()
-    assert (levels == joined["level"]).all()
+    assert (joined["category"] == joined["category_drawn"]).all()
+    assert (joined["complexity"] == joined["complexity_drawn"]).all()
     assert (joined["parent_task_id"] == joined["parent_task_id_drawn"]).all()
 
 
@@ -171,25 +215,39 @@ def test_each_batch_records_the_history_window_its_draw_read(frontier_lake):
         assert window["generated"].sum() == TASKS * i
         assert set(window["solver"]) <= {"chat/hidden-skill"} and set(window["as_of"]) <= {day}
         assert window["kept"].sum() == kept.filter(pl.col("batch") < day).height
+        if i:  # what making the tasks and the solver's attempts at them cost, per cell
+            assert window["tokens"].sum() > 0 and window["rollout_tokens"].sum() > 0
 
 
-def test_a_batch_drawn_again_later_reproduces_its_draw(frontier_lake, families):
+def test_a_batch_drawn_again_later_reproduces_its_draw(frontier_lake, sandbox):
     lake = frontier_lake
-    day = DAYS[2]
+    day = DAYS[1]
     before = lake.read("task_draws", day)
     tasks = lake.read("task_descriptions", day)["task_id"].to_list()
-    with dg.DagsterInstance.ephemeral() as instance:
-        solver = {"solver": "chat", "solver_model": "hidden-skill", "k": K}  # no request made
-        again = materialize(lake.data_dir, day, instance, selection=["task_descriptions"], **solver)
+    solver = {"solver": "chat", "solver_model": "hidden-skill", "k": K}  # no request made
+    with (
+        ScriptedServer(ScriptedTaskModel(sandbox.base.tag)) as model,
+        dg.DagsterInstance.ephemeral() as instance,
+    ):
+        again = materialize(
+            lake.data_dir, day, instance, ["task_descriptions"], **writer(model), **solver
+        )
     assert again.success
     assert lake.read("task_draws", day).equals(before)
     assert lake.read("task_descriptions", day)["task_id"].to_list() == tasks
 
 
+@pytest.fixture
+def families():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(procedural, "ALL_FAMILIES", FAMILIES)
+        yield
+
+
 def test_the_oracle_degrades_the_draw_to_uniform_and_says_so_once(tmp_path, sandbox, families):
     with dg.DagsterInstance.ephemeral() as instance:
         for day in DAYS[:2]:
-            result = materialize(tmp_path, day, instance, tasks=4)
+            result = materialize(tmp_path, day, instance, tasks=4, sampler="frontier")
             assert result.success
         logs = [e.user_message for e in instance.all_logs(result.run_id)]
     said = [m for m in logs if m.startswith("sampler:")]

@@ -138,3 +138,16 @@ def test_the_duckdb_command_line_opens_the_catalog(tmp_path):
     counts = dict(line.split(",") for line in proc.stdout.split())
     assert set(counts) == set(views)
     assert counts["task_environments"] == "3"
+
+
+def test_a_column_a_partition_was_written_without_reads_as_nulls(tmp_path):
+    lake = Lake(tmp_path)
+    lake.write("task_soundness", "2026-11-30", pl.DataFrame({"task_id": ["a"], "batch": ["x"]}))
+    lake.write(
+        "task_soundness",
+        "2026-12-03",
+        pl.DataFrame({"task_id": ["b"], "batch": ["y"], "tokens_in": [7]}),
+    )
+    columns = {"task_id": pl.Utf8(), "tokens_in": pl.Int64()}
+    read = lake.read_columns("task_soundness", ["2026-11-30", "2026-12-03", "2026-12-09"], columns)
+    assert read.rows() == [("a", None), ("b", 7)] and read.schema == pl.Schema(columns)

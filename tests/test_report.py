@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from endless_assets.cli.app import app
 from endless_assets.report import build_report
-from endless_assets.report.tables import headline
+from endless_assets.report.tables import headline, stats_tables
+from endless_assets.sampling.simulation import frontier, simulate
+from endless_assets.sampling.worlds import shaped_world
 from endless_assets.store.catalog import rebuild_catalog
 from endless_assets.store.lake import Lake
 
@@ -123,3 +125,23 @@ def test_endless_report_writes_the_file(lake, tmp_path, monkeypatch):
     assert f"batch {other}" not in text  # only the chosen batch's tasks are sampled
     bad = CliRunner().invoke(app, ["report", "--out", str(out), "--batch", "nope"])
     assert bad.exit_code == 2 and "no batch nope" in bad.output
+
+
+def test_the_report_sets_what_each_draw_expected_next_to_what_was_measured(tmp_path):
+    lake = Lake(tmp_path)
+    write_synthetic_lake(lake, Spec(batches=2, tasks_per_batch=30, k=4))
+    first, second = lake.batches("filtered_dataset")
+    world = shaped_world("additive", 4, seed=0)
+    run = simulate(world, frontier, batches=2, n=30, k=4)
+    for batch, made in ((first, run.draws[0]), (second, run.draws[1])):
+        draws = made.frame().with_columns(batch=pl.lit(batch), solver=pl.lit("chat/model-a"))
+        lake.write("task_draws", batch, draws)
+    rebuild_catalog(lake)
+    html = build_report(lake, sample=0)
+    expected = run.draws[1].expected()["learnable_share"]
+    assert "expected before the batch" in html and "measured after it" in html
+    assert f"expected before the batch: {expected:.3g}" in html  # the bar's title
+    stats = {t.name: t.frame for t in stats_tables(lake)}["frontier_batches"]
+    assert stats["batch"].to_list() == [first, second]
+    assert stats["expected_learnable_share"].to_list() == [None, pytest.approx(expected, abs=1e-4)]
+    assert stats["learnable_share"].null_count() == 0

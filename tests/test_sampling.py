@@ -97,12 +97,17 @@ def test_a_later_batch_does_not_change_an_earlier_batch_draw(world, runs):
     def before(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter(pl.col("batch") < key)
 
-    as_then = history_from_lake(*(before(f) for f in run.frames()), before=key, solver=SOLVER)
+    costs = run.costs()
+    as_then = history_from_lake(
+        *(before(f) for f in run.frames()), before=key, solver=SOLVER, costs=before(costs)
+    )
     # Later batches' results, and this batch's own, flipped: every attempt now passes.
     rewritten = rollouts.with_columns(
         reward=pl.when(pl.col("batch") >= key).then(1).otherwise(pl.col("reward"))
     )
-    as_now = history_from_lake(descriptions, rewritten, filtered, before=key, solver=SOLVER)
+    as_now = history_from_lake(
+        descriptions, rewritten, filtered, before=key, solver=SOLVER, costs=costs
+    )
     assert as_then == as_now
     assert as_now.batches == tuple(f"2026-03-0{d}" for d in range(1, 6))
     replayed = draw(world.cells, as_now, 48, rng=batch_rng(key, 3))  # the run's seed
@@ -166,6 +171,25 @@ def test_the_target_pass_rate_steers_the_draw_to_cells_whose_tasks_land_near_it(
         assert chosen.views[low].mean_pass_rate == pytest.approx(3 / 16, abs=0.03)
     with pytest.raises(ValueError, match="floor must be within 0 and 1/cells"):
         draw([low, high], history, 40, floor=0.6, rng=batch_rng("2026-03-01"))
+
+
+def test_the_keep_band_gives_no_worth_to_tasks_stage_four_would_drop():
+    # Both cells teach alike at the default target; with the band cut at 0.5 the easier one's
+    # tasks would be dropped, so the draw gives them nothing and goes to the harder one.
+    easier, harder = Cell.family("fam", 2), Cell.family("fam", 3)
+    seen = {"generated": 20, "described": 20, "reached": 20, "scored": 20, "kept": 20}
+    cells = {
+        easier: CellHistory(easier, **seen, outcomes={(10, 16): 20}),
+        harder: CellHistory(harder, **seen, outcomes={(6, 16): 20}),
+    }
+    history = History("2026-03-01", "chat/m", ("2026-02-28",), cells)
+    options = {"floor": 0, "cap": 1.0, "rng": batch_rng("2026-03-01")}
+    both = draw([easier, harder], history, 40, **options)
+    assert both.views[easier].signal == pytest.approx(both.views[harder].signal, rel=0.05)
+    banded = draw([easier, harder], history, 40, band=(0.0, 0.5), **options)
+    assert banded.views[easier].signal < 0.4 * banded.views[harder].signal
+    assert banded.views[easier].kept_prob < 0.3
+    assert banded.counts()[harder] >= 36
 
 
 @pytest.mark.parametrize("pass_probability", [1.0, 0.0])
@@ -245,7 +269,23 @@ def test_the_sql_view_gives_the_same_rows_as_the_frame_function(runs):
     con.register("task_descriptions", descriptions)
     con.register("solver_rollouts", rollouts)
     con.register("filtered_dataset", filtered)
-    assert_frame_equal(con.sql(CELL_BATCHES_SQL).pl(), cell_batches(*runs[1].frames()))
+    # What building, testing and probing each task cost (the soundness stage's, null for half).
+    tasks = descriptions.select("task_id", "batch")
+    stages = {
+        "task_environments": tasks.with_columns(tokens_in=pl.lit(700), tokens_out=pl.lit(50)),
+        "completion_tests": tasks.with_columns(tokens_in=pl.lit(300), tokens_out=pl.lit(20)),
+        "task_soundness": tasks.with_columns(
+            tokens_in=pl.when(pl.int_range(pl.len()) % 2 == 0).then(pl.lit(90)),
+            tokens_out=pl.lit(None, dtype=pl.Int64),
+        ),
+    }
+    for name, frame in stages.items():
+        con.register(name, frame)
+    costs = task_costs([descriptions, *stages.values()], [])
+    expected = cell_batches(descriptions, rollouts, filtered, costs)
+    assert expected["tokens"].sum() > descriptions["tokens_in"].sum()
+    assert expected["rollout_tokens"].sum() == rollouts["tokens_in"].sum()
+    assert_frame_equal(con.sql(CELL_BATCHES_SQL).pl(), expected)
 
 
 def test_the_history_read_from_lake_partitions_is_the_one_from_frames(tmp_path, runs):
@@ -254,7 +294,9 @@ def test_the_history_read_from_lake_partitions_is_the_one_from_frames(tmp_path, 
     for name, frame in zip(names, runs[1].frames(), strict=True):
         for (batch,), part in frame.partition_by("batch", as_dict=True).items():
             lake.write(name, batch, part)
-    expected = history_from_lake(*runs[1].frames(), before="2026-03-07", window=3)
+    costs = runs[1].costs()
+    expected = history_from_lake(*runs[1].frames(), before="2026-03-07", window=3, costs=costs)
+    assert expected.get(sorted(expected.cells)[0]).tokens > 0
     assert read_history(lake, before="2026-03-07", window=3) == expected
     assert len(expected.batches) == 3
 

@@ -94,11 +94,14 @@ def test_every_stats_view_exists_and_answers(lake):
         "decontamination",
         "learnable",
         "cell_batches",
+        "frontier_batches",
     }
     # No task of this batch has a hackable test, so no shortcut probe passed one; no reference
     # set was configured, so nothing was checked for contamination; the batch is the
-    # generator's own deal (the uniform sampler), whose unleveled tasks are in no cell.
+    # generator's own deal (the uniform sampler), whose unleveled tasks are in no cell and
+    # which no frontier draw made.
     empty = {"soundness_probes", "contamination", "decontamination", "cell_batches"}
+    empty |= {"frontier_batches"}
     for view in STATS_VIEWS:
         rows = len(query(lake, f"select * from {view}"))
         assert rows == 0 if view in empty else rows > 0, view

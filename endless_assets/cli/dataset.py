@@ -47,7 +47,8 @@ def stats(
     batch: BatchOption = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
 ) -> None:
-    """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models).
+    """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models, and
+    the frontier draw per batch: expected before it, measured after).
 
     The catalog's stats views, summed over the chosen batches (all by default).
     """

@@ -204,9 +204,9 @@ def _print_funnel(data_dir: str, batch: str) -> None:
     )
     _print_rows(
         lake,
-        f"select any_value(mode) as mode, source, count(*) as tasks, count(distinct cell) as "
-        f"cells from task_draws where batch = '{batch}' group by source order by source",
-        "the describe stage's draw (frontier sampler)",
+        f"select mode, cells, floor, explore, exploit, evolve, expected_learnable_share, "
+        f"learnable_share from frontier_batches where batch = '{batch}'",
+        "the describe stage's draw (frontier sampler): expected, then measured",
     )
 
 

@@ -150,6 +150,10 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     return dg.MaterializeResult(value=table, metadata=metadata, check_results=[check])
 
 
+def _round(value):
+    return round(value, 4) if isinstance(value, float) else value
+
+
 def draw_metadata(sampler: str, plan: Draw | None, note: str) -> dict:
     """The draw in the materialization's metadata: its summary, the note said once (why it is
     uniform), and the tasks per cell."""
@@ -163,7 +167,7 @@ def draw_metadata(sampler: str, plan: Draw | None, note: str) -> dict:
     if plan.views:  # what the solver's history window said of each cell it has seen
         seen = pl.DataFrame(
             [
-                {"cell": cell.id, **{k: round(v, 4) for k, v in vars(view).items()}}
+                {"cell": cell.id, **{k: _round(v) for k, v in vars(view).items()}}
                 for cell, view in sorted(plan.views.items())
                 if view.evidence
             ]

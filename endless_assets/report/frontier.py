@@ -1,5 +1,6 @@
 """The report's learnable-share section: the share per batch (a curve over the batches), stage
-I's draw per batch, and the lineages of variants (a task and the task it is a variant of)."""
+I's draw per batch with what it expected next to what was measured, and the lineages of variants
+(a task and the task it is a variant of)."""
 
 from __future__ import annotations
 
@@ -30,19 +31,20 @@ def learnable_chart(per_batch: pl.DataFrame) -> str:
     return vbar(bins, solvers, x_label="batch: learnable share of kept tasks", title="learnable")
 
 
-def draws_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
-    """Stage I's draw per batch: its mode and how many tasks each source gave (frontier only)."""
-    return query(
-        lake,
-        f"""
-        select batch, any_value(mode) as mode, any_value(solver) as history_solver,
-               count(*) as tasks, count(distinct cell) as cells,
-               count(*) filter (where source = 'uniform') as uniform,
-               count(*) filter (where source = 'floor') as floor,
-               count(*) filter (where source = 'exploit') as exploit,
-               count(*) filter (where source = 'evolve') as evolve
-        from task_draws where {batch_filter(batches)} group by batch order by batch
-        """,
+def calibration_chart(draws: pl.DataFrame) -> str:
+    """Per drawn batch, the learnable share of kept tasks the draw expected and the measured."""
+    rows = draws.filter(pl.col("expected_learnable_share").is_not_null())
+    if rows.is_empty():
+        return "<p class='empty'>no batch drawn from a history yet</p>"
+    bins = []
+    for row in rows.iter_rows(named=True):  # two columns a batch, side by side, labelled once
+        bins.append((row["batch"], [row["expected_learnable_share"], 0.0]))
+        bins.append(("", [0.0, row["learnable_share"] or 0.0]))
+    return vbar(
+        bins,
+        ["expected before the batch", "measured after it"],
+        x_label="batch: learnable share of kept tasks, expected and measured",
+        title="calibration",
     )
 
 

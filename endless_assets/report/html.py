@@ -18,7 +18,7 @@ import polars as pl
 
 from endless_assets.models import difficulty_label
 from endless_assets.report.frontier import (
-    draws_per_batch,
+    calibration_chart,
     learnable_chart,
     learnable_per_batch,
     lineages,
@@ -28,6 +28,7 @@ from endless_assets.report.tables import (
     StatsTable,
     batch_filter,
     check_batches,
+    draws_per_batch,
     headline,
     stats_query,
     stats_tables,
@@ -252,6 +253,7 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
     turns = stats_query(lake, "turns_per_episode", batches)
     samples = sample_tasks(lake, batches, sample)
     per_batch = learnable_per_batch(lake, batches)
+    draws = draws_per_batch(lake, batches)
     scope = ", ".join(batches) if batches else "all batches"
     cards = "".join(
         f"<div class='card'><b>{_figure(name, value)}</b>{escape(name.replace('_', ' '))}</div>"
@@ -276,11 +278,13 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "<p class='sub'>Kept tasks the solver solved in some of its attempts but not "
                 "all (0 &lt; pass rate &lt; 1): the ones a group of RL rollouts learns from. Per "
                 "batch, with what each learnable task cost, stage I's draw (the frontier "
-                "sampler), and variants with the task they came from.</p>",
+                "sampler: what it expected of each batch before it was made, next to what was "
+                "measured after), and variants with the task they came from.</p>",
                 learnable_chart(per_batch),
                 html_table(per_batch),
                 "<h3>Stage I's draw</h3>",
-                html_table(draws_per_batch(lake, batches)),
+                calibration_chart(draws),
+                html_table(draws),
                 "<h3>Lineages</h3>",
                 html_table(lineages(lake, batches)),
             ),

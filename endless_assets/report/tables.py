@@ -146,12 +146,42 @@ def stats_query(lake: Lake, name: str, batches: list[str] | None = None) -> pl.D
 
 
 def stats_tables(lake: Lake, batches: list[str] | None = None) -> list[StatsTable]:
+    """The stats views summed over the chosen batches, then the frontier draw per batch."""
     check_batches(lake, batches)
     tables = []
     for name, (title, columns) in TABLES.items():
         frame = stats_query(lake, name, batches)
         tables.append(StatsTable(name, title, frame.select([c for c in columns if c in frame])))
+    title = "Frontier draw per batch: what it expected before the batch, what was measured after"
+    draws = draws_per_batch(lake, batches).select(FRONTIER_STATS)
+    tables.append(StatsTable("frontier_batches", title, draws))
     return tables
+
+
+# What the report shows of the frontier_batches view: the draw, then expected next to measured.
+FRONTIER_COLUMNS = (
+    *("batch", "mode", "model", "tasks", "cells", "uniform", "floor", "explore", "exploit"),
+    *("evolve", "explored_uncertainty", "expected_learnable_share", "learnable_share"),
+    *("expected_learnable", "learnable_per_scored", "expected_signal", "signal"),
+    *("expected_pass_rate", "pass_rate"),
+)
+
+
+# The columns `endless stats` prints of it (the report shows them all).
+FRONTIER_STATS = (
+    *("batch", "mode", "floor", "explore", "exploit", "evolve", "explored_uncertainty"),
+    *("expected_learnable_share", "learnable_share", "expected_signal", "signal"),
+)
+
+
+def draws_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
+    """Stage I's draw per batch (frontier only): its mode, how many tasks each source gave, how
+    unsure it was of the cells it explored, and what it expected of the batch next to what was
+    measured after (the `frontier_batches` view)."""
+    columns = ", ".join(FRONTIER_COLUMNS)
+    return query(
+        lake, f"select {columns} from frontier_batches where {batch_filter(batches)} order by batch"
+    )
 
 
 def headline(lake: Lake, batches: list[str] | None = None) -> dict[str, float | int]:

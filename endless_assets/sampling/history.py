@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
+from endless_assets.sampling.measures import task_costs
 
 if TYPE_CHECKING:
     from endless_assets.store.lake import Lake
@@ -34,6 +35,11 @@ COUNT_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "successes": (pl.Int64(), "of which solved"),
     "mean_pass_rate": (pl.Float64(), "mean over scored tasks of successes / scored attempts"),
     "outcomes": (pl.Utf8(), "JSON list of [successes, scored attempts, tasks], sorted"),
+    "tokens": (
+        pl.Int64(),
+        "model tokens spent making the cell's tasks (stages I-III and soundness), in and out",
+    ),
+    "rollout_tokens": (pl.Int64(), "the solver's tokens over its attempts at them, in and out"),
 }
 CELL_BATCH_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "batch": (pl.Utf8(), "the batch the tasks belong to"),
@@ -50,6 +56,7 @@ HISTORY_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     **CELL_COLUMNS,
     **COUNT_COLUMNS,
 }
+TOKENS = ("tokens", "rollout_tokens")
 _COUNTS = [name for name, (dtype, _) in COUNT_COLUMNS.items() if dtype == pl.Int64()]
 
 
@@ -93,9 +100,13 @@ def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
 def task_outcomes(rollouts: pl.DataFrame, filtered: pl.DataFrame) -> pl.DataFrame:
     """Per task and solver: attempts made, scored, successes (as the task_pass_rates view counts
     them) and whether filtered_dataset kept it for that solver."""
+    spent = pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0)
+    if "tokens_in" not in rollouts.columns:
+        spent = pl.lit(0, dtype=pl.Int64)
     per_task = rollouts.group_by("task_id", _solver().alias("solver")).agg(
         scored_attempts=pl.col("reward").count(),
         task_successes=(pl.col("reward") == 1).sum().cast(pl.Int64),
+        rollout_tokens=spent.sum().cast(pl.Int64),
     )
     kept = filtered.select("task_id", pl.col("solver_model").alias("solver"), "kept")
     return per_task.join(kept, on=["task_id", "solver"], how="left").with_columns(
@@ -104,19 +115,34 @@ def task_outcomes(rollouts: pl.DataFrame, filtered: pl.DataFrame) -> pl.DataFram
 
 
 def cell_batches(
-    descriptions: pl.DataFrame, rollouts: pl.DataFrame, filtered: pl.DataFrame
+    descriptions: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    filtered: pl.DataFrame,
+    costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per batch, solver and cell (`CELL_BATCH_COLUMNS`), from task_descriptions (task_id,
     batch, status, generator, category, complexity, family, truth), solver_rollouts (task_id,
-    policy, model, reward) and filtered_dataset (task_id, solver_model, kept). A catalog view can
+    policy, model, reward, and tokens_in and tokens_out when it has them), filtered_dataset
+    (task_id, solver_model, kept) and the tokens making each task cost (`costs`: task_id, tokens,
+    as `measures.task_costs` gives over stages I-III and soundness; none: 0). A catalog view can
     expose it as is; `History.from_cell_batches` sums the window a draw reads."""
     cells = task_cells(descriptions)
     ids = list(CELL_COLUMNS)
     tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
     solvers = tasks.select("batch", "solver").unique()
+    spent = (
+        costs.group_by("task_id").agg(pl.col("tokens").sum())
+        if costs is not None
+        else pl.DataFrame(schema={"task_id": pl.Utf8, "tokens": pl.Int64})
+    )
     generated = (
-        cells.group_by("batch", *ids)
-        .agg(generated=pl.len(), described=(pl.col("status") == "ok").sum().cast(pl.Int64))
+        cells.join(spent, on="task_id", how="left")
+        .group_by("batch", *ids)
+        .agg(
+            generated=pl.len(),
+            described=(pl.col("status") == "ok").sum().cast(pl.Int64),
+            tokens=pl.col("tokens").fill_null(0).sum().cast(pl.Int64),
+        )
         .join(solvers, on="batch", how="left")
         .with_columns(pl.col("solver").fill_null(""))
     )
@@ -144,6 +170,7 @@ def cell_batches(
         attempts=pl.col("scored_attempts").sum(),
         successes=pl.col("task_successes").sum(),
         mean_pass_rate=rate.filter(pl.col("scored_attempts") > 0).mean(),
+        rollout_tokens=pl.col("rollout_tokens").sum(),
     )
     keys = ["batch", "solver", "cell"]
     frame = (
@@ -171,6 +198,8 @@ class CellHistory:
     reached: int = 0
     scored: int = 0
     kept: int = 0
+    tokens: int = 0
+    rollout_tokens: int = 0
     outcomes: Mapping[tuple[int, int], int] = field(default_factory=dict)
 
     @property
@@ -188,12 +217,14 @@ class CellHistory:
 
 @dataclass(frozen=True)
 class History:
-    """Per cell, what one solver made of the tasks of the `batches` strictly before `before`."""
+    """Per cell, what one solver made of the tasks of the `batches` strictly before `before`,
+    and the last batch before `before` (in the window or earlier) that drew it (`last_drawn`)."""
 
     before: str
     solver: str = ""
     batches: tuple[str, ...] = ()
     cells: Mapping[Cell, CellHistory] = field(default_factory=dict)
+    last_drawn: Mapping[Cell, str] = field(default_factory=dict)
 
     def get(self, cell: Cell) -> CellHistory:
         return self.cells.get(cell) or CellHistory(cell)
@@ -236,12 +267,18 @@ class History:
         counts: dict[Cell, dict[str, Any]] = {}
         for row in past.filter(pl.col("batch").is_in(batches)).sort("batch", "cell").to_dicts():
             entry = counts.setdefault(Cell.from_columns(row), {"outcomes": {}})
-            for name in ("generated", "described", "reached", "scored", "kept"):
+            for name in (*("generated", "described", "reached", "scored", "kept"), *TOKENS):
                 entry[name] = entry.get(name, 0) + row[name]
             for s, n, tasks in json.loads(row["outcomes"]):
                 entry["outcomes"][(s, n)] = entry["outcomes"].get((s, n), 0) + tasks
         cells = {cell: CellHistory(cell, **entry) for cell, entry in counts.items()}
-        return cls(before, solver, batches, cells)
+        drawn = (
+            past.filter(pl.col("generated") > 0)
+            .group_by(list(CELL_COLUMNS))
+            .agg(pl.col("batch").max())
+        )
+        last = {Cell.from_columns(row): row["batch"] for row in drawn.to_dicts()}
+        return cls(before, solver, batches, cells, last)
 
     def frame(self) -> pl.DataFrame:
         """One row per cell (`HISTORY_COLUMNS`), sorted by cell."""
@@ -267,6 +304,8 @@ class History:
                         sum(s / n * t for (s, n), t in scored) / h.scored if h.scored else None
                     ),
                     "outcomes": json.dumps([[s, n, t] for (s, n), t in scored]),
+                    "tokens": h.tokens,
+                    "rollout_tokens": h.rollout_tokens,
                 }
             )
         return pl.DataFrame(rows, schema=schema(HISTORY_COLUMNS))
@@ -280,31 +319,43 @@ def history_from_lake(
     before: str,
     window: int = DEFAULT_WINDOW,
     solver: str | None = None,
+    costs: pl.DataFrame | None = None,
 ) -> History:
-    """The history a draw for batch `before` reads, from the three tables' frames (rows of any
-    batch: those at or after `before` are ignored)."""
-    frame = cell_batches(descriptions, rollouts, filtered)
+    """The history a draw for batch `before` reads, from the three tables' frames and the tokens
+    each task cost (rows of any batch: those at or after `before` are ignored)."""
+    frame = cell_batches(descriptions, rollouts, filtered, costs)
     return History.from_cell_batches(frame, before=before, window=window, solver=solver)
 
 
+_TOKENS = {"tokens_in": pl.Int64(), "tokens_out": pl.Int64()}
 # The columns `read_history` reads of each table, with their types (for a table with no rows).
 READ_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "task_descriptions": {
-        name: pl.Utf8()
-        for name in (
-            *("task_id", "batch", "status", "generator"),
-            *("category", "complexity", "family", "truth"),
-        )
+        **{
+            name: pl.Utf8()
+            for name in (
+                *("task_id", "batch", "status", "generator"),
+                *("category", "complexity", "family", "truth"),
+            )
+        },
+        **_TOKENS,
     },
     "solver_rollouts": {
         **{name: pl.Utf8() for name in ("task_id", "batch", "policy", "model")},
         "reward": pl.Int64(),
+        **_TOKENS,
     },
     "filtered_dataset": {
         **{name: pl.Utf8() for name in ("task_id", "batch", "solver_model")},
         "kept": pl.Boolean(),
     },
+    # Only for what their tasks cost.
+    **{
+        table: {"task_id": pl.Utf8(), "batch": pl.Utf8(), **_TOKENS}
+        for table in ("task_environments", "completion_tests", "task_soundness")
+    },
 }
+SPENDING = ("task_descriptions", "task_environments", "completion_tests", "task_soundness")
 
 
 def read_history(
@@ -316,6 +367,7 @@ def read_history(
     frames = {
         table: lake.read_columns(table, past, columns) for table, columns in READ_COLUMNS.items()
     }
+    spending = [frames[table] for table in SPENDING]
     return history_from_lake(
         frames["task_descriptions"],
         frames["solver_rollouts"],
@@ -323,4 +375,5 @@ def read_history(
         before=before,
         window=window,
         solver=solver,
+        costs=task_costs(spending, []),
     )

@@ -1,12 +1,13 @@
 """The frontier sampler: which cell each task of a batch is drawn from, steered by the solver's
-history towards tasks it solves in some attempts but not all, above an exploration floor."""
+history towards the tasks that teach most per token (solved in some attempts, not all, near the
+target pass rate), above an exploration floor that goes to the cells known least."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,32 +15,64 @@ import polars as pl
 
 from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
 from endless_assets.sampling.history import History
-from endless_assets.sampling.posterior import Posterior, posterior
+from endless_assets.sampling.scorers import Aim, CellView, scorer
 
 MODES = ("cold_start", "degraded", "targeting")
-SOURCES = ("uniform", "floor", "exploit", "evolve")
+SOURCES = ("uniform", "floor", "exploit", "explore", "evolve")
 EXPLORATION = 0.2  # the default floor, as a share of the batch spread evenly over the cells
-CAP = 0.1  # the most of the exploit draws one cell may take (diversity within a batch)
-CLOSENESS = 0.5  # a learnable outcome at either end counts half of one at the target
+CAP = 0.1  # the most of the Thompson draws one cell may take (diversity within a batch)
+CLOSENESS = 0.5  # the per-cell model: a learnable outcome at either end counts half
 MIN_EVIDENCE = 30  # scored tasks with none learnable before the sampler gives up targeting
+# A Thompson draw whose cell's expected score is below this share of the best cell's won on its
+# uncertainty, not its expectation: it is recorded as `explore`.
+EXPLORE_BELOW = 0.5
+# The floor's weight of a cell the posterior holds hopeless, next to its hope (score +
+# uncertainty, about 1 at best), among cells drawn as often and as lately.
+HOPE_FLOOR = 0.1
 
 DRAW_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
     "batch": (pl.Utf8(), "the batch drawn for (its history is the batches strictly before)"),
     "index": (pl.Int64(), "the task's position in its batch, from 0"),
     **CELL_COLUMNS,
-    "source": (pl.Utf8(), "uniform (cold start or degraded), floor, exploit or evolve"),
+    "source": (
+        pl.Utf8(),
+        "uniform (cold start or degraded), floor (the cells drawn least, the least known first), "
+        "exploit or explore (Thompson sampling: explore when the cell's expected score is below "
+        "half the best's, so it won on its uncertainty) or evolve",
+    ),
     "mode": (pl.Utf8(), "the draw's mode: cold_start, degraded or targeting"),
     "solver": (pl.Utf8(), "the solver whose history steered the draw ('' at a cold start)"),
     "k": (pl.Int64(), "attempts per task the scores assume (null at a cold start)"),
     "target_pass_rate": (pl.Float64(), "the pass rate a drawn task should land near"),
     "evidence": (pl.Int64(), "the cell's scored tasks in the history window"),
     "learnable_seen": (pl.Int64(), "of which learnable (0 < successes < attempts)"),
-    "mean_pass_rate": (pl.Float64(), "posterior mean of the cell's mean per-task pass rate"),
-    "learnable_prob": (pl.Float64(), "posterior probability a new task of the cell is learnable"),
-    "survival": (pl.Float64(), "posterior mean share of the cell's tasks that reach the solver"),
-    "score": (pl.Float64(), "posterior mean score: survival x expected utility of a new task"),
-    "sample": (pl.Float64(), "the Thompson-sampled score that won the slot (exploit only)"),
-    "sampled_pass_rate": (pl.Float64(), "the sampled mean pass rate behind it (exploit only)"),
+    "mean_pass_rate": (pl.Float64(), "posterior mean pass rate of a new task of the cell"),
+    "learnable_prob": (
+        pl.Float64(),
+        "posterior probability a new task of the cell is kept and learnable (0 < pass rate < 1)",
+    ),
+    "kept_prob": (
+        pl.Float64(),
+        "posterior probability a new task of the cell is kept (solved, inside the keep band)",
+    ),
+    "survival": (pl.Float64(), "share of the cell's tasks expected to reach the solver"),
+    "signal": (
+        pl.Float64(),
+        "expected training signal of a new task (reward variance peaked at the target, 0 "
+        "outside the keep band; 1 at the target)",
+    ),
+    "tokens": (pl.Float64(), "expected tokens a task of the cell costs (null: none recorded)"),
+    "score": (
+        pl.Float64(),
+        "posterior mean score: survival x signal per token, relative to the average task",
+    ),
+    "uncertainty": (
+        pl.Float64(),
+        "posterior sd of a new task's expected signal: how unsure the draw is of the cell's worth",
+    ),
+    "model": (pl.Utf8(), "the posterior: pooled (over categories and levels) or per_cell"),
+    "sample": (pl.Float64(), "the Thompson-sampled score that won the slot (exploit, explore)"),
+    "sampled_pass_rate": (pl.Float64(), "the sampled mean pass rate behind it"),
     "history_batches": (pl.Int64(), "batches in the history window"),
     "history_last": (pl.Utf8(), "the window's last batch ('' when empty)"),
     "parent_task_id": (pl.Utf8(), "the task an evolve slot is a variant of ('' otherwise)"),
@@ -51,18 +84,6 @@ DRAW_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
 def batch_rng(batch: str, seed: int = 0) -> random.Random:
     """The draw's random generator for `batch` (and the seed setting): the same every time."""
     return random.Random(f"frontier:{batch}:{seed}")
-
-
-@dataclass(frozen=True)
-class CellView:
-    """What the draw knew of one cell: its evidence and its posterior's summaries."""
-
-    evidence: int
-    learnable_seen: int
-    mean_pass_rate: float
-    learnable_prob: float
-    survival: float
-    score: float
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,8 @@ class Draw:
     target_pass_rate: float = 0.5
     floor: float = 0.0
     history_batches: tuple[str, ...] = ()
+    model: str = "pooled"
+    shares: tuple[float, float] | None = None  # the model's dead and trivial task shares
 
     def counts(self) -> Counter[Cell]:
         return Counter(slot.cell for slot in self.slots)
@@ -117,8 +140,13 @@ class Draw:
                     "learnable_seen": view.learnable_seen if view else 0,
                     "mean_pass_rate": view.mean_pass_rate if view else None,
                     "learnable_prob": view.learnable_prob if view else None,
+                    "kept_prob": view.kept_prob if view else None,
                     "survival": view.survival if view else None,
+                    "signal": view.signal if view else None,
+                    "tokens": view.tokens if view else None,
                     "score": view.score if view else None,
+                    "uncertainty": view.uncertainty if view else None,
+                    "model": self.model,
                     "sample": slot.sample,
                     "sampled_pass_rate": slot.sampled_pass_rate,
                     "history_batches": len(self.history_batches),
@@ -138,7 +166,7 @@ class Draw:
         """A compact account for a materialization's metadata."""
         sources = Counter(slot.source for slot in self.slots)
         counts = self.counts()
-        known = [self.views[s.cell].learnable_prob for s in self.slots if s.cell in self.views]
+        expected = self.expected()
         top = ", ".join(
             f"{cell.id} x{count}"
             + (f" (score {self.views[cell].score:.2f})" if cell in self.views else "")
@@ -155,8 +183,33 @@ class Draw:
             "k": self.k,
             "target_pass_rate": self.target_pass_rate,
             "history_batches": len(self.history_batches),
-            "expected_learnable": round(sum(known) / len(known), 4) if known else None,
+            "model": self.model,
+            "dead_share": round(self.shares[0], 4) if self.shares else None,
+            "trivial_share": round(self.shares[1], 4) if self.shares else None,
+            **{f"expected_{name}": value for name, value in expected.items()},
             "top_cells": top,
+        }
+
+    def expected(self) -> dict[str, float | None]:
+        """What the draw expects of its batch, before it is made (None at a cold start):
+        `learnable_share`, the share of its kept tasks that are learnable (as the `learnable`
+        view measures it after); `learnable`, of its scored tasks; `signal`, the mean training
+        signal of a scored task; `pass_rate`, the mean pass rate of a scored task."""
+        views = [self.views[s.cell] for s in self.slots if s.cell in self.views]
+        if not views:
+            return dict.fromkeys(("learnable_share", "learnable", "signal", "pass_rate"))
+        reach = sum(v.survival for v in views)
+        kept = sum(v.survival * v.kept_prob for v in views)
+        learnable = sum(v.survival * v.learnable_prob for v in views)
+
+        def mean(values: Iterable[float]) -> float:
+            return round(sum(values) / reach, 4)
+
+        return {
+            "learnable_share": round(learnable / kept, 4) if kept > 0 else None,
+            "learnable": mean([learnable]),
+            "signal": mean(v.survival * v.signal for v in views),
+            "pass_rate": mean(v.survival * v.mean_pass_rate for v in views),
         }
 
 
@@ -187,23 +240,31 @@ def degrade_reason(history: History, cells: list[Cell], k: int, min_evidence: in
     )
 
 
-def _ties(cells: list[Cell], rng: random.Random) -> dict[Cell, float]:
-    return {cell: rng.random() for cell in cells}
-
-
-def _spread(cells: list[Cell], n: int, history: History, rng: random.Random) -> list[Cell]:
-    """`n` draws spread evenly; the remainder goes to the cells the window drew least."""
+def _spread(
+    cells: list[Cell],
+    n: int,
+    history: History,
+    rng: random.Random,
+    views: dict[Cell, CellView] | None = None,
+) -> list[Cell]:
+    """`n` draws spread evenly; the remainder goes to the cells the window drew least, of those
+    the ones drawn longest ago (never first), so the floor goes round every cell; among equals in
+    a seeded order that, given `views`, favours the cells that may prove worth most (expected
+    score plus its uncertainty, `HOPE_FLOOR` added)."""
     base, extra = divmod(n, len(cells))
-    ties = _ties(cells, rng)
-    least = sorted(cells, key=lambda c: (history.get(c).generated, ties[c]))
+    views = views or {}
+
+    def order(cell: Cell) -> tuple[int, str, float]:
+        u = max(rng.random(), 1e-12)
+        view = views.get(cell)
+        hope = view.score + view.uncertainty if view else 0.0
+        last = history.last_drawn.get(cell, "")
+        # A draw by weight without replacement: the largest u^(1/weight) first.
+        return (history.get(cell).generated, last, -math.log(u) / (HOPE_FLOOR + hope))
+
+    keys = {cell: order(cell) for cell in cells}  # drawn in the cells' order: reproducible
+    least = sorted(cells, key=keys.__getitem__)
     return [cell for cell in cells for _ in range(base)] + least[:extra]
-
-
-def _view(cell: Cell, post: Posterior, history: History) -> CellView:
-    h = history.get(cell)
-    return CellView(
-        h.scored, h.learnable, post.mean_pass_rate, post.learnable, post.survival, post.score
-    )
 
 
 def draw(
@@ -212,9 +273,12 @@ def draw(
     n: int,
     *,
     target_pass_rate: float = 0.5,
+    band: tuple[float, float] = (0.0, 1.0),
     floor: float | None = None,
     rng: random.Random,
     k: int | None = None,
+    model: str = "pooled",
+    ranks: Sequence | None = None,
     closeness: float = CLOSENESS,
     cap: float = CAP,
     min_evidence: int = MIN_EVIDENCE,
@@ -223,11 +287,15 @@ def draw(
 
     Every cell gets at least `floor` of the draws (None: `EXPLORATION` / cells; a cell gets its
     whole share within the batch when it is at least one draw, else over consecutive batches,
-    the cells the window drew least first). The rest go one at a time by Thompson sampling: each
-    cell's posterior (`posterior.py`) is sampled and the best score wins, no cell taking more
-    than `cap` of them. With no scored history (cold start), with 1 attempt per task, or when
-    `min_evidence` scored tasks had none learnable, the draw is uniform and `reason` says why.
-    `k` defaults to the attempts most scored tasks had; `rng` should be `batch_rng(batch)`."""
+    the cells the window drew least first, the least known of them first). The rest go one at a
+    time by Thompson sampling: the posterior (`model`: `pooled`, over categories and levels, or
+    `per_cell`) is sampled and the cell whose sampled score (survival x training signal per
+    token, `scorers.py`) is best wins, no cell taking more than `cap` of them. The signal peaks at
+    `target_pass_rate` and is 0 outside the keep `band`; `ranks` orders the cells' levels,
+    simplest first (None: integer levels in their order, named ones unranked). With no scored
+    history (cold start), with 1 attempt per task, or when `min_evidence` scored tasks had none
+    learnable, the draw is uniform and `reason` says why. `k` defaults to the attempts most
+    scored tasks had; `rng` should be `batch_rng(batch)`."""
     cells = sorted(set(cells))
     if not cells:
         raise ValueError("draw needs at least one cell")
@@ -235,6 +303,8 @@ def draw(
         raise ValueError(f"n must be 0 or more, got {n}")
     if not 0 < target_pass_rate < 1:
         raise ValueError(f"target_pass_rate must be strictly between 0 and 1: {target_pass_rate}")
+    if not 0 <= band[0] <= band[1] <= 1:
+        raise ValueError(f"the keep band must be within 0 and 1, low first: {band}")
     floor = EXPLORATION / len(cells) if floor is None else floor
     if not 0 <= floor <= 1 / len(cells):
         raise ValueError(f"floor must be within 0 and 1/cells = {1 / len(cells):.4f}: {floor}")
@@ -247,52 +317,46 @@ def draw(
         "target_pass_rate": target_pass_rate,
         "floor": floor,
         "history_batches": history.batches,
+        "model": model,
     }
     if k is None or history.scored(cells) == 0:
         picks = _spread(cells, n, history, rng)
         return Draw(mode="cold_start", slots=_assign(picks, "uniform", rng), **common)
-    views: dict[Cell, CellView] = {}
-    posts: dict[Cell, Posterior] = {}
-    for cell in cells:
-        h = history.get(cell)
-        posts[cell] = posterior(
-            h.outcomes,
-            generated=h.generated,
-            scored=h.scored,
-            k=k,
-            target=target_pass_rate,
-            closeness=closeness,
-        )
-        views[cell] = _view(cell, posts[cell], history)
     reason = degrade_reason(history, cells, k, min_evidence)
+    scores = scorer(model, cells, history, Aim(k, target_pass_rate, band, closeness), ranks)
+    views = scores.views
     if reason:
         slots = _assign(_spread(cells, n, history, rng), "uniform", rng)
-        return Draw(mode="degraded", slots=slots, views=views, reason=reason, k=k, **common)
+        return Draw(
+            mode="degraded",
+            slots=slots,
+            views=views,
+            reason=reason,
+            k=k,
+            shares=scores.shares,
+            **common,
+        )
     floor_total = min(n, math.ceil(floor * len(cells) * n - 1e-9))
-    floor_picks = _spread(cells, floor_total, history, rng)
-    exploit = n - floor_total
-    limit = max(math.ceil(cap * exploit), math.ceil(exploit / len(cells)))
+    # The pooled model's floor goes to the cells it knows least; the per-cell one's, as before
+    # pooling, in a seeded order.
+    floor_picks = _spread(cells, floor_total, history, rng, views if model == "pooled" else None)
+    thompson = n - floor_total
+    limit = max(math.ceil(cap * thompson), math.ceil(thompson / len(cells)))
+    best_score = max(view.score for view in views.values())
     taken: Counter[Cell] = Counter()
-    won: list[tuple[Cell, float, float]] = []
-    for _ in range(exploit):
-        best: tuple[float, float, Cell] | None = None
-        for cell in cells:
-            if taken[cell] >= limit:
-                continue
-            score, rate = posts[cell].sample(rng)
-            if best is None or score > best[0]:
-                best = (score, rate, cell)
-        assert best is not None  # limit x cells >= exploit
-        taken[best[2]] += 1
-        won.append((best[2], best[0], best[1]))
-    picks = [(cell, "floor", None, None) for cell in floor_picks]
-    picks += [(cell, "exploit", score, rate) for cell, score, rate in won]
+    picks: list[tuple[Cell, str, float | None, float | None]] = [
+        (cell, "floor", None, None) for cell in floor_picks
+    ]
+    for _ in range(thompson):
+        eligible = [cell for cell in cells if taken[cell] < limit]
+        sampled = scores.sample(rng, eligible)
+        cell = max(eligible, key=lambda c: sampled[c][0])  # the first of equals
+        taken[cell] += 1
+        source = "explore" if views[cell].score < EXPLORE_BELOW * best_score else "exploit"
+        picks.append((cell, source, *sampled[cell]))
     order = sorted(range(len(picks)), key=lambda _: rng.random())
-    slots = tuple(
-        Slot(index, picks[i][0], picks[i][1], picks[i][2], picks[i][3])
-        for index, i in enumerate(order)
-    )
-    return Draw(mode="targeting", slots=slots, views=views, k=k, **common)
+    slots = tuple(Slot(index, *picks[i]) for index, i in enumerate(order))
+    return Draw(mode="targeting", slots=slots, views=views, k=k, shares=scores.shares, **common)
 
 
 def _assign(picks: list[Cell], source: str, rng: random.Random) -> tuple[Slot, ...]:

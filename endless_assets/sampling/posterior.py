@@ -128,6 +128,20 @@ class Posterior:
         utilities = [u for _, u in predictive(self.k, self.target, self.closeness)]
         return self.survival * self._expect(utilities)
 
+    def outcome_pmf(self) -> list[float]:
+        """The posterior predictive probability of 0..k successes of a new task in k attempts."""
+        return [
+            self._expect([math.exp(x) for x in log_likelihood(s, self.k)])
+            for s in range(self.k + 1)
+        ]
+
+    @property
+    def utility_sd(self) -> float:
+        """The posterior standard deviation of a new task's expected utility."""
+        utilities = [u for _, u in predictive(self.k, self.target, self.closeness)]
+        centre = self._expect(utilities)
+        return math.sqrt(max(self._expect([(u - centre) ** 2 for u in utilities]), 0.0))
+
     def sample(self, rng: random.Random) -> tuple[float, float]:
         """One Thompson sample: (its score, the sampled grid point's mean pass rate)."""
         index = pick(rng, self._cumulative)

@@ -13,16 +13,18 @@ class SamplingSettings:
     sampler: str = setting(
         "auto",
         "ENDLESS_SAMPLER",
-        "how stage I chooses each task's cell: frontier (cells drawn towards target_pass_rate "
-        "from the solver's history of earlier batches; uniform over the cells until there is "
-        "one), uniform (the generator's own seeded deal, as a batch has always been drawn) or "
+        "how stage I chooses each task's cell: frontier (cells drawn where a task teaches most "
+        "per token, by a model of the solver's pass rates over categories and levels fitted to "
+        "its history of earlier batches; uniform over the cells until there is one), uniform "
+        "(the generator's own seeded deal, as a batch has always been drawn) or "
         "auto (frontier with the chat solver, uniform with oracle and noop, which cannot steer)",
         choices=("auto", "frontier", "uniform"),
     )
     target_pass_rate: float = setting(
         0.5,
         "ENDLESS_TARGET_PASS_RATE",
-        "frontier: the pass rate a drawn task should land near (strictly between 0 and 1)",
+        "frontier: the pass rate where a drawn task's training signal peaks (strictly between 0 "
+        "and 1); the draw aims inside the keep band, min_pass_rate to max_pass_rate",
     )
     sampler_window: int = setting(
         14, "ENDLESS_SAMPLER_WINDOW", "frontier: daily batches of history a draw reads"
@@ -30,7 +32,8 @@ class SamplingSettings:
     exploration_floor: float = setting(
         0.2,
         "ENDLESS_EXPLORATION_FLOOR",
-        "frontier: share of a batch spread evenly over every cell, so no cell starves",
+        "frontier: share of a batch given to the cells drawn least and longest ago, so every "
+        "cell is drawn now and then",
     )
     evolve_budget: float = setting(
         0.1,

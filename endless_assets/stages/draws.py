@@ -127,7 +127,9 @@ def plan_draw(
     if history is None or not cells:
         return None
     options: dict[str, Any] = {
+        "ranks": list(dict.fromkeys(cell.key[1] for cell in cells)),  # the generator's order
         "target_pass_rate": settings.target_pass_rate,
+        "band": (settings.min_pass_rate, settings.max_pass_rate),  # the keep band
         "floor": settings.exploration_floor / len(cells),
     }
     first = draw(cells, history, settings.tasks, rng=batch_rng(batch, settings.seed), **options)

@@ -210,13 +210,21 @@ class Lake:
         self, table: str, batches: Iterable[str], columns: Mapping[str, pl.DataType]
     ) -> pl.DataFrame:
         """`columns` (cast to their types) of the table's partitions of `batches` that exist;
-        no rows, with those columns, when none does."""
-        paths = [self.partition_path(table, batch) for batch in batches]
-        parts = [
-            pl.read_parquet(path, columns=list(columns)).cast(dict(columns))
-            for path in paths
-            if path.exists()
-        ]
+        no rows, with those columns, when none does. A column a partition was written without
+        (before the column existed) reads as nulls, as the catalog's views read it."""
+        parts = []
+        for batch in batches:
+            path = self.partition_path(table, batch)
+            if not path.exists():
+                continue
+            schema = pl.read_parquet_schema(path)
+            present = [name for name in columns if name in schema]
+            part = pl.read_parquet(path, columns=present).with_columns(
+                pl.lit(None, dtype=dtype).alias(name)
+                for name, dtype in columns.items()
+                if name not in present
+            )
+            parts.append(part.select(list(columns)).cast(dict(columns)))
         return pl.concat(parts) if parts else pl.DataFrame(schema=dict(columns))
 
     def _read_partition(self, table: str, path: Path) -> pl.DataFrame:

@@ -5,7 +5,7 @@ report run the same templates over chosen batches. Also the difficulty labels in
 from __future__ import annotations
 
 from endless_assets.models import DIFFICULTY_THRESHOLDS
-from endless_assets.sampling.views import CELL_BATCHES_SQL
+from endless_assets.sampling.views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
 from endless_assets.store.failure_modes import failure_mode_sql
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -393,6 +393,8 @@ STATS_VIEWS: dict[str, str] = {
     """,
     **{name: render_stats_sql(name) for name in STATS_TEMPLATES if name != "funnel"},
     # Per batch, solver and cell: what was drawn, described, scored, kept, learnable, and the
-    # pass rates' distribution (sampling/views.py; what stage I's frontier draw reads).
+    # pass rates' distribution (sampling/views.py; what stage I's frontier draw reads); per batch,
+    # what the draw expected before it next to what was measured after.
     "cell_batches": CELL_BATCHES_SQL,
+    "frontier_batches": FRONTIER_BATCHES_SQL,
 }

@@ -17,13 +17,15 @@ from endless_assets.store.schemas.base import Strict, col
 # Columns a row may leave empty: the cell's other kind, and what a cold start does not know.
 NULLABLE = (
     *("category", "complexity", "family", "level", "k"),
-    *("mean_pass_rate", "learnable_prob", "survival", "score"),
+    *("mean_pass_rate", "learnable_prob", "kept_prob", "survival", "signal", "tokens", "score"),
+    "uncertainty",
     *("sample", "sampled_pass_rate", "seed"),
 )
 CHECKS: dict[str, dict[str, Any]] = {
     "index": {"ge": 0},
     "kind": {"isin": ["taxonomy", "family"]},
-    "source": {"isin": ["uniform", "floor", "exploit", "evolve"]},
+    "source": {"isin": ["uniform", "floor", "exploit", "explore", "evolve"]},
+    "model": {"isin": ["pooled", "per_cell"]},
     "mode": {"isin": ["cold_start", "degraded", "targeting"]},
     "level": {"ge": 1, "le": 6},
     "evidence": {"ge": 0},
