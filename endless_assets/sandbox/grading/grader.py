@@ -20,9 +20,10 @@ Reply:   {"id", "stopped": true}.
 The grader itself:
 - is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
   its memory or file descriptors through /proc or ptrace (and the seccomp profile refuses ptrace
-  to everyone). The agent cannot signal it (another uid). The OOM killer can pick it when the
-  agent fills the memory limit: the harness then restarts the container (every process dies, the
-  files stay) and grades with a new grader (verdict.py);
+  to everyone). Nothing a test runs can signal it, whatever its uid (grader_fence.py). The OOM
+  killer can pick it when the agent fills the memory limit: before the test started, the harness
+  restarts the container (every process dies, the files stay) and grades with a new grader;
+  once it started (`{"id", "running": true}`, sent first), the verdict is 0 (verdict.py);
 - kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
   a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
   container (`verifier`: a snapshot of the agent's where none of its processes runs), and then
@@ -166,6 +167,7 @@ def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_en
     os.dup2(out_fd, 2)
     os.chown(home, agent_uid, agent_uid)
     become_agent(agent_uid)
+    _op("fence")()  # nothing the test runs can signal the grader (grader_fence.py)
     os.chdir("/")
     os.environ.clear()
     os.environ.update(test_environment(image_env, home))
@@ -184,6 +186,7 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
     out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
+    _op("announce")()
     pid = os.fork()
     if pid == 0:
         try:
@@ -326,8 +329,8 @@ def once(argv):
 
 
 def _op(name):
-    """A function of grader_script.py, whose source comes first in the grader's (see
-    verdict.GRADER_SOURCE)."""
+    """A name of grader_script.py or grader_fence.py, whose source comes first in the
+    grader's (see verdict.GRADER_SOURCE)."""
     return globals()[name]
 
 
@@ -369,11 +372,13 @@ def main():
     os.makedirs(VERIFIER, exist_ok=True)
     os.chmod(VERIFIER, 0o711)
 
-    print(json.dumps({"ready": True, **_op("describe")()}), flush=True)
+    fence = _op("landlock_abi")() >= _op("SCOPED_ABI")
+    print(json.dumps({"ready": True, **_op("describe")(), "fence": fence}), flush=True)
     for serial, line in enumerate(sys.stdin):
         if not line.strip():
             continue
         request = json.loads(line)
+        _op("REQUEST")["id"] = request.get("id")
         try:
             if request.get("op") == "stop":
                 reply = {"id": request["id"], "stopped": stop_agent(request)}
