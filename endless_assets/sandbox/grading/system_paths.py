@@ -180,7 +180,7 @@ def check(
             changed[path] = _digest(upper, path) if loaded else ""
             continue
         expected = allowed.get(path)
-        if expected is None and config and upper:
+        if expected is None and config and upper and not loaded:
             pristine.append(path)
         elif expected is None:
             tampered.append(path)

@@ -100,8 +100,10 @@ def grade_in_verifier(
 
     # A halted container starts again when something is to run in it next (a stage's next
     # check): a rollout's, removed next, never does.
-    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, homes)
-    detail = "; ".join(filter(None, (verdict.detail, finding.unseen())))
+    shared, fresh = verifier_view.shared_volumes(container, homes)
+    view = {"shared_volumes": shared, "prepare": verifier_view.put_back(container, finding.pristine)}
+    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, view)
+    detail = "; ".join(filter(None, (verdict.detail, finding.unseen(), fresh)))
     return dataclasses.replace(verdict, system_changes=finding.changed, detail=detail)
 
 
@@ -114,13 +116,9 @@ def _verdict_in(
     timeout: float,
     started: float,
     finding: Finding,
-    homes: list[str],
+    view: dict,
 ) -> Verdict:
     own_caches = finding.own_caches
-    view = {
-        "shared_volumes": verifier_view.shared_volumes(container, homes),
-        "prepare": verifier_view.put_back(container, finding.pristine),
-    }
     with verifier_container(container, image, stop, **view) as box:
         prefix = "" if own_caches else PYCACHE
         try:

@@ -45,18 +45,24 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier) -> list[str]:
     return homes
 
 
-def shared_volumes(container: TaskContainer, homes: list[str]) -> list[str] | None:
-    """The agent's volumes a verifier shares ("name:destination:mode"), or None for all."""
+def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
+    """The agent's volumes a verifier shares ("name:destination:mode"; None: all of them), and
+    a line for the verdict naming those it gets fresh instead ("" if none)."""
     reached = [*container.system, *CONFIG_DIRS]
-    kept, left = [], False
+    kept, fresh = [], []
     for name, destination, writable in container.volumes:
         if is_config(destination, homes) or any(
             inside(destination, s) or inside(s, destination) for s in reached
         ):
-            left = True
+            fresh.append(destination)
             continue
         kept.append(f"{name}:{destination}:{'rw' if writable else 'ro'}")
-    return kept if left else None
+    if not fresh:
+        return None, ""
+    return kept, (
+        f"graded with the image's own {', '.join(sorted(fresh))} (a VOLUME holding a system "
+        "location or configuration: what the agent wrote there was not seen)"
+    )
 
 
 def put_back(container: TaskContainer, paths: tuple[str, ...]) -> Callable[[str], None] | None:
