@@ -101,7 +101,8 @@ def grade_in_verifier(
     # A halted container starts again when something is to run in it next (a stage's next
     # check): a rollout's, removed next, never does.
     shared, fresh = verifier_view.shared_volumes(container, homes)
-    view = {"shared_volumes": shared, "prepare": verifier_view.put_back(container, finding.pristine)}
+    prepare = verifier_view.put_back(container, finding.pristine)
+    view = {"shared_volumes": shared, "prepare": prepare}
     verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, view)
     detail = "; ".join(filter(None, (verdict.detail, finding.unseen(), fresh)))
     return dataclasses.replace(verdict, system_changes=finding.changed, detail=detail)
