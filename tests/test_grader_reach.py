@@ -46,12 +46,14 @@ KILL_GRADER = program(
 )
 KILL_SLEEP = program("pkill -9 -x sleep\n")
 WRITE_REWARD = program("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.json\n")
-# A process the program leaves (in a session of its own), which sets the reward back to 1
-# whenever the script writes 0: against the verifier as it was, a race it wins often.
+# A process the program leaves (in a session of its own, under a new pid every moment: a kill
+# aimed at the one listed finds it gone), which sets the reward back to 1 whenever the script
+# writes 0: against the verifier as it was, a race it wins often.
 LINGER = program(
     "nohup python3 -c \"\nimport os\nos.setsid()\np = '/logs/verifier/reward.txt'\n"
-    "while True:\n    try:\n        if open(p).read().strip() == '0':\n"
-    "            open(p, 'w').write('1')\n    except OSError:\n        pass\n"
+    "while True:\n    if os.fork():\n        os._exit(0)\n    try:\n"
+    "        if open(p).read().strip() == '0':\n            open(p, 'w').write('1')\n"
+    "    except OSError:\n        pass\n"
     "\" >/dev/null 2>&1 &\n"
 )
 

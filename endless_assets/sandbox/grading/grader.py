@@ -157,7 +157,7 @@ def test_environment(image_env, home):
     return env
 
 
-def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env):
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env, guard):
     import pytest
 
     os.setsid()
@@ -167,7 +167,7 @@ def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_en
     os.dup2(out_fd, 2)
     os.chown(home, agent_uid, agent_uid)
     become_agent(agent_uid)
-    _op("fence")()  # nothing the test runs can signal the grader (grader_fence.py)
+    _op("fence_and_guard")(*guard)  # nothing the test runs can signal the grader
     os.chdir("/")
     os.environ.clear()
     os.environ.update(test_environment(image_env, home))
@@ -186,19 +186,21 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
     out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
+    guard = _op("guard_pipes")()
     _op("announce")()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_fd)
             name = os.path.basename(filename)
-            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env)
+            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env, guard)
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(3)
     os.close(write_fd)
     os.close(out_fd)
+    _op("guard_kept")(guard)
     timed_out = not _op("wait_for")(pid, timeout)
     if timed_out:
         with contextlib.suppress(OSError):
@@ -206,6 +208,7 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
+    _op("guard_released")(guard)  # its guard ends whatever the test left (grader_fence.py)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     if agent_uid == 0:  # a verifier container: whatever the test started, but the grader

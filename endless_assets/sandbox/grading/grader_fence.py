@@ -17,9 +17,12 @@ The grader tells the harness when a verdict's test starts (`announce`): a grader
 was lost while code of the agent's could run.
 """
 
+import contextlib
 import ctypes
 import json
 import os
+import select
+import signal
 import struct
 import sys
 
@@ -65,6 +68,48 @@ def fence():
     finally:
         os.close(fd)
     return True
+
+
+def guard_pipes():
+    """The pipes between the grader and a test's guard (`fence_and_guard`): (go: read, write),
+    (done: read, write). The grader keeps go's write end while the test runs."""
+    return (*os.pipe(), *os.pipe())
+
+
+def fence_and_guard(go_read, go_write, done_read, done_write):
+    """In the child about to run a test or a script: fence it (`fence`), leaving behind a guard
+    process in that domain, then fence it again (a domain inside the first, from which nothing
+    can signal the guard). The guard waits until the grader closes its end of `go` (once the
+    test is over, or when it dies), then kills every process of both domains but itself at once
+    (kill(-1): no fork can slip past it), and exits (`done` closes). Without a fence there is
+    no guard: kill(-1) would reach the grader."""
+    if fence() and os.fork() == 0:
+        os.close(go_write)
+        os.close(done_read)
+        with contextlib.suppress(OSError):
+            while os.read(go_read, 1):
+                pass
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+        os._exit(0)
+    for fd in (go_read, go_write, done_read, done_write):
+        os.close(fd)
+    fence()
+
+
+def guard_kept(pipes):
+    """The grader's side, after the fork."""
+    os.close(pipes[0])
+    os.close(pipes[3])
+
+
+def guard_released(pipes, timeout=10.0):
+    """The test is over: let its guard end whatever it left, and wait until it has."""
+    os.close(pipes[1])
+    with contextlib.suppress(OSError):
+        while select.select([pipes[2]], [], [], timeout)[0] and os.read(pipes[2], 64):
+            pass
+    os.close(pipes[2])
 
 
 def announce():

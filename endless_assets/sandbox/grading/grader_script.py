@@ -183,12 +183,13 @@ def _run_script(request, workspace):
     output = os.path.join(workspace, "output.txt")
     before = process_ids()
     out_fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o600)
+    guard = globals()["guard_pipes"]()
     globals()["announce"]()  # (grader_fence.py's names: earlier in the grader's source)
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()
-            globals()["fence"]()  # nothing the script runs can signal the grader
+            globals()["fence_and_guard"](*guard)  # nothing the script runs can signal the grader
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             os.dup2(out_fd, 1)
             os.dup2(out_fd, 2)
@@ -205,10 +206,12 @@ def _run_script(request, workspace):
         finally:
             os._exit(127)
     os.close(out_fd)
+    globals()["guard_kept"](guard)
     timed_out = not wait_for(pid, float(request["timeout"]))
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
+    globals()["guard_released"](guard)  # its guard ends whatever the script left, at once
     stop_new(before)
     reward, problem = read_reward(logs)
     with open(report, encoding="utf-8", errors="replace") as fh:
