@@ -54,7 +54,7 @@ LINGER = program(
     "while True:\n    if os.fork():\n        os._exit(0)\n    try:\n"
     "        if open(p).read().strip() == '0':\n            open(p, 'w').write('1')\n"
     "    except OSError:\n        pass\n"
-    "\" >/dev/null 2>&1 &\n"
+    '" >/dev/null 2>&1 &\n'
 )
 
 

@@ -180,7 +180,8 @@ def check(
             changed[path] = _digest(upper, path) if loaded else ""
             continue
         expected = allowed.get(path)
-        if expected is None and config and upper and not loaded:
+        listed = any(inside(path, s) or inside(s, path) for s in system)
+        if expected is None and config and upper and not loaded and not listed:
             pristine.append(path)
         elif expected is None:
             tampered.append(path)
