@@ -1,0 +1,130 @@
+"""A verifier's layer made to show the image's own version of the agent's configuration
+(containers/pristine.py), checked through a real overlay mount of the same layers: the image's
+layers (a file overridden, a file deleted by a whiteout, a directory made opaque), the agent's
+layer on top (a file changed, one added, one brought back, a directory replaced), and the
+verifier's upper directory prepared by `restore`. What it is to be is what the image shows; the
+agent's other files stay the agent's. And which paths are configuration (system_paths)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from endless_assets.sandbox.containers import pristine
+from endless_assets.sandbox.grading import system_paths
+
+
+def put(root, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def whiteout(root, rel: str) -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    os.mknod(root / rel, 0o20600, 0)
+
+
+def opaque(root, rel: str) -> None:
+    (root / rel).mkdir(parents=True, exist_ok=True)
+    os.setxattr(root / rel, "trusted.overlay.opaque", b"y")
+
+
+@pytest.fixture
+def layers(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("overlay mounts and whiteouts need root")
+    bottom, top, agent = tmp_path / "image2", tmp_path / "image1", tmp_path / "agent"
+    put(bottom, "etc/a.conf", "bottom\n")
+    put(bottom, "etc/gone.conf", "bottom\n")
+    put(bottom, "etc/dir/x", "x\n")
+    put(bottom, "etc/keep/k", "k\n")
+    put(top, "etc/a.conf", "top\n")
+    whiteout(top, "etc/gone.conf")
+    opaque(top, "etc/dir")
+    put(top, "etc/dir/z", "z\n")
+    os.symlink("a.conf", top / "etc/link")
+    put(agent, "etc/a.conf", "agent\n")
+    put(agent, "etc/new/evil.conf", "evil\n")
+    put(agent, "etc/gone.conf", "agent\n")
+    opaque(agent, "etc/dir")
+    put(agent, "etc/dir/evil", "evil\n")
+    whiteout(agent, "etc/link")
+    whiteout(agent, "etc/keep")
+    put(agent, "app/data", "the agent's work\n")
+    return tmp_path, [str(top), str(bottom)], str(agent)
+
+
+def merged(tmp_path, lowers: list[str], agent: str, upper: str) -> str:
+    work, view = tmp_path / "work", tmp_path / "view"
+    work.mkdir()
+    view.mkdir()
+    options = f"lowerdir={agent}:{':'.join(lowers)},upperdir={upper},workdir={work}"
+    done = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(view)])
+    if done.returncode != 0:
+        pytest.skip("this kernel cannot mount an overlay here")
+    return str(view)
+
+
+def test_the_verifier_sees_the_images_own_configuration_and_the_agents_work(layers):
+    tmp_path, lowers, agent = layers
+    upper = tmp_path / "upper"
+    upper.mkdir()
+    changed = ["/etc/a.conf", "/etc/new", "/etc/new/evil.conf", "/etc/gone.conf", "/etc/dir"]
+    pristine.restore(str(upper), lowers, [*changed, "/etc/link", "/etc/keep"])
+    view = merged(tmp_path, lowers, agent, str(upper))
+    try:
+        assert read(f"{view}/etc/a.conf") == "top\n"
+        assert not os.path.lexists(f"{view}/etc/new")
+        assert not os.path.lexists(f"{view}/etc/gone.conf")
+        assert sorted(os.listdir(f"{view}/etc/dir")) == ["z"]
+        assert os.readlink(f"{view}/etc/link") == "a.conf"
+        assert read(f"{view}/etc/keep/k") == "k\n"
+        assert read(f"{view}/app/data") == "the agent's work\n"
+    finally:
+        subprocess.run(["umount", view], check=True)
+
+
+def test_etc_and_the_dot_entries_of_a_home_are_configuration():
+    homes = ["/root", "/home/tester"]
+    assert system_paths.is_config("/etc/ssl/openssl.cnf", homes)
+    assert system_paths.is_config("/root/.gitconfig", homes)
+    assert system_paths.is_config("/home/tester/.config/git/config", homes)
+    assert not system_paths.is_config("/root/answer.txt", homes)
+    assert not system_paths.is_config("/etc/shadow", homes)  # (the user database: data)
+    assert not system_paths.is_config("/home/user/.gitconfig", homes)
+    assert not system_paths.is_config("/app/.env", homes)
+
+
+def test_the_paths_an_images_env_loads_code_from_are_its_code_locations():
+    env = {
+        "LD_LIBRARY_PATH": "/opt/lib:/usr/local/cuda/lib64",
+        "BASH_ENV": "/app/.bashenv",
+        "JAVA_TOOL_OPTIONS": "-javaagent:/opt/agent.jar -Xmx1g",
+        "PYTHONPATH": "/app",
+        "DATA_DIR": "/data",
+        "VIRTUAL_ENV": "/app",
+    }
+    found = system_paths.code_locations(env, "/app")
+    assert found == ["/app/.bashenv", "/opt/agent.jar", "/opt/lib", "/usr/local/cuda/lib64"]
+
+
+def test_changed_configuration_is_set_back_where_the_layer_can_be_and_tampering_where_not():
+    changes = [{"Path": "/etc/gitconfig", "Kind": 1}, {"Path": "/root/.gitconfig", "Kind": 1}]
+    common = {"system": ["/usr"], "protected": [], "allowed": {}, "homes": ["/root"]}
+    local = system_paths.check(changes, upper="/nonexistent", **common)
+    assert local.pristine == ("/etc/gitconfig", "/root/.gitconfig") and not local.tampered
+    assert "/etc/gitconfig" in local.unseen()
+    remote = system_paths.check(changes, upper="", **common)
+    assert remote.tampered == ("/etc/gitconfig", "/root/.gitconfig") and not remote.pristine
+    allowed = system_paths.check(
+        changes, upper="/x", **{**common, "allowed": {"/etc/gitconfig": ""}}
+    )
+    assert allowed.pristine == ("/root/.gitconfig",)
