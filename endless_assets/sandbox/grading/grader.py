@@ -7,12 +7,13 @@ pytest once, and runs every verdict in a forked child. It uses only the standard
 pytest. See the README's threat model for what each measure below defends against.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Hello:   {"ready": true, "programs", "protected"} (grader_script.describe).
+Hello:   {"ready": true, "fence", "programs", "protected", ...} (grader_describe.describe).
 Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent", "env", "verifier"}.
-Reply:   {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+Reply:   {"id", "running": true} when the test starts, then {"id", "exit_code", "timed_out",
+         "counts" (outcome totals or null), "output"}.
 Request: {"id", "op": "script", ...}: the script route (grader_script.py), in a verifier
-         container only. Reply: {"id", "exit_code", "timed_out", "reward", "reward_problem",
-         "needs_network", "output"}.
+         container only. Reply: the same first line, then {"id", "exit_code", "timed_out",
+         "reward", "reward_problem", "needs_network", "output"}.
 Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
          (the shell's way out when the agent filled the pids limit and no exec can start).
 Reply:   {"id", "stopped": true}.
@@ -23,7 +24,7 @@ The grader itself:
   to everyone). Nothing a test runs can signal it, whatever its uid (grader_fence.py). The OOM
   killer can pick it when the agent fills the memory limit: before the test started, the harness
   restarts the container (every process dies, the files stay) and grades with a new grader;
-  once it started (`{"id", "running": true}`, sent first), the verdict is 0 (verdict.py);
+  once it started, the verdict is 0 (verdict.py);
 - kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
   a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
   container (`verifier`: a snapshot of the agent's where none of its processes runs), and then

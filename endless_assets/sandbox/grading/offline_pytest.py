@@ -19,7 +19,10 @@ imports) in the working directory that `python -m pytest` puts first on sys.path
   (PYTHONPYCACHEPREFIX, set by the grader), and runs our `sitecustomize.py` first (a PYTHONPATH
   entry of ours ahead of the image's): it moves the image's PYTHONPATH entries after the
   interpreter's own, so they can no longer shadow a standard or installed module, then runs the
-  image's own sitecustomize, if it has one.
+  image's own sitecustomize, if it has one;
+- pytest loads the plugins of the interpreter's own directories only, and `endless_pytest.py`
+  runs pytest in a fenced child, ends what the test run left and puts the reward files back as
+  they were before it (offline_keep.py).
 
 Programs are found on the image's PATH (its ENV line, which nothing in the container can
 change), never on the script's, which the script itself may have extended with a directory the

@@ -3,7 +3,12 @@ changes there: any other change is tampering (verifier.py grades it 0, naming th
 
 The system locations are those the first grader named before the agent's first command
 (grader_describe.py): the library, binary and interpreter trees, the loader's and NSS's
-configuration, every directory on the image's PATH, root's tool directories. Stage III runs the
+configuration, every directory on the image's PATH and every path its ENV loads code from
+(`code_locations`), root's tool directories. Configuration (`is_config`: /etc, the dot-entries
+of the homes grading runs in) the agent changed and the reference does not is not tampering but
+`pristine`: the verifier sees the image's own there (verifier_view.py), unless the engine's
+layers cannot be read (then it is tampering), it is also a system location, or grading loads it
+(OpenSSL's configuration). Stage III runs the
 reference solution and records what it changed there (`learn`); the completion test carries that
 record (bundle.Verifier.allowed), so that an honest agent may make the same changes: install the
 same tool, edit the same configuration. A file among what grading itself loads (the interpreter's

@@ -23,9 +23,12 @@ script runs can change them while grading, and the grader, the script's shell, i
 every interpreter it starts are the image's, byte for byte (offline_pytest.py: how pytest and
 Python start). Identities are numbers, never names looked up in the agent's /etc/passwd.
 Bytecode caches the agent wrote among what grading loads are never read: the verifier's
-interpreters then keep their own on a tmpfs. What remains is the docs' (docs/sandbox.md): a test
-that imports the agent's code, a script that believes what the agent's program prints, and
-what the reference solution itself may change.
+interpreters then keep their own on a tmpfs. Configuration the agent changed and the reference
+does not is the image's own in the verifier, and volumes over system locations are fresh
+(verifier_view.py). A grader lost once its test started is a verdict of 0, never a harness
+error (`_lost`): only what the test ran can have done it. What remains is the docs'
+(docs/sandbox.md): a test that imports the agent's code, a script that believes what the
+agent's program prints, and what the reference solution itself may change.
 """
 
 from __future__ import annotations
