@@ -3,8 +3,8 @@
 Its source is passed on the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose
 stdin/stdout stay open as the only channel to the harness; nothing of it is on disk. It starts
 before the agent's first command (or with the first verdict, when there is no agent), imports
-pytest once, and runs every verdict in a forked child. It uses only the standard library and
-pytest. See the README's threat model for what each measure below defends against.
+pytest once, and runs every verdict in a forked child. Standard library and pytest only; what
+each measure below defends against: docs/sandbox.md's threat model.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
 Hello:   {"ready": true, "fence", "programs", "protected", ...} (grader_describe.describe).

@@ -146,14 +146,16 @@ def check(
     upper: str,
     learn: bool = False,
     homes: list[str] | tuple[str, ...] = (),
+    restorable: bool | None = None,
 ) -> Finding:
     """Hold `changes` (changes.py: {"Path", "Kind"}, the engine's own left out) against the
     system locations and the configuration (`is_config`, of these `homes`). `allowed`: what the
     reference changed (path -> sha256 or ""); `upper`: the container's overlay upper directory
     ("" where changes came from `docker diff`: a file grading loads then cannot be compared,
     and is tampering if changed; so is changed configuration, which the verifier could not set
-    back). `learn`: the reference's own run: its changes are returned as `changed`, none is
-    tampering."""
+    back; `restorable` False says so where `upper` is read). `learn`: the reference's own run:
+    its changes are returned as `changed`, none is tampering."""
+    restorable = bool(upper) if restorable is None else restorable and bool(upper)
     paths = [str(c.get("Path", "")) for c in changes]
     parents = {p.rsplit("/", 1)[0] or "/" for p in paths}
     kinds: dict[str, set] = {}
@@ -186,7 +188,7 @@ def check(
             continue
         expected = allowed.get(path)
         listed = any(inside(path, s) or inside(s, path) for s in system)
-        if expected is None and config and upper and not loaded and not listed:
+        if expected is None and config and restorable and not loaded and not listed:
             pristine.append(path)
         elif expected is None:
             tampered.append(path)

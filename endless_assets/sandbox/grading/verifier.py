@@ -217,7 +217,8 @@ def check_changes(
         allowed=allowed,
         upper=container.upper_dir,
         learn=learn,
-        homes=container.homes if homes is None else homes,
+        homes=verifier_view.homes_of(container) if homes is None else homes,
+        restorable=bool(container.lower_dirs),  # (pristine.py reads the image's layers there)
     )
 
 

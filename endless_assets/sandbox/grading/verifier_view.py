@@ -29,11 +29,12 @@ from endless_assets.sandbox.grading import bundle
 from endless_assets.sandbox.grading.system_paths import CONFIG_DIRS, inside, is_config
 
 
-def homes_of(container: TaskContainer, spec: bundle.Verifier) -> list[str]:
+def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> list[str]:
     """The homes whose dot-entries are configuration: root's (the first grader's, read before
-    the agent's first command) and that of the user a task's own script runs as."""
+    the agent's first command) and that of the user a task's own script runs as; not the
+    agent's working directory (a task in /root works on /root/.git, say: that is its data)."""
     homes = list(container.homes)
-    if spec.script:
+    if spec is not None and spec.script:
         agent = container.agent
         user = spec.user or agent.image_user or "root"
         try:
@@ -42,7 +43,8 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier) -> list[str]:
             home = ""  # (the script's verdict says so: script_route.VerifierUserUnknown)
         if home.startswith("/") and home != "/" and home not in homes:
             homes.append(home)
-    return homes
+    workdir = container.agent.workdir.rstrip("/") or "/"
+    return [h for h in homes if h.rstrip("/") != workdir]
 
 
 def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
