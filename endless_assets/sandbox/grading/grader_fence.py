@@ -50,24 +50,22 @@ def landlock_abi():
 
 def fence():
     """Put this process, and everything it starts, in a new Landlock domain that may not signal
-    a process outside it. True if done; False where the kernel has no scoped Landlock. Needs
-    no_new_privs (every task container has it)."""
+    a process outside it. True if done; False where the kernel has no scoped Landlock or the
+    process may not restrict itself (no no_new_privs: every task container has it; an exported
+    task's grader under another harness may not)."""
     if landlock_abi() < SCOPED_ABI:
         return False
     attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, LANDLOCK_SCOPE_SIGNAL))
-    fd, errno = _syscall(
+    fd, _ = _syscall(
         ctypes.c_long(LANDLOCK_CREATE_RULESET), attr, ctypes.c_size_t(len(attr.raw)),
         ctypes.c_uint32(0),
     )  # fmt: skip
     if fd < 0:
-        raise OSError(errno, "landlock_create_ruleset")
+        return False
     try:
-        code, errno = _syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_long(fd), 0)
-        if code != 0:
-            raise OSError(errno, "landlock_restrict_self")
+        return _syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_long(fd), 0)[0] == 0
     finally:
         os.close(fd)
-    return True
 
 
 def guard_pipes():
