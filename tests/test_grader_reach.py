@@ -11,15 +11,15 @@ own tests/test.sh.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import pytest
+from naive_verifier import reward_of, todays
 from test_reward_integrity import Scripted, secret_test
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode_in
 from endless_assets.agent.policies import EpisodeTask
-from endless_assets.sandbox.grading import offline_pytest, verdict, verifier
+from endless_assets.sandbox.grading import verdict
 from endless_assets.sandbox.grading.bundle import Verifier, pack
 
 REWARD = "if [ $? -eq 0 ]; then r=1; else r=0; fi\necho $r > /logs/verifier/reward.txt\n"
@@ -46,6 +46,11 @@ KILL_GRADER = program(
 )
 KILL_SLEEP = program("pkill -9 -x sleep\n")
 WRITE_REWARD = program("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.json\n")
+# A reward directory of its own in the place of the script's: the script's later reward.txt goes
+# there too, beside its reward.json.
+OWN_LOGS = program(
+    "mv /logs/verifier /logs/.old && mkdir /logs/verifier && echo 1 > /logs/verifier/reward.json\n"
+)
 # A process the program leaves (in a session of its own, under a new pid every moment: a kill
 # aimed at the one listed finds it gone), which sets the reward back to 1 whenever the script
 # writes 0: against the verifier as it was, a race it wins often.
@@ -82,6 +87,13 @@ ROUTES: dict[str, Route] = {
     "test.sh's pytest runs the agent's program, which leaves a process to rewrite the reward": (
         Route([LINGER], script=SCRIPT, today=1, tries=5)
     ),
+    "test.sh's pytest runs the agent's program, which puts a reward directory of its own": Route(
+        [OWN_LOGS], script=SCRIPT, today=1
+    ),
+    # (the script's own reward.txt, written after, is read first, as Harbor reads them)
+    "test.sh runs the agent's program itself, which writes reward.json": Route(
+        [WRITE_REWARD], script=SCRIPT_RUNS_IT, today=1
+    ),
 }
 
 
@@ -98,49 +110,6 @@ def episode(sandbox, image: str, commands: list[str], test: str, role: str = "in
         return run_episode_in(
             box, EpisodeTask("et-grader-reach", "do the task"), Scripted(commands), test, LIMITS
         )
-
-
-def replaced(source: str, old: str, new: str) -> str:
-    assert old in source, old
-    return source.replace(old, new)
-
-
-UNFENCED = ("    if landlock_abi() < SCOPED_ABI:\n", "    if True:\n")
-RUNNER_UNFENCED = (
-    "    if libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1)) < 6:\n",
-    "    if True:\n",
-)
-
-
-@contextlib.contextmanager
-def todays(monkeypatch, *, backstop: bool = False):
-    """The verifier as it was: the test, the script and its pytest not fenced, a grader lost
-    while they ran a harness error (`backstop`: as ours, scored 0), reward.json read first, the
-    reward directory anyone's to write, a script's pytest not kept from the reward files."""
-    with monkeypatch.context() as patch:
-        source = replaced(verdict.GRADER_SOURCE, *UNFENCED)
-        if not backstop:
-            source = replaced(
-                source, '("reward.txt", "reward.json")', '("reward.json", "reward.txt")'
-            )
-            source = replaced(
-                source, "fresh_directory(logs, 0o755)", "fresh_directory(logs, 0o777)"
-            )
-            source = replaced(source, 'env["ENDLESS_LOGS_DIR"] = logs', "pass")
-
-            def lost(box, spec, exc, started):
-                raise exc
-
-            patch.setattr(verifier, "_lost", lost)
-        patch.setattr(verdict, "GRADER_SOURCE", source)
-        ours = offline_pytest.stand_ins()
-        runner = replaced(ours["endless_pytest.py"], *RUNNER_UNFENCED)
-        patch.setattr(offline_pytest, "stand_ins", lambda: {**ours, "endless_pytest.py": runner})
-        yield
-
-
-def reward_of(rollout) -> int | None:
-    return None if rollout.termination == "harness_error" else rollout.reward
 
 
 @pytest.mark.parametrize("name", list(ROUTES))

@@ -128,3 +128,44 @@ def test_changed_configuration_is_set_back_where_the_layer_can_be_and_tampering_
         changes, upper="/x", **{**common, "allowed": {"/etc/gitconfig": ""}}
     )
     assert allowed.pristine == ("/root/.gitconfig",)
+
+
+def test_the_installation_prefix_of_a_bin_directory_on_the_images_path_is_a_code_location():
+    """A venv at /opt/venv, first on the PATH: its bin/ was a system location, but its
+    site-packages (a .pth there runs in a script's `python3 -m pytest`) was the agent's."""
+    path = "/opt/venv/bin:/root/.local/bin:/app/bin:/usr/local/bin:/usr/bin:/bin:/opt/tool/libexec"
+    found = system_paths.code_locations({"PATH": path}, "/app")
+    assert found == ["/opt/venv", "/usr", "/usr/local"]
+
+
+def test_grading_leaves_out_what_an_images_search_list_names_relative_to_a_working_directory():
+    env = {
+        "LD_LIBRARY_PATH": "/opt/lib:",  # (ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH)
+        "PATH": ".:/usr/bin::bin:/bin",
+        "LD_PRELOAD": "libjemalloc.so.2 ./forge.so /opt/pre/libtuned.so",
+        "GCONV_PATH": "",
+        "PYTHONPATH": "/app:",  # (not a search list of code: the agent's, by design)
+    }
+    graded = system_paths.grading_env(env)
+    assert graded == {
+        "LD_LIBRARY_PATH": "/opt/lib",
+        "PATH": "/usr/bin:/bin",
+        "LD_PRELOAD": "libjemalloc.so.2:/opt/pre/libtuned.so",
+        "PYTHONPATH": "/app:",
+    }
+
+
+def test_a_dot_entry_of_a_home_that_is_the_working_directory_is_the_agents_where_the_reference_is():
+    """A task in /root: the reference commits in /root/.git, so the agent's /root/.git (other
+    objects than the reference's) is its work; its ~/.gitconfig is still configuration."""
+    changes = [
+        {"Path": "/root/.git/objects/ab/cdef", "Kind": 1},
+        {"Path": "/root/.gitconfig", "Kind": 1},
+        {"Path": "/root/notes.txt", "Kind": 1},
+    ]
+    common = {"system": ["/usr"], "protected": [], "upper": "/x", "homes": ["/root"]}
+    allowed = {"/root/.git/objects/12/3456": ""}
+    found = system_paths.check(changes, allowed=allowed, workdir="/root", **common)
+    assert found.pristine == ("/root/.gitconfig",) and not found.tampered
+    elsewhere = system_paths.check(changes, allowed=allowed, workdir="/app", **common)
+    assert elsewhere.pristine == ("/root/.git/objects/ab/cdef", "/root/.gitconfig")

@@ -57,6 +57,9 @@ _CODE_WORDS = """
     VIRTUAL_ENV CONDA_PREFIX TERMINFO TERMINFO_DIRS KRB5_CONFIG SSL_CERT_FILE SSL_CERT_DIR
     MAGIC INPUTRC"""
 CODE_VARIABLES = frozenset(_CODE_WORDS.split())
+# The search lists among them (and PATH) whose entries name directories or files by path.
+SEARCH_LISTS = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "GCONV_PATH")
+HOME_ROOTS = ("/root", "/home")  # (where the homes are: none of their paths is a prefix)
 IDENTITY_LIMIT = 4 * 1024 * 1024
 HASH_LIMIT = 256 * 1024 * 1024
 SHOWN = 8  # changed paths named in a verdict's detail
@@ -96,7 +99,10 @@ def _listed(paths: tuple[str, ...], count: int) -> str:
 
 def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
     """The absolute paths the image's ENV names code or its configuration by (CODE_VARIABLES),
-    but "/" and the working directory (and its parents): those hold the agent's data."""
+    and the installation prefix of each directory on its PATH named `bin` or `sbin` (/opt/venv
+    for /opt/venv/bin: its programs load their lib/, read their etc/), but "/", the working
+    directory and its parents (those hold the agent's data) and what is in a home (its tool
+    directories and dot-entries are named elsewhere: HOME_TOOLS, `is_config`)."""
     found = []
     keep_out = {"/", os.path.normpath(workdir or "/")}
     keep_out |= {p for p in _ancestors(workdir or "/")}
@@ -107,7 +113,33 @@ def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
             for word in token.split():
                 if word.startswith("/") and os.path.normpath(word) not in keep_out:
                     found.append(os.path.normpath(word))
+    for directory in image_env.get("PATH", "").split(":"):
+        prefix, name = os.path.split(os.path.normpath(directory or "."))
+        homely = any(inside(prefix, home) for home in HOME_ROOTS)
+        if directory.startswith("/") and name in ("bin", "sbin") and prefix not in keep_out:
+            found += [] if homely else [prefix]
     return sorted(set(found))
+
+
+def grading_env(image_env: dict[str, str]) -> dict[str, str]:
+    """The image's ENV as grading gets it: the entries of its search lists that name no
+    absolute path are left out (`SEARCH_LISTS`). An empty entry (the trailing colon of
+    `ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none was set) or a relative one is the
+    working directory of whatever process reads it: the test's `/`, the script's `/app`, any
+    directory a test changes into, which no system location can cover. (LD_PRELOAD's and
+    LD_AUDIT's bare names are looked up in the library path, not there: they stay.)"""
+    env = dict(image_env)
+    for name in SEARCH_LISTS:
+        if name not in env:
+            continue
+        bare = name in ("LD_PRELOAD", "LD_AUDIT")
+        words = env[name].replace(" ", ":").split(":") if bare else env[name].split(":")
+        kept = [w for w in words if w.startswith("/") or (bare and w and "/" not in w)]
+        if kept:
+            env[name] = ":".join(kept)
+        else:
+            del env[name]
+    return env
 
 
 def _ancestors(path: str) -> set[str]:
@@ -119,11 +151,17 @@ def is_config(path: str, homes: list[str] | tuple[str, ...] = ()) -> bool:
     """In /etc, or a dot-entry (or under one) of one of these homes: configuration."""
     if any(inside(path, c) for c in CONFIG_DIRS):
         return path not in USER_DATA
+    return bool(home_entry(path, homes))
+
+
+def home_entry(path: str, homes: list[str] | tuple[str, ...]) -> str:
+    """The dot-entry of one of these homes that `path` is or is under ("/root/.git" for
+    "/root/.git/HEAD"), or ""."""
     for home in homes:
         rest = path[len(home.rstrip("/")) + 1 :] if inside(path, home) and path != home else ""
         if rest.startswith("."):
-            return True
-    return False
+            return f"{home.rstrip('/')}/{rest.split('/', 1)[0]}"
+    return ""
 
 
 def inside(path: str, root: str) -> bool:
@@ -147,6 +185,7 @@ def check(
     learn: bool = False,
     homes: list[str] | tuple[str, ...] = (),
     restorable: bool | None = None,
+    workdir: str = "",
 ) -> Finding:
     """Hold `changes` (changes.py: {"Path", "Kind"}, the engine's own left out) against the
     system locations and the configuration (`is_config`, of these `homes`). `allowed`: what the
@@ -154,8 +193,13 @@ def check(
     ("" where changes came from `docker diff`: a file grading loads then cannot be compared,
     and is tampering if changed; so is changed configuration, which the verifier could not set
     back; `restorable` False says so where `upper` is read). `learn`: the reference's own run:
-    its changes are returned as `changed`, none is tampering."""
+    its changes are returned as `changed`, none is tampering. A home that is the agent's
+    working directory (`workdir`: a task in /root) holds its work too: a dot-entry of it that
+    the reference changes anything in (its `.git`, its `.venv`) is the agent's as a whole."""
     restorable = bool(upper) if restorable is None else restorable and bool(upper)
+    workdir = os.path.normpath(workdir) if workdir else ""
+    in_work = [h for h in homes if workdir and os.path.normpath(h) == workdir]
+    worked = {home_entry(p, in_work) for p in allowed} - {""}
     paths = [str(c.get("Path", "")) for c in changes]
     parents = {p.rsplit("/", 1)[0] or "/" for p in paths}
     kinds: dict[str, set] = {}
@@ -179,7 +223,7 @@ def check(
         if path in parents and kinds[path] == {0}:
             continue  # a directory whose entries are listed (copied up for them)
         loaded = any(inside(path, p) for p in protected)
-        config = is_config(path, homes)
+        config = is_config(path, homes) and home_entry(path, in_work) not in worked
         reached = [*system, *protected]  # (or it changed a directory on the way to one)
         if not (loaded or config) and not any(inside(path, s) or inside(s, path) for s in reached):
             continue

@@ -219,6 +219,7 @@ def check_changes(
         learn=learn,
         homes=verifier_view.homes_of(container) if homes is None else homes,
         restorable=bool(container.lower_dirs),  # (pristine.py reads the image's layers there)
+        workdir=container.agent.workdir,
     )
 
 
@@ -305,6 +306,7 @@ def verifier_container(
             box.interpreter = container.interpreter
             box.system = list(container.system)
             box.absent = list(container.absent)
+            box.image_env = system_paths.grading_env(container.image_env)
             yield box
     finally:
         with contextlib.suppress(docker.errors.DockerException, OSError):

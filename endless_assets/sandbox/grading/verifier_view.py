@@ -31,8 +31,8 @@ from endless_assets.sandbox.grading.system_paths import CONFIG_DIRS, inside, is_
 
 def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> list[str]:
     """The homes whose dot-entries are configuration: root's (the first grader's, read before
-    the agent's first command) and that of the user a task's own script runs as; not the
-    agent's working directory (a task in /root works on /root/.git, say: that is its data)."""
+    the agent's first command) and that of the user a task's own script runs as. (One that is
+    the agent's working directory, a task in /root, holds its work too: system_paths.check.)"""
     homes = list(container.homes)
     if spec is not None and spec.script:
         agent = container.agent
@@ -43,8 +43,7 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> l
             home = ""  # (the script's verdict says so: script_route.VerifierUserUnknown)
         if home.startswith("/") and home != "/" and home not in homes:
             homes.append(home)
-    workdir = container.agent.workdir.rstrip("/") or "/"
-    return [h for h in homes if h.rstrip("/") != workdir]
+    return homes
 
 
 def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
