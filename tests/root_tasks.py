@@ -42,6 +42,12 @@ OWN_REPO = (
     "import tempfile\nd = tempfile.mkdtemp()\nsubprocess.run(['git', 'init', '-q', d])\n"
     "subprocess.run(['git', '-C', d, 'status'], capture_output=True)"
 )
+# (git below /tmp in a directory that is no repository: a copy of the agent's project, a tool
+# that asks git for a version, as setuptools-scm does)
+BELOW_TMP = (
+    "import tempfile\nd = tempfile.mkdtemp()\n"
+    "subprocess.run(['git', '-C', d, 'status'], capture_output=True)"
+)
 OWN_COMMIT = (
     "import tempfile\nd = tempfile.mkdtemp()\nsubprocess.run(['git', 'init', '-q', d])\n"
     "subprocess.run(['git', '-C', d, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit',\n"

@@ -101,6 +101,11 @@ def test_etc_and_the_dot_entries_of_a_home_are_configuration():
     assert not system_paths.is_config("/etc/shadow", homes)  # (the user database: data)
     assert not system_paths.is_config("/home/user/.gitconfig", homes)
     assert not system_paths.is_config("/app/.env", homes)
+    working = ["/", "/tmp"]  # (verifier_view.WORKING: where grading works)
+    assert system_paths.is_config("/.git/config", working)
+    assert system_paths.is_config("/tmp/.git/hooks/post-commit", working)
+    assert not system_paths.is_config("/tmp/data.txt", working)
+    assert not system_paths.is_config("/app/.git/config", working)
 
 
 def test_the_paths_an_images_env_loads_code_from_are_its_code_locations():
@@ -144,14 +149,19 @@ def test_grading_leaves_out_what_an_images_search_list_names_relative_to_a_worki
         "PATH": ".:/usr/bin::bin:/bin",
         "LD_PRELOAD": "libjemalloc.so.2 ./forge.so /opt/pre/libtuned.so",
         "GCONV_PATH": "",
+        "BASH_ENV": ".bashenv",
+        "OPENSSL_CONF": "/etc/ssl/tuned.cnf",
         "PYTHONPATH": "/app:",  # (not a search list of code: the agent's, by design)
+        "CLASSPATH": ".:/usr/share/java/x.jar",  # (where Java is meant to find the program)
     }
     graded = system_paths.grading_env(env)
     assert graded == {
         "LD_LIBRARY_PATH": "/opt/lib",
         "PATH": "/usr/bin:/bin",
         "LD_PRELOAD": "libjemalloc.so.2:/opt/pre/libtuned.so",
+        "OPENSSL_CONF": "/etc/ssl/tuned.cnf",
         "PYTHONPATH": "/app:",
+        "CLASSPATH": ".:/usr/share/java/x.jar",
     }
 
 
@@ -169,3 +179,21 @@ def test_a_dot_entry_of_a_home_that_is_the_working_directory_is_the_agents_where
     assert found.pristine == ("/root/.gitconfig",) and not found.tampered
     elsewhere = system_paths.check(changes, allowed=allowed, workdir="/app", **common)
     assert elsewhere.pristine == ("/root/.git/objects/ab/cdef", "/root/.gitconfig")
+
+
+def test_a_volume_holding_configuration_or_where_grading_works_is_fresh_in_the_verifier():
+    """What the agent writes in an image's VOLUME never reaches its layer, so the check never
+    sees it: a volume at or above configuration (/tmp, where a repository above the test's own
+    is configuration; root's home; /etc/ssl) or a system location is the image's own there."""
+    from types import SimpleNamespace
+
+    from endless_assets.sandbox.grading import verifier_view
+
+    volumes = ["/tmp", "/root", "/etc/ssl", "/root/.config", "/usr/local/lib/x", "/data", "/app"]
+    box = SimpleNamespace(
+        system=["/usr", "/root/.local/bin"],
+        volumes=[(f"v{i}", d, True) for i, d in enumerate(volumes)],
+    )
+    kept, line = verifier_view.shared_volumes(box, ["/", "/tmp", "/root"])
+    assert kept == ["v5:/data:rw", "v6:/app:rw"]
+    assert "/etc/ssl, /root, /root/.config, /tmp, /usr/local/lib/x" in line

@@ -57,8 +57,15 @@ _CODE_WORDS = """
     VIRTUAL_ENV CONDA_PREFIX TERMINFO TERMINFO_DIRS KRB5_CONFIG SSL_CERT_FILE SSL_CERT_DIR
     MAGIC INPUTRC"""
 CODE_VARIABLES = frozenset(_CODE_WORDS.split())
-# The search lists among them (and PATH) whose entries name directories or files by path.
-SEARCH_LISTS = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "GCONV_PATH")
+# Among them, a language's own search path for the program it runs (the working directory there
+# is where the agent's program is meant to be found: Java's CLASSPATH=.) and options: grading
+# gets these as the image has them. Every other one (and PATH) names paths, ':'-separated.
+_GIVEN_WORDS = """
+    PERL5LIB PERLLIB PERL5OPT RUBYLIB RUBYOPT GEM_HOME GEM_PATH NODE_PATH NODE_OPTIONS CLASSPATH
+    JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS R_LIBS R_LIBS_USER R_LIBS_SITE LUA_PATH
+    LUA_CPATH GOPATH NLSPATH"""
+AS_GIVEN = frozenset(_GIVEN_WORDS.split())
+SEARCH_LISTS = ("PATH", *sorted(CODE_VARIABLES - AS_GIVEN))
 HOME_ROOTS = ("/root", "/home")  # (where the homes are: none of their paths is a prefix)
 IDENTITY_LIMIT = 4 * 1024 * 1024
 HASH_LIMIT = 256 * 1024 * 1024
@@ -122,12 +129,13 @@ def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
 
 
 def grading_env(image_env: dict[str, str]) -> dict[str, str]:
-    """The image's ENV as grading gets it: the entries of its search lists that name no
-    absolute path are left out (`SEARCH_LISTS`). An empty entry (the trailing colon of
-    `ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none was set) or a relative one is the
-    working directory of whatever process reads it: the test's `/`, the script's `/app`, any
-    directory a test changes into, which no system location can cover. (LD_PRELOAD's and
-    LD_AUDIT's bare names are looked up in the library path, not there: they stay.)"""
+    """The image's ENV as grading gets it: the entries of the variables that name code or its
+    configuration by path (`SEARCH_LISTS`) that are not absolute paths are left out. An empty
+    entry (the trailing colon of `ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none was
+    set) or a relative one (BASH_ENV=.bashenv) is in the working directory of whatever process
+    reads it: the test's `/`, the script's `/app`, any directory a test changes into, which no
+    system location can cover. (LD_PRELOAD's and LD_AUDIT's bare names are looked up in the
+    library path, not there: they stay.) A variable left with nothing is left out."""
     env = dict(image_env)
     for name in SEARCH_LISTS:
         if name not in env:

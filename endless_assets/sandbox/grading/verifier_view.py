@@ -28,12 +28,17 @@ from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading import bundle
 from endless_assets.sandbox.grading.system_paths import CONFIG_DIRS, inside, is_config
 
+WORKING = ("/", "/tmp")  # where grading works, whatever the task (homes_of)
+
 
 def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> list[str]:
-    """The homes whose dot-entries are configuration: root's (the first grader's, read before
-    the agent's first command) and that of the user a task's own script runs as. (One that is
-    the agent's working directory, a task in /root, holds its work too: system_paths.check.)"""
-    homes = list(container.homes)
+    """The directories whose dot-entries are configuration: where grading works (WORKING: `/`,
+    the working directory of our grader's test and of most scripts, and `/tmp`, where a test
+    makes its own temporary repository: git reads the config of a `.git` above it), root's home
+    (the first grader's, read before the agent's first command) and that of the user a task's
+    own script runs as. (One that is the agent's working directory, a task in /root, holds its
+    work too: system_paths.check.)"""
+    homes = [*WORKING, *container.homes]
     if spec is not None and spec.script:
         agent = container.agent
         user = spec.user or agent.image_user or "root"
@@ -48,13 +53,15 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> l
 
 def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
     """The agent's volumes a verifier shares ("name:destination:mode"; None: all of them), and
-    a line for the verdict naming those it gets fresh instead ("" if none)."""
+    a line for the verdict naming those it gets fresh instead ("" if none): a volume at, in or
+    above a system location or /etc, or at or above a directory of `homes` (VOLUME /tmp: the
+    check never sees what the agent wrote there, its dot-entries included)."""
     reached = [*container.system, *CONFIG_DIRS]
     kept, fresh = [], []
     for name, destination, writable in container.volumes:
-        if is_config(destination, homes) or any(
-            inside(destination, s) or inside(s, destination) for s in reached
-        ):
+        homely = is_config(destination, homes)
+        homely = homely or any(inside(home, destination) for home in homes if home != "/")
+        if homely or any(inside(destination, s) or inside(s, destination) for s in reached):
             fresh.append(destination)
             continue
         kept.append(f"{name}:{destination}:{'rw' if writable else 'ro'}")
