@@ -138,9 +138,15 @@ def test_changed_configuration_is_set_back_where_the_layer_can_be_and_tampering_
 def test_the_installation_prefix_of_a_bin_directory_on_the_images_path_is_a_code_location():
     """A venv at /opt/venv, first on the PATH: its bin/ was a system location, but its
     site-packages (a .pth there runs in a script's `python3 -m pytest`) was the agent's."""
-    path = "/opt/venv/bin:/root/.local/bin:/app/bin:/usr/local/bin:/usr/bin:/bin:/opt/tool/libexec"
+    path = "/opt/venv/bin:/root/.local/bin:/app/.venv/bin:/usr/local/bin:/usr/bin:/bin:/opt/x/lib"
     found = system_paths.code_locations({"PATH": path}, "/app")
-    assert found == ["/opt/venv", "/usr", "/usr/local"]
+    assert found == ["/opt/venv", "/usr", "/usr/local"]  # (/app/.venv: the project's, its data)
+    assert system_paths.code_locations({"PATH": path}, "/") == [
+        "/app/.venv",
+        "/opt/venv",
+        "/usr",
+        "/usr/local",
+    ]
 
 
 def test_grading_leaves_out_what_an_images_search_list_names_relative_to_a_working_directory():

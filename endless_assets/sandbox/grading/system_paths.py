@@ -108,8 +108,9 @@ def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
     """The absolute paths the image's ENV names code or its configuration by (CODE_VARIABLES),
     and the installation prefix of each directory on its PATH named `bin` or `sbin` (/opt/venv
     for /opt/venv/bin: its programs load their lib/, read their etc/), but "/", the working
-    directory and its parents (those hold the agent's data) and what is in a home (its tool
-    directories and dot-entries are named elsewhere: HOME_TOOLS, `is_config`)."""
+    directory, its parents and (for a prefix) what is in it (those hold the agent's data: its
+    project's `.venv`) and what is in a home (its tool directories and dot-entries are named
+    elsewhere: HOME_TOOLS, `is_config`)."""
     found = []
     keep_out = {"/", os.path.normpath(workdir or "/")}
     keep_out |= {p for p in _ancestors(workdir or "/")}
@@ -123,6 +124,7 @@ def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
     for directory in image_env.get("PATH", "").split(":"):
         prefix, name = os.path.split(os.path.normpath(directory or "."))
         homely = any(inside(prefix, home) for home in HOME_ROOTS)
+        homely = homely or (bool(workdir.strip("/")) and inside(prefix, workdir))
         if directory.startswith("/") and name in ("bin", "sbin") and prefix not in keep_out:
             found += [] if homely else [prefix]
     return sorted(set(found))
