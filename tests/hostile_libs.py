@@ -99,24 +99,69 @@ def compile_forger(directory: Path, *, needs: str = "") -> bytes:
     out = directory / f"libforge{'-' + needs if needs else ''}.so"
     command = ["gcc", "-shared", "-fPIC", "-O2", "-o", str(out), str(source)]
     command += [f"-Wl,--version-script={versions}", "-lpthread"]
-    if needs:  # an empty library of that name to link against: the container has the real one
-        stub = directory / needs
-        subprocess.run(
-            [
-                "gcc",
-                "-shared",
-                "-fPIC",
-                "-o",
-                str(stub),
-                "-x",
-                "c",
-                "/dev/null",
-                "-Wl,-soname," + needs,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        command += ["-Wl,--no-as-needed", f"-L{directory}", f"-l:{needs}"]
+    command += _needing(directory, needs)
+    subprocess.run(command, check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def _needing(directory: Path, needs: str) -> list[str]:
+    """gcc's arguments that make a library load `needs` itself (by file name), so that it can
+    stand in for that one's link: an empty library of that name to link against (the container
+    has the real one)."""
+    if not needs:
+        return []
+    stub = directory / needs
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(stub),
+            "-x",
+            "c",
+            "/dev/null",
+            f"-Wl,-soname,{needs}",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return ["-Wl,--no-as-needed", f"-L{directory}", f"-l:{needs}"]
+
+
+# A library whose constructor runs a program, in any process that loads it (once per process
+# tree: the program does not run it again): what the agent's code does in a process that is not
+# a Python one (sqlite3, git, sh), where FORGE_PATCH has nothing to patch.
+RUNNER_SOURCE = r"""
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void run(void) {
+    if (getenv("ENDLESS_RUNNING") || access(%(program)s, X_OK) != 0) return;
+    setenv("ENDLESS_RUNNING", "1", 1);
+    if (system(%(program)s)) {}
+    unsetenv("ENDLESS_RUNNING");
+}
+"""
+
+
+def compile_runner(directory: Path, program: str, *, needs: str = "") -> bytes:
+    """A library that runs `program` (a path) from its constructor (skips the test where this
+    machine has no gcc); `needs` as for compile_forger."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the hostile library")
+    source = directory / "runner.c"
+    source.write_text(RUNNER_SOURCE % {"program": json.dumps(program)})
+    out = directory / f"librunner{'-' + needs if needs else ''}.so"
+    command = [
+        "gcc",
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-o",
+        str(out),
+        str(source),
+        *_needing(directory, needs),
+    ]
     subprocess.run(command, check=True, capture_output=True)
     return out.read_bytes()
 

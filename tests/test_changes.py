@@ -121,6 +121,9 @@ def checked(protected: list[str], changes: list[dict], engine: list[dict], monke
         engine_changes={change_key(c) for c in engine},
         system=[],
         upper_dir="",
+        lower_dirs=[],
+        homes=[],
+        agent=SimpleNamespace(workdir="/"),
     )
     return verifier.tampering(box)
 
@@ -178,12 +181,17 @@ OTHER_NAMES = {
 
 
 @pytest.mark.parametrize("action", list(OTHER_NAMES))
-def test_another_name_for_what_grading_loads_is_protected_too(sandbox, root_image, action):
+def test_another_name_for_what_grading_loads_is_protected_too(
+    sandbox, root_image, monkeypatch, action
+):
     """The protected list once named only the files themselves (their resolved paths): without
     the name each change goes through, the check passes it. The grader now protects the names
-    that lead to those files too (grader_script.other_names)."""
+    that lead to those files too (grader_describe.other_names). (Asked of a first grader that
+    names only what it loaded, not every library grading could load: those would flag each.)"""
+    from endless_assets.sandbox.grading import verdict
     from endless_assets.sandbox.grading.verdict import start_grader
 
+    monkeypatch.setattr(verdict, "LOADS", "ENDLESS_NOT_ASKED")
     name = OTHER_NAMES[action]
     with sandbox.container(root_image, labels={"role": "changes"}) as box:
         start_grader(box)

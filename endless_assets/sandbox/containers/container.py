@@ -7,7 +7,7 @@ import io
 import tarfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,7 +17,7 @@ import docker.types
 from docker import DockerClient
 from docker.models.containers import Container
 
-from endless_assets.sandbox.containers import changes, identity, read_only
+from endless_assets.sandbox.containers import changes, identity, pristine, read_only
 from endless_assets.sandbox.containers.identity import DEFAULT, AgentIdentity
 from endless_assets.sandbox.containers.seccomp import PROFILE_JSON
 from endless_assets.sandbox.containers.startup import (
@@ -26,6 +26,8 @@ from endless_assets.sandbox.containers.startup import (
     ContainerExited,
     await_command,
     exited_by_itself,
+    limit_disk,
+    remove_by_name,
 )
 from endless_assets.sandbox.engine import disk, podman
 from endless_assets.sandbox.engine.client import TASK_KIND, ImageMissing, SandboxError, base_labels
@@ -105,6 +107,11 @@ class TaskContainer:
         # Its overlay upper directory when this process can read it (changes.py): what changed
         # is then read there instead of asked of the engine (`docker diff`).
         self.upper_dir = ""
+        self.lower_dirs: list[str] = []  # (and the image's layers under it: pristine.py)
+        self.homes: list[str] = []  # root's home (the first grader's), whose dot-entries are
+        # configuration (system_paths.is_config)
+        self.fenced = False  # the first grader's kernel fences tests off (grader_fence.py)
+        self.volumes: list[tuple[str, str, bool]] = []  # (name, destination, writable)
         self.limits = Limits()
         self.halted = False  # stopped by `halt`: started again before anything runs in it
 
@@ -254,19 +261,22 @@ def task_container(
     verifier_of: TaskContainer | None = None,
     command: list[str] | None = None,
     read_only_paths: list[str] | None = None,
+    shared_volumes: list[str] | None = None,
+    prepare: Callable[[str], None] | None = None,
 ) -> Iterator[TaskContainer]:
     """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it.
 
     `verifier_of`: a verifier for that (agent's) container, from a snapshot of it (verifier.py):
-    no ENTRYPOINT runs, that container's volumes are mounted, its agent and environment hold;
-    `read_only_paths` are read-only in it (read_only.py)."""
+    no ENTRYPOINT runs, that container's volumes are mounted (`shared_volumes`: only these,
+    "name:destination"), its agent and environment hold; `read_only_paths` are read-only in it
+    (read_only.py); `prepare` gets its overlay upper directory before it starts (pristine.py)."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
     extra: dict = {}
     engine_changes: list[dict] | None = None
-    upper = ""
+    upper, lowers = "", []
     if verifier_of is not None:
-        extra["volumes_from"] = [verifier_of.id]
+        extra = read_only.volumes(verifier_of.id, shared_volumes)
     try:
         podman.check_limits(client)
         host_config = api.create_host_config(
@@ -307,12 +317,14 @@ def task_container(
             **({"entrypoint": [""]} if verifier_of is not None else {}),
         )
         created = create(host_config=host_config)
-        layer = _limit_disk(client, created["Id"], limits.disk_bytes)
+        layer = limit_disk(client, created["Id"], limits.disk_bytes)
         if layer is None:  # the engine's own quota, where it has one
             api.remove_container(created["Id"], force=True, v=True)
             host_config["StorageOpt"] = {"size": str(limits.disk_bytes)}
             created = create(host_config=host_config)
         container = client.containers.prepare_model({"Id": created["Id"], "Name": name})
+        if prepare is not None:
+            prepare(disk.upper_dir(api.inspect_container(created["Id"])))
         api.start(created["Id"])
         if layer:
             disk.check_attached(layer)
@@ -327,16 +339,17 @@ def task_container(
             if agent.is_root or not agent.ours:
                 upper = disk.upper_dir(attrs)
                 engine_changes = changes.engine_changes(client, created["Id"], attrs, upper)
+                lowers = pristine.lower_dirs(attrs) if upper else []
         else:
             agent, image_env = verifier_of.agent, verifier_of.image_env
     except SandboxError:  # it stopped at start (ContainerExited: by itself)
-        _remove_by_name(client, name)
+        remove_by_name(client, name)
         raise
     except docker.errors.ImageNotFound as exc:
-        _remove_by_name(client, name)
+        remove_by_name(client, name)
         raise ImageMissing(f"image {image} not found: {exc}") from exc
     except docker.errors.APIError as exc:
-        _remove_by_name(client, name)
+        remove_by_name(client, name)
         if "storage-opt" in str(exc).lower() or "storageopt" in str(exc).lower():
             raise SandboxError(
                 f"the engine ({podman.describe(client)}) cannot limit a container's disk "
@@ -348,11 +361,13 @@ def task_container(
     except (docker.errors.DockerException, OSError) as exc:
         # The engine's connection broke (requests' errors are OSErrors), or the disk budget's
         # mount failed.
-        _remove_by_name(client, name)
+        remove_by_name(client, name)
         raise SandboxError(f"starting a container of {image} failed: {exc}") from exc
     handle = TaskContainer(container, client, layer or "", agent, image_env)
     handle.limits = limits
-    handle.upper_dir = upper
+    handle.upper_dir, handle.lower_dirs = upper, lowers
+    mounts = [m for m in attrs.get("Mounts") or [] if m.get("Type") == "volume"]
+    handle.volumes = [(m["Name"], m["Destination"], bool(m.get("RW", True))) for m in mounts]
     handle.read_only = list(read_only_paths or [])
     if verifier_of is None:
         handle.engine_changes = {changes.change_key(c) for c in engine_changes or []}
@@ -367,25 +382,3 @@ def _identity(client: DockerClient, container_id: str, attrs: dict) -> AgentIden
         return identity.resolve(client, container_id, attrs)
     except ValueError as exc:
         raise AgentUnknown(str(exc)) from exc
-
-
-def _limit_disk(client: DockerClient, container_id: str, size: int) -> str | None:
-    """Mount the disk budget over the created container's layer; its path, "" without a budget,
-    None when this engine's layer is out of our reach (then its storage_opt is the way)."""
-    if not size:
-        return ""
-    layer = disk.layer_dir(client.api.inspect_container(container_id))
-    if layer is None:
-        return None
-    disk.attach(layer, size)
-    return layer
-
-
-def _remove_by_name(client: DockerClient, name: str) -> None:
-    with suppress(docker.errors.DockerException, OSError):
-        found = client.containers.get(name)
-        found.kill()
-        found.wait(timeout=60)
-    with suppress(docker.errors.DockerException, OSError):
-        disk.release(disk.layer_dir(client.api.inspect_container(name)) or "")
-        client.containers.get(name).remove(force=True, v=True)

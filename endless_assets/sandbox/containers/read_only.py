@@ -27,6 +27,14 @@ def apply(host_config: dict, paths: list[str], absent: list[str], local: bool) -
             mounts.append({"Type": "bind", "Source": source, "Target": target, "ReadOnly": True})
 
 
+def volumes(agent_id: str, shared: list[str] | None) -> dict:
+    """How a verifier mounts its agent's volumes: all of them (`volumes_from`), or only
+    `shared` ("name:destination"; the image's other VOLUMEs get fresh ones, from the image)."""
+    if shared is None:
+        return {"volumes_from": [agent_id]}
+    return {"binds": list(shared)}
+
+
 def empty_file() -> str:
     """A root-owned empty file, read-only for everyone, on this host."""
     if not os.path.isfile(EMPTY_FILE) or os.path.getsize(EMPTY_FILE):

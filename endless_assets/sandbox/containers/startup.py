@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import suppress
 
 import docker.errors
 from docker import DockerClient
 
+from endless_assets.sandbox.engine import disk
 from endless_assets.sandbox.engine.client import SandboxError
 
 # PID 1 (under the engine's init) of every task container: it sleeps, the work happens through
@@ -102,3 +104,25 @@ def exited_by_itself(attrs: dict) -> str:
         f"the container exits at start (exit code {code}): its command ({' '.join(cmd)}) "
         "does not keep running (does the image have `sleep`?)"
     )
+
+
+def limit_disk(client: DockerClient, container_id: str, size: int) -> str | None:
+    """Mount the disk budget over the created container's layer; its path, "" without a budget,
+    None when this engine's layer is out of our reach (then its storage_opt is the way)."""
+    if not size:
+        return ""
+    layer = disk.layer_dir(client.api.inspect_container(container_id))
+    if layer is None:
+        return None
+    disk.attach(layer, size)
+    return layer
+
+
+def remove_by_name(client: DockerClient, name: str) -> None:
+    with suppress(docker.errors.DockerException, OSError):
+        found = client.containers.get(name)
+        found.kill()
+        found.wait(timeout=60)
+    with suppress(docker.errors.DockerException, OSError):
+        disk.release(disk.layer_dir(client.api.inspect_container(name)) or "")
+        client.containers.get(name).remove(force=True, v=True)

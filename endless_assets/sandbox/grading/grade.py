@@ -10,10 +10,12 @@ from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.grading import bundle
 from endless_assets.sandbox.grading.verdict import (
     GraderGone,
+    GraderLost,
     Verdict,
     _grader_for,
     _in_verifier,
     _regrade,
+    disturbed,
     parse_verdict,
 )
 from endless_assets.sandbox.grading.verifier import grade_in_verifier
@@ -51,11 +53,17 @@ def run_pytest(
         "verifier": uid == 0,  # root is graded here only before any agent command ran
     }
     try:
-        # A grader that cannot start (the agent's processes fill the pids limit) or dies: the
-        # container is restarted (its files stay) and graded afresh.
+        # A grader that cannot start (the agent's processes fill the pids limit) or dies before
+        # the test: the container is restarted (its files stay) and graded afresh. One lost once
+        # the test started was lost to what the test ran: 0, never a second chance.
         reply = _grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
-    except GraderGone:
-        reply = _regrade(container, request, timeout)
+    except GraderLost as exc:
+        if exc.running and container.running():
+            reply = disturbed(exc)
+        elif isinstance(exc, GraderGone) and not exc.running:
+            reply = _regrade(container, request, timeout)
+        else:
+            raise
     return parse_verdict(
         int(reply.get("exit_code", -1)),
         reply.get("counts"),

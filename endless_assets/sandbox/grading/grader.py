@@ -3,16 +3,17 @@
 Its source is passed on the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose
 stdin/stdout stay open as the only channel to the harness; nothing of it is on disk. It starts
 before the agent's first command (or with the first verdict, when there is no agent), imports
-pytest once, and runs every verdict in a forked child. It uses only the standard library and
-pytest. See the README's threat model for what each measure below defends against.
+pytest once, and runs every verdict in a forked child. Standard library and pytest only; what
+each measure below defends against: docs/sandbox.md's threat model.
 
 Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Hello:   {"ready": true, "programs", "protected"} (grader_script.describe).
+Hello:   {"ready": true, "fence", "programs", "protected", ...} (grader_describe.describe).
 Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent", "env", "verifier"}.
-Reply:   {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+Reply:   {"id", "running": true} when the test starts, then {"id", "exit_code", "timed_out",
+         "counts" (outcome totals or null), "output"}.
 Request: {"id", "op": "script", ...}: the script route (grader_script.py), in a verifier
-         container only. Reply: {"id", "exit_code", "timed_out", "reward", "reward_problem",
-         "needs_network", "output"}.
+         container only. Reply: the same first line, then {"id", "exit_code", "timed_out",
+         "reward", "reward_problem", "needs_network", "output"}.
 Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
          (the shell's way out when the agent filled the pids limit and no exec can start).
 Reply:   {"id", "stopped": true}.
@@ -20,9 +21,10 @@ Reply:   {"id", "stopped": true}.
 The grader itself:
 - is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
   its memory or file descriptors through /proc or ptrace (and the seccomp profile refuses ptrace
-  to everyone). The agent cannot signal it (another uid). The OOM killer can pick it when the
-  agent fills the memory limit: the harness then restarts the container (every process dies, the
-  files stay) and grades with a new grader (verdict.py);
+  to everyone). Nothing a test runs can signal it, whatever its uid (grader_fence.py). The OOM
+  killer can pick it when the agent fills the memory limit: before the test started, the harness
+  restarts the container (every process dies, the files stay) and grades with a new grader;
+  once it started, the verdict is 0 (verdict.py);
 - kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
   a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
   container (`verifier`: a snapshot of the agent's where none of its processes runs), and then
@@ -156,7 +158,7 @@ def test_environment(image_env, home):
     return env
 
 
-def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env):
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env, guard):
     import pytest
 
     os.setsid()
@@ -166,6 +168,7 @@ def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_en
     os.dup2(out_fd, 2)
     os.chown(home, agent_uid, agent_uid)
     become_agent(agent_uid)
+    _op("fence_and_guard")(*guard)  # nothing the test runs can signal the grader
     os.chdir("/")
     os.environ.clear()
     os.environ.update(test_environment(image_env, home))
@@ -184,18 +187,21 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
     out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
+    guard = _op("guard_pipes")()
+    _op("announce")()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read_fd)
             name = os.path.basename(filename)
-            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env)
+            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env, guard)
         except BaseException:
             traceback.print_exc()
         finally:
             os._exit(3)
     os.close(write_fd)
     os.close(out_fd)
+    _op("guard_kept")(guard)
     timed_out = not _op("wait_for")(pid, timeout)
     if timed_out:
         with contextlib.suppress(OSError):
@@ -203,6 +209,7 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
+    _op("guard_released")(guard)  # its guard ends whatever the test left (grader_fence.py)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     if agent_uid == 0:  # a verifier container: whatever the test started, but the grader
@@ -326,8 +333,8 @@ def once(argv):
 
 
 def _op(name):
-    """A function of grader_script.py, whose source comes first in the grader's (see
-    verdict.GRADER_SOURCE)."""
+    """A name of grader_script.py or grader_fence.py, whose source comes first in the
+    grader's (see verdict.GRADER_SOURCE)."""
     return globals()[name]
 
 
@@ -369,11 +376,13 @@ def main():
     os.makedirs(VERIFIER, exist_ok=True)
     os.chmod(VERIFIER, 0o711)
 
-    print(json.dumps({"ready": True, **_op("describe")()}), flush=True)
+    fence = _op("landlock_abi")() >= _op("SCOPED_ABI")
+    print(json.dumps({"ready": True, **_op("describe")(), "fence": fence}), flush=True)
     for serial, line in enumerate(sys.stdin):
         if not line.strip():
             continue
         request = json.loads(line)
+        _op("REQUEST")["id"] = request.get("id")
         try:
             if request.get("op") == "stop":
                 reply = {"id": request["id"], "stopped": stop_agent(request)}

@@ -1,19 +1,23 @@
 """The grader's self-description, sent with its hello (grader.py): what grading runs and loads, and
 the system locations a root agent must leave as the task's reference solution leaves them.
 
-Part of the grader's source (verdict.GRADER_SOURCE: this file, grader_script.py, then
-grader.py; standard library only, nothing on disk). Seen before any agent command ran, it is
-what a verdict in a snapshot of the agent's container holds the agent's changes against
-(verifier.py, system_paths.py):
+Part of the grader's source (verdict.GRADER_SOURCE: this file, grader_fence.py,
+grader_script.py, then grader.py; standard library only, nothing on disk). Seen before any agent
+command ran, it is what a verdict in a snapshot of the agent's container holds the agent's
+changes against (verifier.py, system_paths.py):
 
 - `protected`: the interpreter, the files it has loaded, its module search path, the dynamic
   loader and its configuration, the programs the harness runs by name, and the other names that
-  lead to them;
+  lead to them; where a snapshot may be graded ($ENDLESS_LOADS), also every library they could
+  load later (`library_closure`: their DT_NEEDED, from their ELF headers) and OpenSSL's
+  configuration file (`openssl_config`: read when a process first uses libcrypto);
 - `system`: the system locations: the library, binary and interpreter trees (/usr, /lib*, /bin,
   /sbin), the loader's and NSS's configuration, /etc/alternatives and /etc/python*, every
-  directory on the image's PATH ($ENDLESS_PATH_DIRS, the image's own PATH), the tool and
-  library directories of root's home (~/.local/bin, ~/.local/lib, ~/.cargo/bin, ~/bin), each
-  with its resolved path and the links leading to it. The verifier mounts them read-only.
+  directory on the image's PATH ($ENDLESS_PATH_DIRS, the image's own PATH) and every path its
+  ENV loads code from ($ENDLESS_CODE_DIRS, system_paths.code_locations), the tool and library
+  directories of root's home (~/.local/bin, ~/.local/lib, ~/.cargo/bin, ~/bin), each with its
+  resolved path and the links leading to it. The verifier mounts them read-only;
+- `homes`: root's home, whose dot-entries are configuration (system_paths.is_config).
 """
 
 import contextlib
@@ -26,7 +30,10 @@ LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.cache", "/etc/ld.so.conf", "/e
 SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = (*LOADER_FILES, "/etc/nsswitch.conf", "/etc/host.conf", "/etc/alternatives")
 HOME_TOOLS = (".local/bin", ".local/lib", ".cargo/bin", "bin")
+LIBRARY_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib")
 PATH_DIRS_VARIABLE = "ENDLESS_PATH_DIRS"
+CODE_DIRS_VARIABLE = "ENDLESS_CODE_DIRS"  # the paths the image's ENV names code by (verdict.py)
+LOADS_VARIABLE = "ENDLESS_LOADS"  # set: describe all that grading could load (verdict.py)
 READ_ONLY_VARIABLE = "ENDLESS_READ_ONLY"
 
 
@@ -67,7 +74,8 @@ def describe():
     search = [*filter(None, sys.path), *site.getsitepackages(), os.path.dirname(os.__file__)]
     for path in [sys.executable, *programs.values(), *search]:
         paths.update((path, os.path.realpath(path)))
-    paths.update(link_targets([p for p in search if os.path.isdir(p)]))
+    modules = []  # (extension modules, found on the way)
+    paths.update(link_targets([p for p in search if os.path.isdir(p)], modules=modules))
     interpreter = elf_interpreter(os.path.realpath(sys.executable))
     if interpreter:
         paths.update((interpreter, os.path.realpath(interpreter)))
@@ -82,6 +90,15 @@ def describe():
     for name in ("pyvenv.cfg", "pybuilddir.txt", "lib", "lib64", "Modules"):
         paths.add(os.path.join(here, name))
     paths.add(os.path.join(os.path.dirname(here), "pyvenv.cfg"))
+    # Where a verdict may be given in a snapshot of this container (a root agent's, an imported
+    # task's): every library grading could load later (a test's `import sqlite3`), not only those
+    # loaded now, and the configuration OpenSSL reads when a process first uses it (`import
+    # hashlib`). A file the reference solution changes among these must be the reference's.
+    if os.environ.get(LOADS_VARIABLE):
+        mapped = [p for p in paths if ".so" in os.path.basename(p)]
+        roots = [os.path.realpath(p) for p in [sys.executable, *programs.values()]]
+        paths.update(library_closure([*roots, *mapped, *modules]))
+        paths.update(openssl_config(paths))
     paths.update(other_names(paths))
     interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path]
     return {
@@ -89,6 +106,7 @@ def describe():
         "protected": sorted(paths),
         "interpreter": interpreter,
         "system": system_locations(paths),
+        "homes": sorted(homes_of_root()),
         "absent": [p for p in LOADER_FILES if not os.path.lexists(p)],
         "writable": writable(os.environ.get(READ_ONLY_VARIABLE, "")),
     }
@@ -110,21 +128,28 @@ def system_locations(protected):
     found = set(SYSTEM_TREES) | set(SYSTEM_FILES)
     with contextlib.suppress(OSError), os.scandir("/etc") as entries:
         found.update(e.path for e in entries if e.name.startswith("python"))
-    for directory in os.environ.get(PATH_DIRS_VARIABLE, "").split(":"):
-        if directory.startswith("/"):
-            found.add(os.path.normpath(directory))
-    homes = {"/root"}
-    with contextlib.suppress(KeyError, ImportError, OSError):
-        import pwd
-
-        homes.add(pwd.getpwuid(0).pw_dir or "/root")
-    for home in homes:
+    for variable in (PATH_DIRS_VARIABLE, CODE_DIRS_VARIABLE):
+        for directory in os.environ.get(variable, "").split(":"):
+            if directory.startswith("/") and os.path.normpath(directory) != "/":
+                found.add(os.path.normpath(directory))
+    for home in homes_of_root():
         found.update(os.path.join(home, sub) for sub in HOME_TOOLS)
     # The interpreter's own trees, wherever they are (a virtualenv under /opt, say).
     found.update(p for p in protected if os.path.isdir(p) and p != "/")
     found.update(os.path.realpath(p) for p in list(found))
     found.update(other_names(found))
     return sorted(p for p in found if p != "/")
+
+
+def homes_of_root(known=[]):  # noqa: B006 (asked once: an NSS lookup)
+    if not known:
+        homes = {"/root"}
+        with contextlib.suppress(KeyError, ImportError, OSError):
+            import pwd
+
+            homes.add(pwd.getpwuid(0).pw_dir or "/root")
+        known.append({h for h in homes if h.startswith("/") and h != "/"})
+    return known[0]
 
 
 def other_names(paths):
@@ -151,9 +176,10 @@ def other_names(paths):
     return found
 
 
-def link_targets(directories, limit=100_000):
+def link_targets(directories, limit=100_000, modules=None):
     """Where the symbolic links under `directories` lead (Debian's stdlib sitecustomize.py is a
-    link into /etc): writing through a link changes its target, not the link."""
+    link into /etc): writing through a link changes its target, not the link. The extension
+    modules found on the way (`*.so`) are added to `modules`."""
     found, seen = set(), 0
     pending = list(directories)
     while pending and seen < limit:
@@ -167,4 +193,98 @@ def link_targets(directories, limit=100_000):
                 found.add(os.path.realpath(entry.path))
             elif entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
+            elif modules is not None and entry.name.endswith(".so"):
+                modules.append(entry.path)
+    return found
+
+
+def elf_needed(path):
+    """(DT_NEEDED sonames, DT_RUNPATH/DT_RPATH directories) of a 64-bit ELF file."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return [], []
+            order = "little" if head[5] == 1 else "big"
+
+            def number(data):
+                return int.from_bytes(data, order)
+
+            phoff, size, count = number(head[32:40]), number(head[54:56]), number(head[56:58])
+            fh.seek(phoff)
+            table = fh.read(size * min(count, 64))
+            loads, dynamic = [], None
+            for at in range(0, len(table) - size + 1, size):
+                kind, offset = number(table[at : at + 4]), number(table[at + 8 : at + 16])
+                vaddr, filesz = number(table[at + 16 : at + 24]), number(table[at + 32 : at + 40])
+                if kind == 1:
+                    loads.append((vaddr, offset, filesz))
+                elif kind == 2:
+                    dynamic = (offset, filesz)
+            if dynamic is None:
+                return [], []
+            fh.seek(dynamic[0])
+            entries = fh.read(min(dynamic[1], 1 << 16))
+            tags = [(number(entries[i : i + 8]), number(entries[i + 8 : i + 16]))
+                    for i in range(0, len(entries) - 15, 16)]  # fmt: skip
+            strtab = next((value for tag, value in tags if tag == 5), None)
+            spans = [(v, o, n) for v, o, n in loads if strtab and v <= strtab < v + n]
+            base = spans[0][1] + strtab - spans[0][0] if spans else None
+            if base is None:
+                return [], []
+
+            def text(at):
+                fh.seek(base + at)
+                return fh.read(4096).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+            needed = [text(value) for tag, value in tags if tag == 1]
+            search = [text(value) for tag, value in tags if tag in (15, 29)]
+            origin = os.path.dirname(os.path.realpath(path))
+            dirs = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+                    for entry in search for d in entry.split(":") if d]  # fmt: skip
+            return needed, dirs
+    except (OSError, ValueError):
+        return [], []
+
+
+def library_closure(files, limit=4000):
+    """Every shared library that these ELF files load, directly or not, found where the loader
+    looks: their run paths, the image's library directories, the directories of those given."""
+    directories = os.environ.get(CODE_DIRS_VARIABLE, "").split(":")
+    for root in LIBRARY_DIRS:
+        with contextlib.suppress(OSError), os.scandir(root) as entries:
+            directories += [e.path for e in entries if e.is_dir() and "-linux-" in e.name]
+    directories += [*LIBRARY_DIRS, *(os.path.dirname(f) for f in files)]
+    directories = list(dict.fromkeys(d for d in directories if d.startswith("/")))
+    found, pending, seen, where = set(), list(files), set(), {}
+    while pending and len(seen) < limit:
+        path = os.path.realpath(pending.pop())
+        if path in seen:
+            continue
+        seen.add(path)
+        needed, run_paths = elf_needed(path)
+        for soname in needed:
+            if run_paths or soname not in where:
+                look = (os.path.join(d, soname) for d in [*run_paths, *directories])
+                where[soname] = next((c for c in look if os.path.exists(c)), "")
+            if where[soname]:
+                found.update((where[soname], os.path.realpath(where[soname])))
+                pending.append(where[soname])
+    return found
+
+
+def openssl_config(loaded):
+    """The file OpenSSL reads its configuration from when a process first uses it (`import
+    hashlib`: its providers and engines are code), as the libcrypto among `loaded` says."""
+    found = set()
+    crypto = sorted(p for p in loaded if os.path.basename(p).startswith("libcrypto.so"))
+    with contextlib.suppress(OSError, AttributeError, IndexError):
+        import ctypes
+
+        library = ctypes.CDLL(crypto[0])
+        library.OpenSSL_version.restype = ctypes.c_char_p
+        text = library.OpenSSL_version(4).decode()  # OPENSSL_DIR: 'OPENSSLDIR: "/usr/lib/ssl"'
+        directory = text.split('"')[1]
+        path = os.environ.get("OPENSSL_CONF") or os.path.join(directory, "openssl.cnf")
+        found.update((path, os.path.realpath(path)))
     return found

@@ -1,6 +1,6 @@
-"""The grader's script route: the part of the grader's source that runs between the
-self-description (grader_describe.py) and grader.py's (verdict.GRADER_SOURCE; standard library
-only, nothing on disk).
+"""The grader's script route: the part of the grader's source that runs between the fence
+(grader_fence.py) and grader.py's (verdict.GRADER_SOURCE; standard library only, nothing on
+disk).
 
 Script route (request op "script"): the way Harbor's verifier grades, in a verifier container
 (verifier.py: a fresh container of a snapshot of the agent's, where no process of the agent runs).
@@ -8,8 +8,11 @@ The task's tests directory is written afresh (whatever the agent left at that pa
 first), so are the reward directory and a directory of offline stand-ins for the usual
 installation steps and for the programs that start pytest (offline.py); the script runs as the
 verifier's user in the image's working directory with the image's environment, in its own
-session, for at most its timeout; then every process it left is killed and the reward is read:
-`reward.json` (a number, or an object with `reward` or a single number), else `reward.txt`.
+session and fenced (grader_fence.py: nothing it runs can signal the grader), for at most its
+timeout; then every process it left is killed and the reward is read: `reward.txt`, else
+`reward.json` (a number, or an object with `reward` or a single number), as Harbor reads them.
+The reward directory is the script's user's (not world-writable); a pytest the script starts
+keeps the reward files as they were before it ran (offline_pytest.py).
 """
 
 import base64
@@ -19,9 +22,11 @@ import os
 import select
 import shutil
 import signal
+import stat
 import time
 
 REWARD_LIMIT = 65536
+REWARD_FILES = ("reward.txt", "reward.json")  # (Harbor reads them in this order)
 HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # (grader_describe.py's)
 
 
@@ -102,15 +107,19 @@ def write_tree(root, files, binary, executable):
 
 
 def read_reward(directory):
-    """(reward, problem): the reward the script wrote, or None and why there is none."""
-    for name in ("reward.json", "reward.txt"):
+    """(reward, problem): the reward the script wrote, or None and why there is none. Harbor's
+    order: reward.txt, else reward.json. Only a regular file is read (a FIFO would hang)."""
+    for name in REWARD_FILES:
         path = os.path.join(directory, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             continue
         except OSError as exc:
             return None, f"{name} cannot be read: {exc.strerror}"
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None, f"{name} is not a regular file"
         with os.fdopen(fd, "rb") as fh:
             text = fh.read(REWARD_LIMIT).decode("utf-8", "replace").strip()
         if not text:
@@ -152,7 +161,8 @@ def _run_script(request, workspace):
     uid, gid = int(request["uid"]), int(request["gid"])
     fresh_directory(tests, 0o755)
     write_tree(tests, request["files"], request.get("binary", {}), {request["script"]})
-    fresh_directory(logs, 0o777)
+    fresh_directory(logs, 0o755)  # the script's user's, and nobody else's to write
+    os.chown(logs, uid, gid)
     offline = os.path.join(workspace, "offline")
     os.makedirs(offline, mode=0o755)
     write_tree(offline, request["shims"], {}, set(request["shims"]))
@@ -164,6 +174,7 @@ def _run_script(request, workspace):
     env = dict(request["env"])
     env["PATH"] = offline + ":" + env.get("PATH", HARNESS_PATH)
     env["ENDLESS_OFFLINE_REPORT"] = report
+    env["ENDLESS_LOGS_DIR"] = logs  # (the pytest stand-in keeps its reward files, offline_pytest)
     env.update(python_environment(workspace, offline, tests, env, request.get("own_caches")))
     script = os.path.join(tests, request["script"])
     with open(script, "rb") as fh:
@@ -172,10 +183,13 @@ def _run_script(request, workspace):
     output = os.path.join(workspace, "output.txt")
     before = process_ids()
     out_fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o600)
+    guard = globals()["guard_pipes"]()
+    globals()["announce"]()  # (grader_fence.py's names: earlier in the grader's source)
     pid = os.fork()
     if pid == 0:
         try:
             os.setsid()
+            globals()["fence_and_guard"](*guard)  # nothing the script runs can signal the grader
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             os.dup2(out_fd, 1)
             os.dup2(out_fd, 2)
@@ -192,10 +206,12 @@ def _run_script(request, workspace):
         finally:
             os._exit(127)
     os.close(out_fd)
+    globals()["guard_kept"](guard)
     timed_out = not wait_for(pid, float(request["timeout"]))
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
+    globals()["guard_released"](guard)  # its guard ends whatever the script left, at once
     stop_new(before)
     reward, problem = read_reward(logs)
     with open(report, encoding="utf-8", errors="replace") as fh:

@@ -20,7 +20,10 @@ imports) in the working directory that `python -m pytest` puts first on sys.path
   (PYTHONPYCACHEPREFIX, set by the grader), and runs our `sitecustomize.py` first (a PYTHONPATH
   entry of ours ahead of the image's): it moves the image's PYTHONPATH entries after the
   interpreter's own, so they can no longer shadow a standard or installed module, then runs the
-  image's own sitecustomize, if it has one.
+  image's own sitecustomize, if it has one;
+- pytest loads the plugins of the interpreter's own directories only, and `endless_pytest.py`
+  runs pytest in a fenced child, ends what the test run left and puts the reward files back as
+  they were before it (offline_keep.py).
 
 Programs are found on the image's PATH (its ENV line, which nothing in the container can
 change), never on the script's, which the script itself may have extended with a directory the
@@ -29,6 +32,8 @@ script that trusts what the agent's program prints.
 """
 
 from __future__ import annotations
+
+from endless_assets.sandbox.grading import offline_keep
 
 # (sh) Which interpreter runs pytest: the one the image's own `pytest` names, else python3.
 PYTEST = r"""pytest_python() {
@@ -71,22 +76,47 @@ fi
 exec "$py" "$@"
 """
 
-RUNNER = r'''"""endless: pytest as a task's script asked for it, configured from the tests
-directory only (see endless_assets/sandbox/grading/offline_pytest.py)."""
+RUNNER = (
+    r'''"""endless: pytest as a task's script asked for it, configured from the tests
+directory only, its run kept from the reward files and from plugins of the agent's (see
+endless_assets/sandbox/grading/offline_pytest.py and offline_keep.py)."""
 import os
+import shutil
 import sys
+'''
+    + offline_keep.KEEPER
+    + offline_keep.PLUGINS
+    + r"""
 
 here = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
     del sys.path[0]
+if os.environ.get("ENDLESS_LOGS_DIR"):
+    keep(os.environ["ENDLESS_LOGS_DIR"])  # (returns in the child that runs pytest)
 args = sys.argv[1:]
 module = args[:1] == ["--endless-module"]
 if module:
     args = args[1:]
+# The image's PYTHONPATH entries, and the working directory of `python -m pytest`, join sys.path
+# once pytest has loaded its plugins (so that `-p` finds none of theirs), before any conftest.
+theirs = os.environ.get("ENDLESS_PYTHONPATH", "").split(os.pathsep)
+theirs = {os.path.abspath(p) for p in theirs if p}
+later = [p for p in sys.path if p and os.path.abspath(p) in theirs]
+sys.path[:] = [p for p in sys.path if p not in later]
+if module:
+    later.append(os.getcwd())
+import pluggy  # noqa: E402
 import pytest  # noqa: E402  (the installed one: nothing of the working directory is on sys.path)
 
-if module:  # `python -m pytest` puts the working directory on sys.path: last, here
-    sys.path.append(os.getcwd())
+trust_plugins(pluggy.PluginManager, list(sys.path))
+
+
+class Later:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_load_initial_conftests(self, early_config):
+        sys.path.extend(p for p in later if p not in sys.path)
+
+
 tests = os.environ.get("ENDLESS_TESTS_DIR", "/tests")
 
 
@@ -107,13 +137,42 @@ import importlib.util  # noqa: E402
 spec = importlib.util.spec_from_file_location("endless_ctrf", os.path.join(here, "endless_ctrf.py"))
 ctrf = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ctrf)
-sys.exit(pytest.main(extra + ["-p", "no:ctrf"] + args, plugins=[ctrf]))
-'''
+sys.exit(pytest.main(extra + ["-p", "no:ctrf"] + args, plugins=[Later(), ctrf]))
+"""
+)
 
-GUARD = r'''"""endless: the image's PYTHONPATH entries after the interpreter's own, then the
-image's own sitecustomize (see endless_assets/sandbox/grading/offline_pytest.py)."""
+GUARD = (
+    r'''"""endless: the image's PYTHONPATH entries after the interpreter's own, pytest's plugins
+from the interpreter's own directories only, then the image's own sitecustomize (see
+endless_assets/sandbox/grading/offline_pytest.py)."""
 import os
 import sys
+'''
+    + offline_keep.PLUGINS
+    + r'''
+
+class PluggyHook:
+    """Once pluggy is imported, its entry point loader reads `trusted` only."""
+
+    trusted = []
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "pluggy":
+            return None
+        sys.meta_path.remove(cls)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is not None and hasattr(spec.loader, "exec_module"):
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                trust_plugins(module.PluginManager, cls.trusted)
+
+            spec.loader.exec_module = exec_module
+        return spec
 
 
 def _guard():
@@ -122,6 +181,9 @@ def _guard():
     moved = {os.path.abspath(p) for p in theirs}
     own = [p for p in sys.path if p and os.path.abspath(p) not in moved | {here}]
     sys.path[:] = own + [os.path.abspath(p) for p in theirs]
+    PluggyHook.trusted = list(own)
+    if "pluggy" not in sys.modules:
+        sys.meta_path.insert(0, PluggyHook)
     import importlib.machinery
     import importlib.util
 
@@ -134,6 +196,7 @@ def _guard():
 _guard()
 del _guard
 '''
+)
 
 
 def stand_ins() -> dict[str, str]:

@@ -3,7 +3,12 @@ changes there: any other change is tampering (verifier.py grades it 0, naming th
 
 The system locations are those the first grader named before the agent's first command
 (grader_describe.py): the library, binary and interpreter trees, the loader's and NSS's
-configuration, every directory on the image's PATH, root's tool directories. Stage III runs the
+configuration, every directory on the image's PATH and every path its ENV loads code from
+(`code_locations`), root's tool directories. Configuration (`is_config`: /etc, the dot-entries
+of the homes grading runs in) the agent changed and the reference does not is not tampering but
+`pristine`: the verifier sees the image's own there (verifier_view.py), unless the engine's
+layers cannot be read (then it is tampering), it is also a system location, or grading loads it
+(OpenSSL's configuration). Stage III runs the
 reference solution and records what it changed there (`learn`); the completion test carries that
 record (bundle.Verifier.allowed), so that an honest agent may make the same changes: install the
 same tool, edit the same configuration. A file among what grading itself loads (the interpreter's
@@ -24,7 +29,44 @@ import stat
 from dataclasses import dataclass, field
 
 CACHE_DIR = "__pycache__"
+# Configuration: where, by convention (the FHS, XDG), a library or tool reads what it is to do,
+# including what code to load or run (OpenSSL's providers and engines, git's hooks, filters and
+# fsmonitor, PAM's modules, ssh's ProxyCommand, krb5's and p11-kit's modules, login shells' and
+# interactive shells' rc files...): /etc, and the dot-entries of the homes of the users grading
+# runs as. The verifier sees the image's own there, but for what the reference solution changes.
+CONFIG_DIRS = ("/etc",)
 IDENTITY_FILES = ("/etc/passwd", "/etc/group")
+# The user database's other files: data a test may check, never code (useradd writes them all).
+USER_DATA = frozenset(
+    f"/etc/{name}{end}"
+    for name in ("passwd", "group", "shadow", "gshadow", "subuid", "subgid")
+    for end in ("", "-")
+) | {"/etc/.pwd.lock"}
+# The image's ENV variables that tell a loader, an interpreter or a library where to load code or
+# its configuration from: the paths they name are system locations, as the image's PATH is.
+# (PYTHONPATH is not: a script's Pythons put it after their own directories, offline_pytest.py,
+# and our grader's run in isolated mode.)
+_CODE_WORDS = """
+    LD_LIBRARY_PATH LD_PRELOAD LD_AUDIT PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE PERL5LIB
+    PERLLIB PERL5OPT RUBYLIB RUBYOPT GEM_HOME GEM_PATH NODE_PATH NODE_OPTIONS CLASSPATH
+    JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS JAVA_HOME GCONV_PATH LOCPATH NLSPATH
+    OPENSSL_CONF OPENSSL_MODULES OPENSSL_ENGINES GIT_EXEC_PATH GIT_CONFIG_SYSTEM
+    GIT_CONFIG_GLOBAL GIT_TEMPLATE_DIR XDG_CONFIG_DIRS XDG_CONFIG_HOME XDG_DATA_DIRS
+    GIO_EXTRA_MODULES GTK_PATH QT_PLUGIN_PATH BASH_ENV ENV R_LIBS R_LIBS_USER R_LIBS_SITE
+    R_PROFILE R_PROFILE_USER R_ENVIRON LUA_PATH LUA_CPATH GOROOT GOPATH CARGO_HOME RUSTUP_HOME
+    VIRTUAL_ENV CONDA_PREFIX TERMINFO TERMINFO_DIRS KRB5_CONFIG SSL_CERT_FILE SSL_CERT_DIR
+    MAGIC INPUTRC"""
+CODE_VARIABLES = frozenset(_CODE_WORDS.split())
+# Among them, a language's own search path for the program it runs (the working directory there
+# is where the agent's program is meant to be found: Java's CLASSPATH=.) and options: grading
+# gets these as the image has them. Every other one (and PATH) names paths, ':'-separated.
+_GIVEN_WORDS = """
+    PERL5LIB PERLLIB PERL5OPT RUBYLIB RUBYOPT GEM_HOME GEM_PATH NODE_PATH NODE_OPTIONS CLASSPATH
+    JAVA_TOOL_OPTIONS _JAVA_OPTIONS JDK_JAVA_OPTIONS R_LIBS R_LIBS_USER R_LIBS_SITE LUA_PATH
+    LUA_CPATH GOPATH NLSPATH"""
+AS_GIVEN = frozenset(_GIVEN_WORDS.split())
+SEARCH_LISTS = ("PATH", *sorted(CODE_VARIABLES - AS_GIVEN))
+HOME_ROOTS = ("/root", "/home")  # (where the homes are: none of their paths is a prefix)
 IDENTITY_LIMIT = 4 * 1024 * 1024
 HASH_LIMIT = 256 * 1024 * 1024
 SHOWN = 8  # changed paths named in a verdict's detail
@@ -38,14 +80,98 @@ class Finding:
     # (learning from the reference) system path -> sha256 where grading loads it, else ""
     changed: dict[str, str] = field(default_factory=dict)
     why: str = ""  # what makes the first tampered path tampering
+    # Configuration the agent changed and the reference does not: every path, which the
+    # verifier sets back to the image's (containers/pristine.py).
+    pristine: tuple[str, ...] = ()
 
     def detail(self) -> str:
         """One line for the verdict: what was changed, and why that is not allowed."""
         if not self.tampered:
             return ""
-        more = self.tampered_count - len(self.tampered)
-        listed = ", ".join(self.tampered) + (f" and {more} more" if more > 0 else "")
+        listed = _listed(self.tampered, self.tampered_count)
         return f"tampering: the agent changed {listed} ({self.why})"
+
+    def unseen(self) -> str:
+        """One line for a verdict graded without the agent's configuration changes."""
+        if not self.pristine:
+            return ""
+        listed = _listed(self.pristine[:SHOWN], len(self.pristine))
+        return f"graded with the image's own configuration, not the agent's changes to {listed}"
+
+
+def _listed(paths: tuple[str, ...], count: int) -> str:
+    more = count - len(paths)
+    return ", ".join(paths) + (f" and {more} more" if more > 0 else "")
+
+
+def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
+    """The absolute paths the image's ENV names code or its configuration by (CODE_VARIABLES),
+    and the installation prefix of each directory on its PATH named `bin` or `sbin` (/opt/venv
+    for /opt/venv/bin: its programs load their lib/, read their etc/), but "/", the working
+    directory, its parents and (for a prefix) what is in it (those hold the agent's data: its
+    project's `.venv`) and what is in a home (its tool directories and dot-entries are named
+    elsewhere: HOME_TOOLS, `is_config`)."""
+    found = []
+    keep_out = {"/", os.path.normpath(workdir or "/")}
+    keep_out |= {p for p in _ancestors(workdir or "/")}
+    for name, value in image_env.items():
+        if name not in CODE_VARIABLES:
+            continue
+        for token in value.replace("=", ":").replace(";", ":").replace(",", ":").split(":"):
+            for word in token.split():
+                if word.startswith("/") and os.path.normpath(word) not in keep_out:
+                    found.append(os.path.normpath(word))
+    for directory in image_env.get("PATH", "").split(":"):
+        prefix, name = os.path.split(os.path.normpath(directory or "."))
+        homely = any(inside(prefix, home) for home in HOME_ROOTS)
+        homely = homely or (bool(workdir.strip("/")) and inside(prefix, workdir))
+        if directory.startswith("/") and name in ("bin", "sbin") and prefix not in keep_out:
+            found += [] if homely else [prefix]
+    return sorted(set(found))
+
+
+def grading_env(image_env: dict[str, str]) -> dict[str, str]:
+    """The image's ENV as grading gets it: the entries of the variables that name code or its
+    configuration by path (`SEARCH_LISTS`) that are not absolute paths are left out. An empty
+    entry (the trailing colon of `ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none was
+    set) or a relative one (BASH_ENV=.bashenv) is in the working directory of whatever process
+    reads it: the test's `/`, the script's `/app`, any directory a test changes into, which no
+    system location can cover. (LD_PRELOAD's and LD_AUDIT's bare names are looked up in the
+    library path, not there: they stay.) A variable left with nothing is left out."""
+    env = dict(image_env)
+    for name in SEARCH_LISTS:
+        if name not in env:
+            continue
+        bare = name in ("LD_PRELOAD", "LD_AUDIT")
+        words = env[name].replace(" ", ":").split(":") if bare else env[name].split(":")
+        kept = [w for w in words if w.startswith("/") or (bare and w and "/" not in w)]
+        if kept:
+            env[name] = ":".join(kept)
+        else:
+            del env[name]
+    return env
+
+
+def _ancestors(path: str) -> set[str]:
+    parts = os.path.normpath(path).split("/")
+    return {"/".join(parts[:depth]) or "/" for depth in range(1, len(parts))}
+
+
+def is_config(path: str, homes: list[str] | tuple[str, ...] = ()) -> bool:
+    """In /etc, or a dot-entry (or under one) of one of these homes: configuration."""
+    if any(inside(path, c) for c in CONFIG_DIRS):
+        return path not in USER_DATA
+    return bool(home_entry(path, homes))
+
+
+def home_entry(path: str, homes: list[str] | tuple[str, ...]) -> str:
+    """The dot-entry of one of these homes that `path` is or is under ("/root/.git" for
+    "/root/.git/HEAD"), or ""."""
+    for home in homes:
+        rest = path[len(home.rstrip("/")) + 1 :] if inside(path, home) and path != home else ""
+        if rest.startswith("."):
+            return f"{home.rstrip('/')}/{rest.split('/', 1)[0]}"
+    return ""
 
 
 def inside(path: str, root: str) -> bool:
@@ -67,18 +193,30 @@ def check(
     allowed: dict[str, str],
     upper: str,
     learn: bool = False,
+    homes: list[str] | tuple[str, ...] = (),
+    restorable: bool | None = None,
+    workdir: str = "",
 ) -> Finding:
     """Hold `changes` (changes.py: {"Path", "Kind"}, the engine's own left out) against the
-    system locations. `allowed`: what the reference changed (path -> sha256 or ""); `upper`:
-    the container's overlay upper directory ("" where changes came from `docker diff`: a file
-    grading loads then cannot be compared, and is tampering if changed). `learn`: the
-    reference's own run: its changes are returned as `changed`, none is tampering."""
+    system locations and the configuration (`is_config`, of these `homes`). `allowed`: what the
+    reference changed (path -> sha256 or ""); `upper`: the container's overlay upper directory
+    ("" where changes came from `docker diff`: a file grading loads then cannot be compared,
+    and is tampering if changed; so is changed configuration, which the verifier could not set
+    back; `restorable` False says so where `upper` is read). `learn`: the reference's own run:
+    its changes are returned as `changed`, none is tampering. A home that is the agent's
+    working directory (`workdir`: a task in /root) holds its work too: a dot-entry of it that
+    the reference changes anything in (its `.git`, its `.venv`) is the agent's as a whole."""
+    restorable = bool(upper) if restorable is None else restorable and bool(upper)
+    workdir = os.path.normpath(workdir) if workdir else ""
+    in_work = [h for h in homes if workdir and os.path.normpath(h) == workdir]
+    worked = {home_entry(p, in_work) for p in allowed} - {""}
     paths = [str(c.get("Path", "")) for c in changes]
     parents = {p.rsplit("/", 1)[0] or "/" for p in paths}
     kinds: dict[str, set] = {}
     for change in changes:
         kinds.setdefault(str(change.get("Path", "")), set()).add(change.get("Kind"))
     tampered: list[str] = []
+    pristine: list[str] = []
     why = ""
     own_caches = True
     changed: dict[str, str] = {}
@@ -95,20 +233,25 @@ def check(
         if path in parents and kinds[path] == {0}:
             continue  # a directory whose entries are listed (copied up for them)
         loaded = any(inside(path, p) for p in protected)
+        config = is_config(path, homes) and home_entry(path, in_work) not in worked
         reached = [*system, *protected]  # (or it changed a directory on the way to one)
-        if not loaded and not any(inside(path, s) or inside(s, path) for s in reached):
+        if not (loaded or config) and not any(inside(path, s) or inside(s, path) for s in reached):
             continue
         if learn:
             changed[path] = _digest(upper, path) if loaded else ""
             continue
         expected = allowed.get(path)
-        if expected is None:
+        listed = any(inside(path, s) or inside(s, path) for s in system)
+        if expected is None and config and restorable and not loaded and not listed:
+            pristine.append(path)
+        elif expected is None:
             tampered.append(path)
             why = why or "a system location the task's reference solution leaves as it is"
         elif expected and (expected == "?" or _digest(upper, path) != expected):
             tampered.append(path)
             why = why or "grading loads it, and it is not the reference solution's"
-    return Finding(tuple(tampered[:SHOWN]), len(tampered), own_caches, changed, why)
+    kept = tuple(tampered[:SHOWN])
+    return Finding(kept, len(tampered), own_caches, changed, why, tuple(pristine))
 
 
 def _digest(upper: str, path: str) -> str:

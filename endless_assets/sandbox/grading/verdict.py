@@ -31,19 +31,21 @@ import docker.errors
 from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.containers.shell_stream import FrameDecoder
 from endless_assets.sandbox.engine.client import SandboxError
-from endless_assets.sandbox.grading import bundle
+from endless_assets.sandbox.grading import bundle, system_paths
 
 # One program, read as package data (it runs inside the container, never imported here): the
 # self-description and the script route first, then the grader proper (see grader.py's `_op`).
 GRADER_SOURCE = "\n".join(
     resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-    for name in ("grader_describe.py", "grader_script.py", "grader.py")
+    for name in ("grader_describe.py", "grader_fence.py", "grader_script.py", "grader.py")
 )
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 ROOT_HOME = "/root"  # the grader's HOME: set, so that nothing looks root up at its start (NSS)
 PATH_DIRS = "ENDLESS_PATH_DIRS"  # the image's PATH, for the self-description's system locations
 READ_ONLY = "ENDLESS_READ_ONLY"  # what the engine was asked to make read-only, checked
+CODE_DIRS = "ENDLESS_CODE_DIRS"  # the paths the image's ENV loads code from (system_paths.py)
+LOADS = "ENDLESS_LOADS"  # describe every library and configuration grading could load
 
 
 @dataclass(frozen=True)
@@ -121,25 +123,47 @@ class InterpreterMoved(SandboxError):
     """A later grader's interpreter has another prefix or path than the first one had."""
 
 
-class GraderGone(SandboxError):
+class GraderLost(SandboxError):
+    """The grader gave no answer. `running`: it had said that the test started, so code of the
+    agent's may have run since (grader_fence.py)."""
+
+    running = False
+
+
+class GraderGone(GraderLost):
     """The grader process died (its stream ended)."""
 
 
+class GraderSilent(GraderLost):
+    """The grader did not answer by its deadline (it enforces the test's own timeout)."""
+
+
+DISTURBED = "grading was disturbed while the test ran"
+
+
+def disturbed(exc: GraderLost) -> dict:
+    """The reply a grader lost while the test ran stands for: an error, reward 0, scored. Nothing
+    but what the test ran can have done it (the OOM killer picks the largest process; nothing the
+    test runs can signal the grader where the kernel fences it): a retry would be a second
+    chance that the agent's code decides."""
+    return {"exit_code": 3, "counts": None, "output": f"{DISTURBED}: {exc}"}
+
+
 def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
-    """The grader died before answering. Nothing but the agent's processes could have caused it
-    (the OOM killer picks the largest process when they fill the memory limit; the agent cannot
-    signal root), so: restart the container (every process dies, the files stay), grade with a
-    new grader. If that one dies too, it was during the test, i.e. by what the test ran of the
-    agent's: grading was disturbed, an error verdict (reward 0). An engine or container that is
-    gone raises SandboxError (a harness error)."""
+    """The grader died before the test started. Nothing but the agent's processes could have
+    caused it (the OOM killer picks the largest process when they fill the memory limit; the
+    agent cannot signal root), so: restart the container (every process dies, the files stay),
+    grade with a new grader. If that one is lost too, once its test started or before (nothing
+    of the agent's runs any more), grading was disturbed: an error verdict (reward 0). An engine
+    or container that is gone raises SandboxError (a harness error)."""
     container.restart()
     retry = dict(request, id=secrets.token_hex(6))
     try:
         return _grader_for(container).ask(retry, deadline=time.monotonic() + timeout + 60)
-    except GraderGone as exc:
+    except GraderLost as exc:
         if not container.running():
             raise
-        return {"exit_code": 3, "counts": None, "output": f"grading was disturbed: {exc}"}
+        return disturbed(exc)
 
 
 class _Grader:
@@ -157,8 +181,12 @@ class _Grader:
         programs = container.grading_programs
         env, python = programs.get("env", "env"), programs.get("python", "python3")
         image_path = container.image_env.get("PATH", "")
+        code = system_paths.code_locations(container.image_env, container.agent.workdir)
         command = [env, "-i", f"PATH={CLEAN_PATH}", "LANG=C.UTF-8", f"HOME={ROOT_HOME}"]
         command += [f"{PATH_DIRS}={image_path}", f"{READ_ONLY}={':'.join(container.read_only)}"]
+        command += [f"{CODE_DIRS}={':'.join(code)}"]
+        if container.protected is None and (container.agent.is_root or not container.agent.ours):
+            command.append(f"{LOADS}=1")  # (a snapshot of it may be graded: verifier.py)
         command += [python, "-I", "-B"]
         if pycache_prefix:
             command += ["-X", f"pycache_prefix={pycache_prefix}"]
@@ -201,6 +229,8 @@ class _Grader:
             container.interpreter = hello.get("interpreter")
             container.system = [str(p) for p in hello.get("system") or []]
             container.absent = [str(p) for p in hello.get("absent") or []]
+            container.homes = [str(p) for p in hello.get("homes") or []]
+            container.fenced = bool(hello.get("fence"))
         elif container.interpreter not in (None, hello.get("interpreter")):
             self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)
             raise InterpreterMoved(
@@ -209,24 +239,34 @@ class _Grader:
             )
 
     def ask(self, request: dict, *, deadline: float) -> dict:
+        """The grader's reply to `request`. Raises GraderLost (`running`: after the grader said
+        the request's test started) when it dies or does not answer by `deadline`."""
         try:
             self._sock.sendall(json.dumps(request).encode() + b"\n")
         except OSError as exc:
             raise GraderGone(f"the grader is gone: {exc}") from exc
-        line = self._read_line(deadline)
-        try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise SandboxError(f"the grader replied nonsense: {line[:500]!r}") from exc
-        if reply.get("id") != request["id"]:
-            raise SandboxError("the grader answered another request")
-        return reply
+        running = False
+        while True:
+            try:
+                line = self._read_line(deadline)
+            except GraderLost as exc:
+                exc.running = running
+                raise
+            try:
+                reply = json.loads(line)
+            except ValueError as exc:
+                raise SandboxError(f"the grader replied nonsense: {line[:500]!r}") from exc
+            if reply.get("id") != request["id"]:
+                raise SandboxError("the grader answered another request")
+            if set(reply) != {"id", "running"}:
+                return reply
+            running = True
 
     def _read_line(self, deadline: float) -> str:
         while b"\n" not in self._lines:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SandboxError("the grader did not answer in time")
+                raise GraderSilent("the grader did not answer in time")
             ready, _, _ = select.select([self._sock], [], [], remaining)
             if not ready:
                 continue

@@ -23,9 +23,12 @@ script runs can change them while grading, and the grader, the script's shell, i
 every interpreter it starts are the image's, byte for byte (offline_pytest.py: how pytest and
 Python start). Identities are numbers, never names looked up in the agent's /etc/passwd.
 Bytecode caches the agent wrote among what grading loads are never read: the verifier's
-interpreters then keep their own on a tmpfs. What remains is the docs' (docs/sandbox.md): a test
-that imports the agent's code, a script that believes what the agent's program prints, and
-what the reference solution itself may change.
+interpreters then keep their own on a tmpfs. Configuration the agent changed and the reference
+does not is the image's own in the verifier, and volumes over system locations are fresh
+(verifier_view.py). A grader lost once its test started is a verdict of 0, never a harness
+error (`_lost`): only what the test ran can have done it. What remains is the docs'
+(docs/sandbox.md): a test that imports the agent's code, a script that believes what the
+agent's program prints, and what the reference solution itself may change.
 """
 
 from __future__ import annotations
@@ -42,10 +45,12 @@ import docker.errors
 from endless_assets.sandbox.containers.changes import change_key, container_changes
 from endless_assets.sandbox.containers.container import TaskContainer, task_container
 from endless_assets.sandbox.engine.client import SandboxError
-from endless_assets.sandbox.grading import bundle, system_paths
+from endless_assets.sandbox.grading import bundle, system_paths, verifier_view
 from endless_assets.sandbox.grading.script_route import script_request, script_verdict
 from endless_assets.sandbox.grading.system_paths import Finding
 from endless_assets.sandbox.grading.verdict import (
+    DISTURBED,
+    GraderLost,
     InterpreterMoved,
     Verdict,
     _grader_for,
@@ -79,7 +84,10 @@ def grade_in_verifier(
     solution's episode (stage III): what it changed in the system locations is returned in the
     verdict (`system_changes`) instead of being tampering."""
     halted = stop_agent and uid == 0  # a root agent's: stopped while graded
-    image, finding = snapshot(container, check=stop_agent, allowed=spec.allowed, learn=learn)
+    homes = verifier_view.homes_of(container, spec)
+    image, finding = snapshot(
+        container, check=stop_agent, allowed=spec.allowed, learn=learn, homes=homes
+    )
     if finding.tampered:
         return _no_verdict(spec, finding.detail(), started)
     if spec.script:
@@ -95,8 +103,12 @@ def grade_in_verifier(
 
     # A halted container starts again when something is to run in it next (a stage's next
     # check): a rollout's, removed next, never does.
-    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding.own_caches)
-    return dataclasses.replace(verdict, system_changes=finding.changed)
+    shared, fresh = verifier_view.shared_volumes(container, homes)
+    prepare = verifier_view.put_back(container, finding.pristine)
+    view = {"shared_volumes": shared, "prepare": prepare}
+    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, view)
+    detail = "; ".join(filter(None, (verdict.detail, finding.unseen(), fresh)))
+    return dataclasses.replace(verdict, system_changes=finding.changed, detail=detail)
 
 
 def _verdict_in(
@@ -107,9 +119,11 @@ def _verdict_in(
     uid: int,
     timeout: float,
     started: float,
-    own_caches: bool,
+    finding: Finding,
+    view: dict,
 ) -> Verdict:
-    with verifier_container(container, image, stop) as box:
+    own_caches = finding.own_caches
+    with verifier_container(container, image, stop, **view) as box:
         prefix = "" if own_caches else PYCACHE
         try:
             grader = _grader_for(box, pycache_prefix=prefix, preload=not spec.script)
@@ -127,7 +141,10 @@ def _verdict_in(
                 "env": box.image_env,
                 "verifier": True,
             }
-            reply = grader.ask(request, deadline=deadline)
+            try:
+                reply = grader.ask(request, deadline=deadline)
+            except GraderLost as exc:
+                return _lost(box, spec, exc, started)
             return parse_verdict(
                 int(reply.get("exit_code", -1)),
                 reply.get("counts"),
@@ -136,8 +153,26 @@ def _verdict_in(
                 timed_out=bool(reply.get("timed_out")),
             )
         request = script_request(box, spec, timeout, own_caches=own_caches)
-        reply = grader.ask(request, deadline=deadline)
+        try:
+            reply = grader.ask(request, deadline=deadline)
+        except GraderLost as exc:
+            return _lost(box, spec, exc, started)
     return script_verdict(spec.script, reply, time.monotonic() - started)
+
+
+def _lost(box: TaskContainer, spec: bundle.Verifier, exc: GraderLost, started: float) -> Verdict:
+    """The verifier's grader was lost. Before its test started, no code of the agent's had run
+    there: a harness error. After, only what the test ran can have done it (killed or stopped
+    the grader, or the container's own processes: nothing else runs in a verifier), unless the
+    engine itself is gone (a harness error): an error, reward 0, scored, never a retry."""
+    if not exc.running:
+        raise exc
+    try:
+        box.client.api.inspect_container(box.id)
+    except (docker.errors.DockerException, OSError) as gone:
+        raise SandboxError(f"the verifier container is gone: {gone}") from exc
+    verdict = _no_verdict(spec, f"{DISTURBED}: {exc}", started)
+    return dataclasses.replace(verdict, status="error")
 
 
 def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
@@ -162,10 +197,15 @@ def tampering(container: TaskContainer, allowed: dict[str, str] | None = None) -
 
 
 def check_changes(
-    container: TaskContainer, allowed: dict[str, str], *, learn: bool = False
+    container: TaskContainer,
+    allowed: dict[str, str],
+    *,
+    learn: bool = False,
+    homes: list[str] | None = None,
 ) -> Finding:
-    """What the agent changed, held against the system locations and what the reference
-    solution changes there (system_paths.check)."""
+    """What the agent changed, held against the system locations and configuration (of
+    `homes`: root's unless given) and what the reference solution changes there
+    (system_paths.check)."""
     if container.protected is None:
         return UNDESCRIBED
     engine = container.engine_changes
@@ -177,6 +217,9 @@ def check_changes(
         allowed=allowed,
         upper=container.upper_dir,
         learn=learn,
+        homes=verifier_view.homes_of(container) if homes is None else homes,
+        restorable=bool(container.lower_dirs),  # (pristine.py reads the image's layers there)
+        workdir=container.agent.workdir,
     )
 
 
@@ -192,6 +235,7 @@ def snapshot(
     check: bool,
     allowed: dict[str, str] | None = None,
     learn: bool = False,
+    homes: list[str] | None = None,
 ) -> Snapshot:
     """A snapshot of the container's files, or none when `check` finds that the agent changed
     what it may not (`tampering`). The container is paused from before the check until after
@@ -200,7 +244,11 @@ def snapshot(
     paused = _pause(container)
     try:
         unchecked = Finding(own_caches=False)
-        finding = check_changes(container, allowed or {}, learn=learn) if check else unchecked
+        finding = (
+            check_changes(container, allowed or {}, learn=learn, homes=homes)
+            if check
+            else unchecked
+        )
         if finding.tampered:
             return Snapshot("", finding)
         return Snapshot(commit(container, pause=False), finding)
@@ -228,16 +276,20 @@ def verifier_container(
     stop_agent: Callable[[], None],
     *,
     read_only: bool = True,
+    shared_volumes: list[str] | None = None,
+    prepare: Callable[[str], None] | None = None,
 ) -> Iterator[TaskContainer]:
     """A new container of `image`, a snapshot of `container` (see the module docstring), with
-    the system locations the first grader named read-only (`read_only`); the agent's own
-    container has none of its processes left afterwards (`stop_agent()`). The image is removed
-    at the end."""
+    the system locations the first grader named and /etc read-only (`read_only`), the agent's
+    volumes (`shared_volumes`: only those) and its layer prepared (`prepare`: verifier_view.py);
+    the agent's own container has none of its processes left afterwards (`stop_agent()`). The
+    image is removed at the end."""
     try:
         stop_agent()
         programs = container.grading_programs
         sleep = programs.get("sleep", "sleep")
-        locked = system_paths.read_only(container.system) if read_only else []
+        locked = [*container.system, *system_paths.CONFIG_DIRS] if read_only else []
+        locked = system_paths.read_only(locked)
         with task_container(
             container.client,
             image,
@@ -246,12 +298,15 @@ def verifier_container(
             verifier_of=container,
             command=[sleep, "infinity"],
             read_only_paths=locked,
+            shared_volumes=shared_volumes,
+            prepare=prepare,
         ) as box:
             box.grading_programs = dict(programs)
             box.protected = container.protected
             box.interpreter = container.interpreter
             box.system = list(container.system)
             box.absent = list(container.absent)
+            box.image_env = system_paths.grading_env(container.image_env)
             yield box
     finally:
         with contextlib.suppress(docker.errors.DockerException, OSError):

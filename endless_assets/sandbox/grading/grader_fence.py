@@ -1,0 +1,117 @@
+"""The grader's fence: what a verdict's test or a task's script runs cannot reach the grader.
+
+Part of the grader's source (verdict.GRADER_SOURCE: grader_describe.py, this file,
+grader_script.py, then grader.py; standard library only, nothing on disk).
+
+A root agent's program, run by the test (that is many tasks' point) or by git from a hook, runs
+with the test's uid, which in a verifier container is the grader's: it could kill or stop the
+grader (a harness error, retried: a second chance the agent controls) or PID 1's child (the
+container stops). So the test's process, and a task's script, first enter a Landlock domain of
+their own scoped for signals (`fence`, Linux 6.12, Landlock ABI 6): no process in it can send any
+signal to a process outside it (the grader, the container's init and its `sleep`), whatever its
+uid and capabilities; the processes of the domain can still signal each other. A domain cannot
+be left, only narrowed, by whatever it runs. Where the kernel lacks it, `fence` says so (the hello's
+`fence`), and a grader lost while the test ran is still scored 0 (verdict.py), never retried.
+
+The grader tells the harness when a verdict's test starts (`announce`): a grader lost after that
+was lost while code of the agent's could run.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import select
+import signal
+import struct
+import sys
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_RESTRICT_SELF = 444, 446  # (every architecture's numbers)
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_SCOPE_SIGNAL = 2
+SCOPED_ABI = 6
+REQUEST = {"id": None}  # the request being answered (grader.main sets it)
+
+
+def _syscall(*args):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(*args), ctypes.get_errno()
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version (0: none)."""
+    code, _ = _syscall(
+        ctypes.c_long(LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION),
+    )  # fmt: skip
+    return max(int(code), 0)
+
+
+def fence():
+    """Put this process, and everything it starts, in a new Landlock domain that may not signal
+    a process outside it. True if done; False where the kernel has no scoped Landlock or the
+    process may not restrict itself (no no_new_privs: every task container has it; an exported
+    task's grader under another harness may not)."""
+    if landlock_abi() < SCOPED_ABI:
+        return False
+    attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, LANDLOCK_SCOPE_SIGNAL))
+    fd, _ = _syscall(
+        ctypes.c_long(LANDLOCK_CREATE_RULESET), attr, ctypes.c_size_t(len(attr.raw)),
+        ctypes.c_uint32(0),
+    )  # fmt: skip
+    if fd < 0:
+        return False
+    try:
+        return _syscall(ctypes.c_long(LANDLOCK_RESTRICT_SELF), ctypes.c_long(fd), 0)[0] == 0
+    finally:
+        os.close(fd)
+
+
+def guard_pipes():
+    """The pipes between the grader and a test's guard (`fence_and_guard`): (go: read, write),
+    (done: read, write). The grader keeps go's write end while the test runs."""
+    return (*os.pipe(), *os.pipe())
+
+
+def fence_and_guard(go_read, go_write, done_read, done_write):
+    """In the child about to run a test or a script: fence it (`fence`), leaving behind a guard
+    process in that domain, then fence it again (a domain inside the first, from which nothing
+    can signal the guard). The guard waits until the grader closes its end of `go` (once the
+    test is over, or when it dies), then kills every process of both domains but itself at once
+    (kill(-1): no fork can slip past it), and exits (`done` closes). Without a fence there is
+    no guard: kill(-1) would reach the grader."""
+    if fence() and os.fork() == 0:
+        os.close(go_write)
+        os.close(done_read)
+        with contextlib.suppress(OSError):
+            while os.read(go_read, 1):
+                pass
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGKILL)
+        os._exit(0)
+    for fd in (go_read, go_write, done_read, done_write):
+        os.close(fd)
+    fence()
+
+
+def guard_kept(pipes):
+    """The grader's side, after the fork."""
+    os.close(pipes[0])
+    os.close(pipes[3])
+
+
+def guard_released(pipes, timeout=10.0):
+    """The test is over: let its guard end whatever it left, and wait until it has."""
+    os.close(pipes[1])
+    with contextlib.suppress(OSError):
+        while select.select([pipes[2]], [], [], timeout)[0] and os.read(pipes[2], 64):
+            pass
+    os.close(pipes[2])
+
+
+def announce():
+    """Tell the harness that the test (or script) of the current request starts now."""
+    if REQUEST["id"] is not None:
+        sys.stdout.write(json.dumps({"id": REQUEST["id"], "running": True}) + "\n")
+        sys.stdout.flush()
