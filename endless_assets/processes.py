@@ -84,18 +84,25 @@ def me() -> Owner:
     return Owner(socket.gethostname(), pid, start_of(pid))
 
 
+def running(pid: int) -> bool:
+    """Whether a process `pid` exists on this host (a zombie included; another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
 def alive(owner: Owner | str | None) -> bool | None:
     """Whether the owner is still running: True or False for a process of this host, None when
     this host cannot tell (another host's process, or no owner named)."""
     found = parse(owner) if isinstance(owner, str) else owner
     if found is None or not found.local:
         return None
-    try:
-        os.kill(found.pid, 0)
-    except ProcessLookupError:
+    if not running(found.pid):
         return False
-    except PermissionError:  # another user's process: it exists
-        pass
     fields = _stat(found.pid)
     if not fields:  # no /proc here: the process id is all there is
         return True

@@ -15,6 +15,8 @@ import docker.errors
 import docker.utils
 from docker import DockerClient
 
+from endless_assets import processes
+
 PROJECT_LABEL = "endless.project"
 PROJECT = "endless"
 OWNER_LABEL = "endless.owner"  # host:pid of the process that created a container
@@ -171,13 +173,7 @@ def owner_alive(owner: str) -> bool:
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's container: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return processes.running(int(pid))
 
 
 def project_containers(client: DockerClient) -> list[str]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import docker.errors
 from docker import DockerClient
 
+from endless_assets import processes
 from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.image.build_limits import BuildLimits, ensure_gone
 
@@ -264,7 +265,7 @@ def sweep(hierarchies: Hierarchies) -> None:
         retry = set(_leftovers)
     for name in names:
         owner = name[len(namespace) :].split("-")[0]
-        if name in retry or (owner.isdigit() and not _alive(int(owner))):
+        if name in retry or (owner.isdigit() and not processes.running(int(owner))):
             now = time.monotonic()
             done = all([_remove_tree(os.path.join(m, name), now) for m in hierarchies.mounts])
             if done:
@@ -350,13 +351,3 @@ def _namespace() -> int:
     """Our pid namespace (parents name the pid of their owner, which only means something in
     it)."""
     return os.stat("/proc/self/ns/pid").st_ino
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import docker.errors
 from docker import DockerClient
 
+from endless_assets import processes
 from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import base_labels
 from endless_assets.sandbox.image.build_relay import Policy, Relay, engine_networks
@@ -240,7 +241,7 @@ def _sweep(base: str) -> None:
     with contextlib.suppress(OSError):
         for name in os.listdir(base):
             pid, namespace, _ = [*name.split("-", 2), "", ""][:3]
-            if pid.isdigit() and namespace == ours and not _alive(int(pid)):
+            if pid.isdigit() and namespace == ours and not processes.running(int(pid)):
                 shutil.rmtree(os.path.join(base, name), ignore_errors=True)
 
 
@@ -249,16 +250,6 @@ def _pid_namespace() -> str:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return "0"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _subnets(client: DockerClient) -> list[str]:
