@@ -36,6 +36,7 @@ from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.settings import Settings
+from endless_assets.stages.costs import StageMeter
 from endless_assets.store.columns import frame
 
 
@@ -103,6 +104,7 @@ class StageRun:
         self.sandbox = pipeline.sandbox()
         self.generator = spec.generator(self.settings, self.sandbox.base.tag)
         self.started = time.monotonic()
+        self.meter = StageMeter(self.sandbox)
         self.entered = 0
         self.recovered = 0
         self.schema_check: dg.AssetCheckResult | None = None
@@ -175,6 +177,7 @@ class StageRun:
                 "recovered_from_journal": self.recovered,
                 **status_metadata(table),
                 **metadata,
+                **self.meter.metadata(),
                 **timing_metadata(seconds, time.monotonic() - self.started),
             },
             check_results=[
