@@ -45,6 +45,7 @@ def root_image(sandbox: Sandbox) -> str:
 SLOW_MODULES = frozenset(
     {
         "test_cli",
+        "test_cost_plan",
         "test_dead_runs",
         "test_dead_runs_pipeline",
         "test_decontamination_pipeline",

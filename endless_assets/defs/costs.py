@@ -39,10 +39,10 @@ def record_batch_costs(
     settings = pipeline.resolve()
     profile = cost_profile(settings)
     described = _latest(instance, spec.key(STAGE_TABLES["describe"]), batch)
-    first_run = described.run_id if described is not None else context.run_id
+    first_run = described.run_id if described is not None else context.run.run_id
     started = _run_times(instance, first_run)[0] or time.time()
     measured: dict[str, Measured] = {stage: Measured() for stage in STAGE_TABLES}
-    runs = {context.run_id, first_run}
+    runs = {context.run.run_id, first_run}
     for stage, table in STAGE_TABLES.items():
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(
@@ -57,7 +57,7 @@ def record_batch_costs(
                 _reused(stage, meta),
                 int(_value(meta, "containers_started") or 0),
                 _value(meta, "engine_cpu_seconds") if stage != "describe" else 0.0,
-                0.0,
+                _value(meta, "items_wall_seconds"),
             )
     ordered = sorted(runs, key=lambda run: _run_times(instance, run)[0] or 0.0)
     run_seconds = 0.0

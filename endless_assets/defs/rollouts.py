@@ -76,15 +76,16 @@ def _materialize(
     started = time.monotonic()
     meter = StageMeter(sandbox)
     tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests, task_soundness)
-    run = run_rollouts(
-        settings,
-        sandbox,
-        pipeline.lake(),
-        context.partition_key,
-        tasks,
-        log=context.log,
-        shard=shards.parse(context.run.tags.get(shards.TAG)),
-    )
+    with meter.items():
+        run = run_rollouts(
+            settings,
+            sandbox,
+            pipeline.lake(),
+            context.partition_key,
+            tasks,
+            log=context.log,
+            shard=shards.parse(context.run.tags.get(shards.TAG)),
+        )
     probe, plan, new_rows, current_rows = run.probe, run.plan, run.new_rows, run.current_rows
     table = frame(TABLE, run.all_rows).sort(["task_id", "policy", "model", "rollout_idx"])
     check = validate(TABLE, table, spec.prefix, context=context)

@@ -141,15 +141,18 @@ class StageRun:
             self.pipeline, self.settings, self.table, self.context.partition_key, self.generator
         )
         self.entered, self.recovered = len(tasks), len(resume.recovered)
-        return run_parallel(
-            self.context,
-            tasks,
-            resume.wrap(lambda task: row(task, work(task))),
-            failed,
-            workers=task_parallelism(self.generator, self.settings) if workers is None else workers,
-            label=label,
-            recover=self.sandbox.recover,
-        )
+        with self.meter.items():
+            return run_parallel(
+                self.context,
+                tasks,
+                resume.wrap(lambda task: row(task, work(task))),
+                failed,
+                workers=task_parallelism(self.generator, self.settings)
+                if workers is None
+                else workers,
+                label=label,
+                recover=self.sandbox.recover,
+            )
 
     def frame(self, rows: list[dict[str, Any]]) -> pl.DataFrame:
         """The rows as the stage's table, validated against its schema: an invalid table fails

@@ -3,6 +3,9 @@ engine's CPU), and the settings a batch's cost depends on (store/costs.py's Prof
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from endless_assets.agent.policies import NoopPolicy, OraclePolicy
@@ -14,17 +17,29 @@ from endless_assets.store.costs import Profile
 
 class StageMeter:
     """Started with a stage: `metadata()` is what it used since (the step's metadata keys
-    `containers_started` and `engine_cpu_seconds`, the latter left out for a remote engine)."""
+    `containers_started`, `engine_cpu_seconds`, left out for a remote engine, and
+    `items_wall_seconds`, the wall time of the stage's work on its items, inside `items()`: the
+    rest of the step's wall time does not grow with the batch)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
         self.urls = [spec.url for spec in sandbox.config.engine_specs]
         self._containers = sandbox.containers_started
         self._cpu = engine_cpu_seconds(self.urls)
+        self.items_seconds = 0.0
+
+    @contextmanager
+    def items(self) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.items_seconds += time.monotonic() - started
 
     def metadata(self) -> dict[str, Any]:
         meta: dict[str, Any] = {
-            "containers_started": self.sandbox.containers_started - self._containers
+            "containers_started": self.sandbox.containers_started - self._containers,
+            "items_wall_seconds": round(self.items_seconds, 3),
         }
         cpu = engine_cpu_seconds(self.urls)
         if cpu is not None and self._cpu is not None:

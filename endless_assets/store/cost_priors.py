@@ -42,16 +42,18 @@ class PerUnit:
 # The Docker work of a task (or an attempt) of the procedural generator with the oracle solver.
 DOCKER = {
     "describe": PerUnit(wall_seconds=0.05),
-    "environment": PerUnit(containers=1, engine_cpu_seconds=0.6, wall_seconds=0.5),
-    "completion test": PerUnit(containers=3, engine_cpu_seconds=1.0, wall_seconds=0.6),
-    "solver rollouts": PerUnit(containers=1, engine_cpu_seconds=0.6, wall_seconds=0.8),
+    "environment": PerUnit(containers=1, engine_cpu_seconds=0.9, wall_seconds=0.7),
+    "completion test": PerUnit(containers=1, engine_cpu_seconds=0.9, wall_seconds=0.6),
+    "solver rollouts": PerUnit(containers=1, engine_cpu_seconds=0.3, wall_seconds=0.8),
 }
 # The soundness stage per task, by mode (3 repeats: the default).
 SOUNDNESS = {
-    "full": PerUnit(containers=3.5, engine_cpu_seconds=4.0, wall_seconds=3.0),
-    "controls": PerUnit(containers=3, engine_cpu_seconds=2.8, wall_seconds=2.0),
+    "full": PerUnit(containers=3, engine_cpu_seconds=4.8, wall_seconds=3.4),
+    "controls": PerUnit(containers=3, engine_cpu_seconds=3.5, wall_seconds=2.5),
     "off": PerUnit(),
 }
+# A stage's step per run, whatever its size: setting up, reading and writing its tables.
+FIXED_SECONDS = 0.8
 # What the LLM generator adds per task entering each stage (no repair round: 4 requests a task).
 LLM_GENERATOR = {
     "describe": PerUnit(requests=1, tokens_in=900, tokens_out=700, wall_seconds=3.0),
@@ -63,7 +65,7 @@ LLM_GENERATOR = {
 AUDIT = PerUnit(requests=6, tokens_in=15000, tokens_out=1500, containers=1, wall_seconds=10.0)
 # A chat attempt: a request per turn, the context growing turn by turn.
 CHAT_TURN = PerUnit(requests=1, tokens_in=2500, tokens_out=200, wall_seconds=1.5)
-OTHER_WALL_SECONDS = 12.0  # per run: the base image, decontamination, the filter, Dagster
+OTHER_WALL_SECONDS = 3.0  # per run: the base image, decontamination, the filter, Dagster
 # Shares of the asked tasks that reach each stage with the LLM generator (procedural: all).
 LLM_SURVIVAL = {"environment": 0.95, "completion test": 0.85, "soundness": 0.75}
 SOUND_SHARE = 0.9  # of the tasks entering soundness, the share it passes (full or controls)
@@ -102,6 +104,11 @@ def prior_per_unit(stage: str, profile) -> PerUnit:
     if profile.generator == "llm":
         figures = figures.plus(LLM_GENERATOR[stage])
     return figures
+
+
+def prior_fixed(stage: str) -> float:
+    """The prior wall time of the stage's step per run that does not grow with the batch."""
+    return 0.0 if stage == "other" else FIXED_SECONDS
 
 
 def prior_survival(stage: str, profile) -> float:

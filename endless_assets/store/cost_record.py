@@ -31,14 +31,24 @@ class Measured:
     reused: int = 0  # units taken from a journal or earlier rows, not made
     containers: int = 0
     engine_cpu_seconds: float | None = 0.0
-    wall_seconds: float = 0.0
+    wall_seconds: float = 0.0  # the steps' (from their start to their end)
+    items_seconds: float | None = 0.0  # of which working on the units (None: not told apart)
 
-    def add(self, reused: int, containers: int, cpu: float | None, wall: float) -> None:
+    def add(self, reused: int, containers: int, cpu: float | None, items: float | None) -> None:
+        """One step's figures (its wall time is added apart, from the run's step stats)."""
         self.reused += reused
         self.containers += containers
         both = self.engine_cpu_seconds is not None and cpu is not None
         self.engine_cpu_seconds = self.engine_cpu_seconds + cpu if both else None
-        self.wall_seconds += wall
+        known = self.items_seconds is not None and items is not None
+        self.items_seconds = self.items_seconds + items if known else None
+
+    @property
+    def fixed_seconds(self) -> float:
+        """The wall time outside the work on the units (0 where the two are not told apart)."""
+        if self.items_seconds is None:
+            return 0.0
+        return max(0.0, self.wall_seconds - self.items_seconds)
 
 
 def usage(frames: dict[str, pl.DataFrame], profile: Profile) -> dict[str, dict[str, int]]:
@@ -87,7 +97,7 @@ def cost_frame(
     """The batch's `batch_costs` rows: one per stage; other is the runs' wall time the stages'
     steps do not account for, its units the runs."""
     stage_wall = sum(measured[s].wall_seconds for s in STAGES if s in measured)
-    other = Measured(wall_seconds=max(0.0, run_seconds - stage_wall))
+    other = Measured(wall_seconds=max(0.0, run_seconds - stage_wall), items_seconds=None)
     rows = []
     for order, estimated in enumerate(planned.stages, start=1):
         stage = estimated.stage
@@ -109,6 +119,7 @@ def cost_frame(
                 "containers": got.containers,
                 "engine_cpu_seconds": got.engine_cpu_seconds,
                 "wall_seconds": round(got.wall_seconds, 3),
+                "fixed_seconds": round(got.fixed_seconds, 3),
                 "est_units": estimated.units,
                 "est_requests": figures.requests,
                 "est_tokens_in": figures.tokens_in,
@@ -126,6 +137,19 @@ def cost_frame(
     BatchCosts.validate(frame, lazy=True)
     return frame
 
+
+# The stats view `cost_estimates` (store/stats_views.py): per batch and stage, the estimate made
+# before the run beside what the stage cost.
+COST_ESTIMATES_SQL = """
+    select {key} as batch, stage_order, stage,
+           sum(est_requests) as requests_est, sum(requests)::BIGINT as requests,
+           sum(est_tokens_in + est_tokens_out) as tokens_est,
+           sum(tokens_in + tokens_out)::BIGINT as tokens,
+           sum(est_containers) as containers_est, sum(containers)::BIGINT as containers,
+           sum(est_engine_cpu_seconds) as engine_cpu_s_est, sum(engine_cpu_seconds) as engine_cpu_s,
+           sum(est_wall_seconds) as wall_s_est, sum(wall_seconds) as wall_s
+    from batch_costs where {where} group by all order by batch, stage_order
+"""
 
 # (label, actual column(s), estimated column(s)): what the comparison shows, per stage.
 COMPARED = (

@@ -16,7 +16,7 @@ workers is used and named: wall time does not scale with it on a machine whose c
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 import polars as pl
@@ -24,6 +24,7 @@ import polars as pl
 from endless_assets.store.cost_priors import (
     SOURCE,
     PerUnit,
+    prior_fixed,
     prior_per_unit,
     prior_survival,
     scaled,
@@ -52,7 +53,13 @@ SURVIVAL_KEYS: dict[str, tuple[str, ...]] = {
 }
 FIGURES = ("requests", "tokens_in", "tokens_out", "containers", "engine_cpu_seconds")
 FIGURES = (*FIGURES, "wall_seconds")
-PER_UNIT_RUN = ("containers", "engine_cpu_seconds", "wall_seconds")  # per unit made, not reused
+# Figures per unit made in the run (not reused), each from its column: a stage's wall time per
+# unit is what grows with the units (its wall less its fixed part).
+PER_UNIT_RUN = {
+    "containers": "containers",
+    "engine_cpu_seconds": "engine_cpu_seconds",
+    "wall_seconds": "unit_wall",
+}
 
 
 @dataclass(frozen=True)
@@ -161,18 +168,22 @@ def estimate(
     """What a batch of `profile` will cost, from the history's batches other than `batch` that
     were recorded before `before` (None: all), made in `runs` Dagster runs (a sharded batch:
     its shards and two more)."""
+    if history.is_empty():  # (no rows, perhaps no columns either)
+        history = pl.DataFrame(schema=polars_schema(TABLE))
     usable = history.filter(pl.col("batch") != batch) if batch else history
     if before is not None and len(usable):
         usable = usable.filter(pl.col("created_at") < before)
     stages = []
     for stage in STAGES:
-        per_unit, basis, batches = _per_unit(usable, profile, stage)
+        per_unit, fixed, basis, batches = _per_unit(usable, profile, stage)
         share, share_note = _survival(usable, profile, stage)
         units = profile.tasks * share * (profile.k if stage == "solver rollouts" else 1)
         if stage == "other":
             units = float(runs)
+        figures = scaled(per_unit, units)
+        figures = replace(figures, wall_seconds=figures.wall_seconds + fixed * runs)
         note = basis + (f"; {share_note}" if share_note else "")
-        stages.append(StageEstimate(stage, units, scaled(per_unit, units), note, batches))
+        stages.append(StageEstimate(stage, units, figures, note, batches))
     return Estimate(profile, tuple(stages))
 
 
@@ -188,30 +199,37 @@ def _matching(history: pl.DataFrame, profile: Profile, stage: str, keys) -> pl.D
 
 def _per_unit(
     history: pl.DataFrame, profile: Profile, stage: str
-) -> tuple[PerUnit, str, tuple[str, ...]]:
+) -> tuple[PerUnit, float, str, tuple[str, ...]]:
+    """The stage's cost per unit, its wall time per run that does not grow with the units, what
+    they came from, and the batches read."""
     prior = prior_per_unit(stage, profile)
     rows = _matching(history, profile, stage, KEYS[stage])
     if rows.is_empty():
         what = profile.describe(KEYS[stage]) if KEYS[stage] else "any settings"
         why = "no earlier batch" if history.is_empty() else "no earlier batch with " + what
-        return prior, f"{SOURCE}: {why}", ()
+        return prior, prior_fixed(stage), f"{SOURCE}: {why}", ()
     values = {}
     made = rows.filter(pl.col("units") > 0)
     units = made["units"].sum()
     for figure in ("requests", "tokens_in", "tokens_out"):
         values[figure] = made[figure].sum() / units if units else 0.0
+    rows = rows.with_columns(
+        (pl.col("wall_seconds") - pl.col("fixed_seconds")).alias("unit_wall"),
+        (pl.col("run_ids").str.count_matches(",") + 1).alias("runs"),
+    )
     partial = []
-    for figure in PER_UNIT_RUN:
-        run = rows.filter((pl.col("units_run") > 0) & pl.col(figure).is_not_null())
+    for figure, column in PER_UNIT_RUN.items():
+        run = rows.filter((pl.col("units_run") > 0) & pl.col(column).is_not_null())
         if run.is_empty():
             values[figure] = getattr(prior, figure)
             partial.append(figure)
             continue
-        values[figure] = run[figure].sum() / run["units_run"].sum()
+        values[figure] = run[column].sum() / run["units_run"].sum()
+    fixed = float(rows["fixed_seconds"].sum() / rows["runs"].sum())
     basis = _named(rows, profile)
     if partial:
         basis += f"; {', '.join(partial)} from the prior (no unit made, only reused)"
-    return PerUnit(**values), basis, tuple(sorted(set(rows["batch"].to_list())))
+    return PerUnit(**values), fixed, basis, tuple(sorted(set(rows["batch"].to_list())))
 
 
 def _survival(history: pl.DataFrame, profile: Profile, stage: str) -> tuple[float, str]:
@@ -221,7 +239,7 @@ def _survival(history: pl.DataFrame, profile: Profile, stage: str) -> tuple[floa
     rows = rows.filter(pl.col("tasks") > 0)
     if rows.is_empty():
         share = prior_survival(stage, profile)
-        return share, f"share reaching it: the prior's {share:.0%}"
+        return share, f"the prior's {share:.0%} reach it" if share < 1 else ""
     entering = (rows["units"] / rows["k"] if stage == "solver rollouts" else rows["units"]).sum()
     share = float(entering / rows["tasks"].sum())
     if SURVIVAL_KEYS[stage] != KEYS[stage]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from endless_assets.models import DIFFICULTY_THRESHOLDS
 from endless_assets.sampling.views import CELL_BATCHES_SQL
+from endless_assets.store.cost_record import COST_ESTIMATES_SQL
 from endless_assets.store.failure_modes import failure_mode_sql
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -373,6 +374,7 @@ STATS_TEMPLATES: dict[str, str] = {
         from tasks where {{where}}
         group by all order by batch, generator, solver
     """,
+    "cost_estimates": COST_ESTIMATES_SQL,  # the estimate before each run beside the cost
 }
 
 

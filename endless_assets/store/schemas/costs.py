@@ -50,6 +50,11 @@ class BatchCosts(pa.DataFrameModel):
         **NULLABLE,
     )
     wall_seconds: pl.Float64 = col("wall-clock seconds of the stage's steps", **N)
+    fixed_seconds: pl.Float64 = col(
+        "of which outside the work on its units (setting up, reading and writing tables): what "
+        "does not grow with the batch",
+        **N,
+    )
     est_units: pl.Float64 = col(ESTIMATED + "units", **N)
     est_requests: pl.Float64 = col(ESTIMATED + "LLM requests", **N)
     est_tokens_in: pl.Float64 = col(ESTIMATED + "prompt tokens", **N)
