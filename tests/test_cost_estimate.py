@@ -64,7 +64,7 @@ def made(
     measured = {}
     for stage in SPEND:
         done = units[stage] - reused
-        step = Measured(reused=reused, wall_seconds=FIXED * runs + UNIT_WALL * done)
+        step = Measured(made=done, wall_seconds=FIXED * runs + UNIT_WALL * done)
         step.add(0, CONTAINERS.get(stage, 0) * done, 0.5 * done, UNIT_WALL * done)
         measured[stage] = step
     planned = estimate(pl.DataFrame(), profile)

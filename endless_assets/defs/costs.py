@@ -54,7 +54,7 @@ def record_batch_costs(
             runs.add(record.run_id)
             meta = record.asset_materialization.metadata if record.asset_materialization else {}
             measured[stage].add(
-                _reused(stage, meta),
+                _made(stage, meta),
                 int(_value(meta, "containers_started") or 0),
                 _value(meta, "engine_cpu_seconds") if stage != "describe" else 0.0,
                 _value(meta, "items_wall_seconds"),
@@ -111,11 +111,16 @@ def _value(meta: dict, key: str) -> Any:
     return entry.value if entry is not None else None
 
 
-def _reused(stage: str, meta: dict) -> int:
-    """Units the step took from a journal or earlier rows rather than made."""
+def _made(stage: str, meta: dict) -> int:
+    """Units the step made, not took from a journal (a sharded batch's finish run takes its
+    shards') or earlier rows."""
     if stage == "solver rollouts":
-        return max(0, int(_value(meta, "rollouts") or 0) - int(_value(meta, "ran_now") or 0))
-    return int(_value(meta, "recovered_from_journal") or 0)
+        return int(_value(meta, "ran_now") or 0)
+    if stage == "describe":  # (never sharded: its journal holds this batch's rows only)
+        return max(
+            0, int(_value(meta, "rows") or 0) - int(_value(meta, "recovered_from_journal") or 0)
+        )
+    return int(_value(meta, "units_made") or 0)
 
 
 def _stage_of(spec: StageSpec, step_key: str) -> str | None:

@@ -141,11 +141,16 @@ class StageRun:
             self.pipeline, self.settings, self.table, self.context.partition_key, self.generator
         )
         self.entered, self.recovered = len(tasks), len(resume.recovered)
+
+        def made(task: Task) -> dict[str, Any]:
+            self.meter.made(task.task_id)
+            return row(task, work(task))
+
         with self.meter.items():
             return run_parallel(
                 self.context,
                 tasks,
-                resume.wrap(lambda task: row(task, work(task))),
+                resume.wrap(made),
                 failed,
                 workers=task_parallelism(self.generator, self.settings)
                 if workers is None

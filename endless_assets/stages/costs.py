@@ -3,6 +3,7 @@ engine's CPU), and the settings a batch's cost depends on (store/costs.py's Prof
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,8 @@ class StageMeter:
     """Started with a stage: `metadata()` is what it used since (the step's metadata keys
     `containers_started`, `engine_cpu_seconds`, left out for a remote engine, and
     `items_wall_seconds`, the wall time of the stage's work on its items, inside `items()`: the
-    rest of the step's wall time does not grow with the batch)."""
+    rest of the step's wall time does not grow with the batch; `units_made`, the items worked
+    on, not taken from a journal)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
@@ -27,6 +29,13 @@ class StageMeter:
         self._containers = sandbox.containers_started
         self._cpu = engine_cpu_seconds(self.urls)
         self.items_seconds = 0.0
+        self._made: set[str] = set()
+        self._lock = threading.Lock()
+
+    def made(self, key: str) -> None:
+        """A unit the stage made (rather than took from a journal); once per key."""
+        with self._lock:
+            self._made.add(key)
 
     @contextmanager
     def items(self) -> Iterator[None]:
@@ -40,6 +49,7 @@ class StageMeter:
         meta: dict[str, Any] = {
             "containers_started": self.sandbox.containers_started - self._containers,
             "items_wall_seconds": round(self.items_seconds, 3),
+            "units_made": len(self._made),
         }
         cpu = engine_cpu_seconds(self.urls)
         if cpu is not None and self._cpu is not None:

@@ -28,15 +28,15 @@ STAGE_TABLES = {
 class Measured:
     """What a stage's steps measured over the batch's runs."""
 
-    reused: int = 0  # units taken from a journal or earlier rows, not made
+    made: int = 0  # units its steps made (not taken from a journal or earlier rows)
     containers: int = 0
     engine_cpu_seconds: float | None = 0.0
     wall_seconds: float = 0.0  # the steps' (from their start to their end)
     items_seconds: float | None = 0.0  # of which working on the units (None: not told apart)
 
-    def add(self, reused: int, containers: int, cpu: float | None, items: float | None) -> None:
+    def add(self, made: int, containers: int, cpu: float | None, items: float | None) -> None:
         """One step's figures (its wall time is added apart, from the run's step stats)."""
-        self.reused += reused
+        self.made += made
         self.containers += containers
         both = self.engine_cpu_seconds is not None and cpu is not None
         self.engine_cpu_seconds = self.engine_cpu_seconds + cpu if both else None
@@ -97,7 +97,8 @@ def cost_frame(
     """The batch's `batch_costs` rows: one per stage; other is the runs' wall time the stages'
     steps do not account for, its units the runs."""
     stage_wall = sum(measured[s].wall_seconds for s in STAGES if s in measured)
-    other = Measured(wall_seconds=max(0.0, run_seconds - stage_wall), items_seconds=None)
+    wall = max(0.0, run_seconds - stage_wall)
+    other = Measured(made=len(runs), wall_seconds=wall, items_seconds=None)
     rows = []
     for order, estimated in enumerate(planned.stages, start=1):
         stage = estimated.stage
@@ -115,7 +116,7 @@ def cost_frame(
                 "stage_order": order,
                 **profile.columns(),
                 **counts,
-                "units_run": max(0, counts["units"] - got.reused),
+                "units_run": min(counts["units"], got.made),
                 "containers": got.containers,
                 "engine_cpu_seconds": got.engine_cpu_seconds,
                 "wall_seconds": round(got.wall_seconds, 3),
