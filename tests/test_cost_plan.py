@@ -161,6 +161,7 @@ def test_the_plan_is_within_a_quarter_of_what_the_batch_then_cost(made):
 
 def test_the_run_ends_with_its_estimate_beside_what_happened(made):
     out = made["second"].stdout
+    print(out[out.index("cost: estimate vs actual") :])
     assert "cost: estimate vs actual" in out and "actual vs estimate: tokens" in out, out
 
 

@@ -176,7 +176,7 @@ def estimate(
     stages = []
     for stage in STAGES:
         per_unit, fixed, basis, batches = _per_unit(usable, profile, stage)
-        share, share_note = _survival(usable, profile, stage)
+        share, share_note = _survival(usable, profile, stage, batches)
         units = profile.tasks * share * (profile.k if stage == "solver rollouts" else 1)
         if stage == "other":
             units = float(runs)
@@ -232,7 +232,11 @@ def _per_unit(
     return PerUnit(**values), fixed, basis, tuple(sorted(set(rows["batch"].to_list())))
 
 
-def _survival(history: pl.DataFrame, profile: Profile, stage: str) -> tuple[float, str]:
+def _survival(
+    history: pl.DataFrame, profile: Profile, stage: str, read: tuple[str, ...]
+) -> tuple[float, str]:
+    """The share of the asked tasks that enter `stage`, and where it came from when that is not
+    the batches its cost per unit came from (`read`)."""
     if stage in ("describe", "other"):
         return 1.0, ""
     rows = _matching(history, profile, stage, SURVIVAL_KEYS[stage])
@@ -242,8 +246,8 @@ def _survival(history: pl.DataFrame, profile: Profile, stage: str) -> tuple[floa
         return share, f"the prior's {share:.0%} reach it" if share < 1 else ""
     entering = (rows["units"] / rows["k"] if stage == "solver rollouts" else rows["units"]).sum()
     share = float(entering / rows["tasks"].sum())
-    if SURVIVAL_KEYS[stage] != KEYS[stage]:
-        return share, f"{share:.0%} reach it ({_batch_list(rows)})"
+    if tuple(sorted(set(rows["batch"].to_list()))) != read:
+        return share, f"{share:.0%} of the tasks reach it in {_batch_list(rows)}"
     return share, ""
 
 
