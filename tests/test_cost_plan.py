@@ -194,22 +194,6 @@ def test_rollout_figures_scale_with_k_and_the_batch_with_its_tasks(made):
         assert more_tasks[stage]["tokens_out"] == pytest.approx(2 * base[stage]["tokens_out"])
 
 
-@pytest.mark.parametrize(
-    "args, named",
-    [
-        (["--date", "2026-13-01"], "--date"),
-        (["--tasks", "0"], "tasks"),
-        (["--k", "-1"], "k"),
-        (["--solver", "nobody"], "solver"),
-    ],
-)
-def test_a_bad_plan_is_one_line_and_exit_two(made, args, named):
-    plan = endless(made["env"], "run", "--plan", *args)
-    assert plan.returncode == 2, plan.stderr
-    lines = [line for line in plan.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and named in lines[0], plan.stderr
-
-
 def test_the_launchpads_plan_job_shows_the_estimate_and_writes_nothing(made):
     data = made["data"]
     before = files(data)

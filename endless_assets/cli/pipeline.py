@@ -80,6 +80,7 @@ def run(
     from endless_assets.cli.plan import print_costs, print_plan, print_short
 
     if plan:
+        _named_models(settings)
         print_plan(settings, batch, format)
         return
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
@@ -100,6 +101,7 @@ def run(
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
     if submit:
+        print_short(settings, batch)
         _claim(settings.data_dir, batch).close()  # (refused now if a run holds the batch)
         if shards > 1:
             submit_sharded(batch, overrides, shards)
@@ -183,6 +185,18 @@ def _claim(data_dir: str, batch: str):
         claim.close()
         _fail(str(exc))
     return claim
+
+
+def _named_models(settings) -> None:
+    """A plan asks no endpoint, but a model the run would need must be named."""
+    from endless_assets.llm.preflight import endpoint_for, roles_in_use
+    from endless_assets.settings import SettingsError
+
+    for role in roles_in_use(settings):
+        try:
+            endpoint_for(settings, role)
+        except SettingsError as exc:
+            _fail(str(exc))
 
 
 def _preflight(settings) -> None:

@@ -52,6 +52,7 @@ def print_plan(settings: Any, batch: str, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.csv:
         print_frame(frame, fmt)
         return
+    out.print(settings_line(plan.profile, batch), highlight=False)
     out.print(source_line(plan))
     print_frame(
         frame.select(list(SHOWN)).rename(SHOWN).with_columns(pl.col(pl.Float64).round(1)),
@@ -65,6 +66,22 @@ def print_plan(settings: Any, batch: str, fmt: OutputFormat) -> None:
         out.print(note, highlight=False)
 
 
+def settings_line(profile, batch: str) -> str:
+    def named(kind: str, model: str) -> str:
+        return f"{kind}/{model}" if model else kind
+
+    soundness = profile.soundness
+    if soundness != "off":
+        soundness += f" ({profile.soundness_repeats} repeats"
+        soundness += f", auditor {profile.auditor_model})" if profile.auditor_model else ")"
+    return (
+        f"endless run --plan, batch {batch}: {profile.tasks} tasks, generator "
+        f"{named(profile.generator, profile.generator_model)}, solver "
+        f"{named(profile.solver, profile.solver_model)} (k={profile.k}), soundness {soundness}, "
+        f"{profile.workers} workers"
+    )
+
+
 def source_line(plan) -> str:
     if not plan.from_history:
         return (
@@ -73,7 +90,8 @@ def source_line(plan) -> str:
         )
     used = plan.history_batches
     prior = [s.stage for s in plan.stages if not s.from_history]
-    text = f"estimated from this instance's history: {len(used)} earlier batch(es)"
+    shown = ", ".join(used[:3]) + (f" and {len(used) - 3} more" if len(used) > 3 else "")
+    text = f"estimated from this instance's history: {len(used)} earlier batch(es) ({shown})"
     if prior:
         text += f"; the prior for {', '.join(prior)} (no batch with those settings)"
     return text

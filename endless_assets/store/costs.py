@@ -146,15 +146,24 @@ def planned_runs(tasks: int, shard_tasks: int) -> int:
 def read_history(lake: Lake) -> pl.DataFrame:
     """Every readable `batch_costs` partition. Read only: an unreadable file is skipped here, never
     moved (a plan writes nothing)."""
+    schema = polars_schema(TABLE)
     frames = []
     for path in lake.partitions(TABLE):
         try:
-            frames.append(pl.read_parquet(path))
+            frame = pl.read_parquet(path)
         except Exception:  # damaged or replaced meanwhile: not history
             continue
+        # A partition written before a column existed reads it as null.
+        frames.append(
+            frame.with_columns(
+                pl.lit(None, dtype).alias(name)
+                for name, dtype in schema.items()
+                if name not in frame.columns
+            ).select(list(schema))
+        )
     if not frames:
-        return pl.DataFrame(schema=polars_schema(TABLE))
-    return pl.concat(frames, how="diagonal_relaxed")
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames, how="vertical_relaxed")
 
 
 def estimate(
@@ -214,7 +223,7 @@ def _per_unit(
     for figure in ("requests", "tokens_in", "tokens_out"):
         values[figure] = made[figure].sum() / units if units else 0.0
     rows = rows.with_columns(
-        (pl.col("wall_seconds") - pl.col("fixed_seconds")).alias("unit_wall"),
+        (pl.col("wall_seconds") - pl.col("fixed_seconds").fill_null(0.0)).alias("unit_wall"),
         (pl.col("run_ids").str.count_matches(",") + 1).alias("runs"),
     )
     partial = []
@@ -225,7 +234,7 @@ def _per_unit(
             partial.append(figure)
             continue
         values[figure] = run[column].sum() / run["units_run"].sum()
-    fixed = float(rows["fixed_seconds"].sum() / rows["runs"].sum())
+    fixed = float(rows["fixed_seconds"].fill_null(0.0).sum() / rows["runs"].sum())
     basis = _named(rows, profile)
     if partial:
         basis += f"; {', '.join(partial)} from the prior (no unit made, only reused)"
