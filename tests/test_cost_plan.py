@@ -111,7 +111,9 @@ def made(tmp_path_factory, sandbox):
             first = endless(env, "run", "--date", day, "--tasks", str(HISTORY_TASKS), "--quiet")
             assert first.returncode == 0, first.stderr[-3000:]
         before = files(data, home)
-        plan = endless(env, "run", "--plan", "-f", "json", "--date", PLANNED, "--tasks", "6")
+        plan = endless(
+            env, "run", "--plan", "-f", "json", "--date", PLANNED, "--tasks", str(PLANNED_TASKS)
+        )
         after = files(data, home)
         second = endless(env, "run", "--date", PLANNED, "--tasks", str(PLANNED_TASKS), "--quiet")
         assert second.returncode == 0, second.stderr[-3000:]
@@ -165,10 +167,15 @@ def test_the_run_ends_with_its_estimate_beside_what_happened(made):
     assert "cost: estimate vs actual" in out and "actual vs estimate: tokens" in out, out
 
 
-def test_a_plan_for_another_solver_says_which_history_it_used_and_where_it_fell_back(made):
-    plan = endless(made["env"], "run", "--plan", "-f", "json", "--solver", "oracle", "--k", "1")
+def planned(env: dict, *args: str) -> dict[str, dict]:
+    """`endless run --plan` as JSON: each stage's estimate (and the total) by name."""
+    plan = endless(env, "run", "--plan", "-f", "json", *args)
     assert plan.returncode == 0, plan.stderr
-    stages = {s["stage"]: s for s in json.loads(plan.stdout)["stages"]}
+    return {s["stage"]: s for s in json.loads(plan.stdout)["stages"]}
+
+
+def test_a_plan_for_another_solver_says_which_history_it_used_and_where_it_fell_back(made):
+    stages = planned(made["env"], "--solver", "oracle", "--k", "1")
     assert stages["environment"]["basis"].startswith("history: 3 batches")
     assert "no earlier batch with" in stages["solver rollouts"]["basis"]
     assert "solver oracle" in stages["solver rollouts"]["basis"]
@@ -176,21 +183,14 @@ def test_a_plan_for_another_solver_says_which_history_it_used_and_where_it_fell_
 
 
 def test_rollout_figures_scale_with_k_and_the_batch_with_its_tasks(made):
-    def total(*args: str) -> dict:
-        plan = endless(made["env"], "run", "--plan", "-f", "json", *args)
-        assert plan.returncode == 0, plan.stderr
-        return {s["stage"]: s for s in json.loads(plan.stdout)["stages"]}
-
-    base, more_k, more_tasks = (
-        total("--tasks", "6"),
-        total("--tasks", "6", "--k", "4"),
-        total("--tasks", "12"),
-    )
+    env = made["env"]
+    base = planned(env, "--tasks", "6")
+    more_k, more_tasks = planned(env, "--tasks", "6", "--k", "4"), planned(env, "--tasks", "12")
     rollouts = "solver rollouts"
     assert more_k[rollouts]["tokens_in"] == pytest.approx(2 * base[rollouts]["tokens_in"])
     assert more_k[rollouts]["containers"] == pytest.approx(2 * base[rollouts]["containers"])
     assert more_k["environment"]["tokens_in"] == pytest.approx(base["environment"]["tokens_in"])
-    for stage in ("describe", "environment", "soundness", rollouts):
+    for stage in ("describe", "environment", "completion test", rollouts):
         assert more_tasks[stage]["tokens_out"] == pytest.approx(2 * base[stage]["tokens_out"])
 
 
@@ -198,7 +198,6 @@ def test_the_launchpads_plan_job_shows_the_estimate_and_writes_nothing(made):
     data = made["data"]
     before = files(data)
     job = definitions.defs.get_job_def("plan_batch")
-    settings = {k: v for k, v in made["env"].items() if k.startswith("ENDLESS_")}
     with dg.DagsterInstance.ephemeral() as instance:
         result = job.execute_in_process(
             instance=instance,
@@ -211,7 +210,7 @@ def test_the_launchpads_plan_job_shows_the_estimate_and_writes_nothing(made):
                     solver="chat",
                     solver_model=MODEL,
                     k=K,
-                    soundness_repeats=int(settings["ENDLESS_SOUNDNESS_REPEATS"]),
+                    soundness_repeats=int(made["env"]["ENDLESS_SOUNDNESS_REPEATS"]),
                 )
             },
         )
@@ -223,4 +222,8 @@ def test_the_launchpads_plan_job_shows_the_estimate_and_writes_nothing(made):
     )
     metadata = output.event_specific_data.metadata
     assert "history: 3 batches" in metadata["basis"].value
+    rows = {r.data["stage"]: r.data for r in metadata["estimate"].value.records}
+    cli = planned(made["env"], "--tasks", str(PLANNED_TASKS))
+    for figure in ("tokens_in", "containers", "wall_seconds"):
+        assert rows["total"][figure] == pytest.approx(cli["total"][figure], abs=0.01)
     assert files(data) == before
