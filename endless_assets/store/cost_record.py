@@ -139,19 +139,6 @@ def cost_frame(
     return frame
 
 
-# The stats view `cost_estimates` (store/stats_views.py): per batch and stage, the estimate made
-# before the run beside what the stage cost.
-COST_ESTIMATES_SQL = """
-    select {key} as batch, stage_order, stage,
-           sum(est_requests) as requests_est, sum(requests)::BIGINT as requests,
-           sum(est_tokens_in + est_tokens_out) as tokens_est,
-           sum(tokens_in + tokens_out)::BIGINT as tokens,
-           sum(est_containers) as containers_est, sum(containers)::BIGINT as containers,
-           sum(est_engine_cpu_seconds) as engine_cpu_s_est, sum(engine_cpu_seconds) as engine_cpu_s,
-           sum(est_wall_seconds) as wall_s_est, sum(wall_seconds) as wall_s
-    from batch_costs where {where} group by all order by batch, stage_order
-"""
-
 # (label, actual column(s), estimated column(s)): what the comparison shows, per stage.
 COMPARED = (
     ("requests", ("requests",), ("est_requests",)),
