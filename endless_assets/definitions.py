@@ -8,6 +8,7 @@ import dagster as dg
 
 from endless_assets.defs.base_image import base_image
 from endless_assets.defs.completion_tests import completion_tests
+from endless_assets.defs.costs import plan_batch
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.decontamination import contamination_recheck, task_decontamination
 from endless_assets.defs.descriptions import task_descriptions
@@ -67,6 +68,7 @@ defs = dg.Definitions(
     assets=ASSETS,
     jobs=[
         daily_batch,
+        plan_batch,
         batch_stage_one,
         batch_shard,
         batch_finish,

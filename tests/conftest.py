@@ -46,6 +46,7 @@ SLOW_MODULES = frozenset(
     {
         "test_build_network",
         "test_cli",
+        "test_cost_plan",
         "test_dead_runs",
         "test_dead_runs_pipeline",
         "test_decontamination_pipeline",

@@ -8,6 +8,7 @@ test expects) instead of starting a batch."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -196,3 +197,30 @@ def test_the_dagster_resource_refuses_a_bad_value_before_any_docker_work(tmp_pat
     assert "memory" in message and "ENDLESS_MEMORY" in message and "'2t'" in message
     assert "Docker engine" not in message
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(
+    "args, env, needles",
+    [
+        (["--date", "2026-13-01"], {}, ["--date must be YYYY-MM-DD"]),
+        (["--tasks", "0"], {}, ["tasks must be at least 1", "ENDLESS_TASKS"]),
+        (["--k", "-1"], {}, ["k must be", "ENDLESS_K"]),
+        (["--solver", "nobody"], {}, ["solver", "nobody"]),
+        (["--generator", "llm"], {}, ["needs a model", "ENDLESS_GENERATOR_MODEL"]),
+        ([], {"ENDLESS_SOUNDNESS": "sometimes"}, ["soundness", "sometimes"]),
+    ],
+)
+def test_a_plan_with_bad_input_is_one_line_and_exit_two_and_writes_nothing(
+    tmp_path, args, env, needles
+):
+    proc = run_endless(tmp_path, "run", "--plan", *args, **env)
+    assert_refused(proc, tmp_path, *needles)
+
+
+def test_a_plan_without_history_says_so_exits_zero_and_writes_nothing(tmp_path):
+    proc = run_endless(tmp_path, "run", "--plan", "--tasks", "8", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = json.loads(proc.stdout)
+    assert not plan["from_history"] and plan["history_batches"] == []
+    assert all(s["basis"].startswith("prior") for s in plan["stages"] if s["stage"] != "total")
+    assert not (tmp_path / "data").exists() and not (tmp_path / "dagster_home").exists()

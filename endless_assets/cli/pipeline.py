@@ -47,6 +47,18 @@ def run(
             "its daemon to launch, instead of running it here"
         ),
     ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="print what the batch will cost (LLM requests and tokens, containers, engine "
+            "CPU, wall time per stage) from this instance's history, and stop: runs nothing, "
+            "writes nothing",
+        ),
+    ] = False,
+    format: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="how --plan prints its estimate")
+    ] = OutputFormat.table,
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
@@ -65,6 +77,12 @@ def run(
         settings = Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
+    from endless_assets.cli.plan import print_costs, print_plan, print_short
+
+    if plan:
+        _named_models(settings)
+        print_plan(settings, batch, format)
+        return
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
 
     open_instance(overrides)  # (a DAGSTER_PG_URL that does not answer: one line, exit 2)
@@ -83,6 +101,7 @@ def run(
         f"{settings.workers} workers, data in {settings.data_dir}"
     )
     if submit:
+        print_short(settings, batch)
         _claim(settings.data_dir, batch).close()  # (refused now if a run holds the batch)
         if shards > 1:
             submit_sharded(batch, overrides, shards)
@@ -90,6 +109,7 @@ def run(
             submit_batch(batch, overrides)
         return
     _preflight(settings)
+    print_short(settings, batch)
     started = time.monotonic()
     claim = _claim(settings.data_dir, batch)
     try:
@@ -116,6 +136,7 @@ def run(
             "see the log above or the run in the UI (`dg dev`)",
             code=1,
         )
+    print_costs(settings.data_dir, batch)
     kept = _kept(settings.data_dir, batch)
     out.print(
         f"[bold green]batch {batch} done[/] in {wall:.0f} s: {kept} verified tasks kept "
@@ -164,6 +185,18 @@ def _claim(data_dir: str, batch: str):
         claim.close()
         _fail(str(exc))
     return claim
+
+
+def _named_models(settings) -> None:
+    """A plan asks no endpoint, but a model the run would need must be named."""
+    from endless_assets.llm.preflight import endpoint_for, roles_in_use
+    from endless_assets.settings import SettingsError
+
+    for role in roles_in_use(settings):
+        try:
+            endpoint_for(settings, role)
+        except SettingsError as exc:
+            _fail(str(exc))
 
 
 def _preflight(settings) -> None:

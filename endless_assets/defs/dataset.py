@@ -18,6 +18,7 @@ from endless_assets.defs.common import (
     task_markdown,
     validate,
 )
+from endless_assets.defs.costs import record_batch_costs
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import KeepRule, score_tasks
@@ -169,6 +170,15 @@ def _materialize(
     )
     if reasons:
         metadata["drop_reasons"] = counts_table(reasons, "reason")
+    if spec is GENERATED:  # what the batch cost beside its estimate (batch_costs)
+        stage_frames = {
+            "task_descriptions": task_descriptions,
+            "task_environments": task_environments,
+            "completion_tests": completion_tests,
+            "task_soundness": task_soundness,
+            "solver_rollouts": solver_rollouts,
+        }
+        metadata.update(record_batch_costs(context, pipeline, spec, stage_frames))
     if kept_rows:
         metadata["sample_task"] = dg.MetadataValue.md(task_markdown(kept_rows[0]))
     return dg.MaterializeResult(

@@ -18,6 +18,7 @@ from endless_assets.defs.common import (
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
+from endless_assets.stages.costs import StageMeter
 from endless_assets.stages.rollouts import TABLE, run_rollouts
 from endless_assets.stages.rows import tasks_with_tests
 from endless_assets.store import shards
@@ -73,16 +74,18 @@ def _materialize(
     settings = pipeline.resolve()
     sandbox = pipeline.sandbox()
     started = time.monotonic()
+    meter = StageMeter(sandbox)
     tasks = tasks_with_tests(task_descriptions, task_environments, completion_tests, task_soundness)
-    run = run_rollouts(
-        settings,
-        sandbox,
-        pipeline.lake(),
-        context.partition_key,
-        tasks,
-        log=context.log,
-        shard=shards.parse(context.run.tags.get(shards.TAG)),
-    )
+    with meter.items():
+        run = run_rollouts(
+            settings,
+            sandbox,
+            pipeline.lake(),
+            context.partition_key,
+            tasks,
+            log=context.log,
+            shard=shards.parse(context.run.tags.get(shards.TAG)),
+        )
     probe, plan, new_rows, current_rows = run.probe, run.plan, run.new_rows, run.current_rows
     table = frame(TABLE, run.all_rows).sort(["task_id", "policy", "model", "rollout_idx"])
     check = validate(TABLE, table, spec.prefix, context=context)
@@ -113,6 +116,7 @@ def _materialize(
         "failure_modes": counts_table(modes, "failure_mode", "rollouts"),
         "sandbox_engines": engines_table(sandbox.pool.report()),
         **solver_run_metadata(probe, current_rows, context.log.warning),  # endpoint, identical
+        **meter.metadata(),
         **timing_metadata([r["seconds"] for r in new_rows], time.monotonic() - started),
     }
     if ran_seconds > 0 and steps:

@@ -36,6 +36,7 @@ from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import HARNESS_ERROR, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.settings import Settings
+from endless_assets.stages.costs import StageMeter
 from endless_assets.store.columns import frame
 
 
@@ -103,6 +104,7 @@ class StageRun:
         self.sandbox = pipeline.sandbox()
         self.generator = spec.generator(self.settings, self.sandbox.base.tag)
         self.started = time.monotonic()
+        self.meter = StageMeter(self.sandbox)
         self.entered = 0
         self.recovered = 0
         self.schema_check: dg.AssetCheckResult | None = None
@@ -139,15 +141,23 @@ class StageRun:
             self.pipeline, self.settings, self.table, self.context.partition_key, self.generator
         )
         self.entered, self.recovered = len(tasks), len(resume.recovered)
-        return run_parallel(
-            self.context,
-            tasks,
-            resume.wrap(lambda task: row(task, work(task))),
-            failed,
-            workers=task_parallelism(self.generator, self.settings) if workers is None else workers,
-            label=label,
-            recover=self.sandbox.recover,
-        )
+
+        def made(task: Task) -> dict[str, Any]:
+            self.meter.made(task.task_id)
+            return row(task, work(task))
+
+        with self.meter.items():
+            return run_parallel(
+                self.context,
+                tasks,
+                resume.wrap(made),
+                failed,
+                workers=task_parallelism(self.generator, self.settings)
+                if workers is None
+                else workers,
+                label=label,
+                recover=self.sandbox.recover,
+            )
 
     def frame(self, rows: list[dict[str, Any]]) -> pl.DataFrame:
         """The rows as the stage's table, validated against its schema: an invalid table fails
@@ -175,6 +185,7 @@ class StageRun:
                 "recovered_from_journal": self.recovered,
                 **status_metadata(table),
                 **metadata,
+                **self.meter.metadata(),
                 **timing_metadata(seconds, time.monotonic() - self.started),
             },
             check_results=[

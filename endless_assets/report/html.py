@@ -328,7 +328,12 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 html_table(_contamination_sources(lake, batches)),
             ),
             _section("Turns per episode", _turns_chart(turns)),
-            _section("Token cost", html_table(tables["token_cost"].frame)),
+            _section(
+                "Token cost",
+                html_table(tables["token_cost"].frame),
+                "<h3>Estimated before each run (<code>endless run --plan</code>) and actual</h3>",
+                html_table(tables["cost_estimates"].frame),
+            ),
             _section(
                 "Models",
                 "<h3>Generators</h3>",

@@ -81,6 +81,22 @@ TABLES: dict[str, tuple[str, list[str]]] = {
         "Token cost per stage",
         ["stage", "requests", "tokens_in", "tokens_out", "tokens", "tokens_per_kept_task"],
     ),
+    "cost_estimates": (
+        "Cost estimated before each run (endless run --plan) and actual",
+        [
+            "stage",
+            "requests_est",
+            "requests",
+            "tokens_est",
+            "tokens",
+            "containers_est",
+            "containers",
+            "engine_cpu_s_est",
+            "engine_cpu_s",
+            "wall_s_est",
+            "wall_s",
+        ],
+    ),
     "generator_models": (
         "Generator models",
         ["generator", "sampled", "described", "built", "validated", "kept", "tokens"],

@@ -81,6 +81,8 @@ class Sandbox:
         # Held around the CPU-heavy moments (a build, a container's start, a verdict) by every
         # stage that works through this sandbox.
         self.slots: AbstractContextManager[Any] = engine_slots(self.config.slots)
+        self.containers_started = 0  # task containers this sandbox started (warm ones included)
+        self._counted = threading.Lock()
         for engine in self.pool.up:
             if engine.name not in _swept:
                 # Containers of processes that died (a killed run) are removed once per process.
@@ -262,6 +264,8 @@ class Sandbox:
                 engine.images.discard(image)
                 self._ensure_image(engine, image)
                 box = self._start(stack, engine, image, labels)
+            with self._counted:
+                self.containers_started += 1
         except BaseException:
             with suppress(SandboxError):  # the engine that just failed may fail the removal too
                 stack.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from endless_assets.models import DIFFICULTY_THRESHOLDS
 from endless_assets.sampling.views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
 from endless_assets.store.failure_modes import failure_mode_sql
+from endless_assets.store.schemas.costs import COST_ESTIMATES_SQL
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
 
@@ -27,14 +28,12 @@ GENERATOR_SQL = (
     "case when coalesce(generator_model, '') = '' then generator "
     "else generator || '/' || generator_model end"
 )
-# What became of one rollout (stored per rollout); rows written before that column existed get
-# the same classification from the columns they have: the one rule of store/failure_modes.py.
+# What became of one rollout; rows older than that column: the rule of store/failure_modes.py.
 FAILURE_MODE_SQL = f"coalesce(failure_mode, {failure_mode_sql()})"
 
-# Stats views, written once as templates: `{key}` is what rows are grouped by (the batch in the
-# catalog's views; a constant when `endless stats` sums several batches) and `{where}` filters the
-# rows read. They name the columns they use (never `select *` across tables), so columns added
-# to the tables later change nothing here.
+# Stats views, written once as templates: `{key}` groups the rows (the batch in the catalog's
+# views; a constant when `endless stats` sums batches), `{where}` filters them. They name the
+# columns they use (never `select *` across tables): columns added to the tables change nothing.
 STATS_TEMPLATES: dict[str, str] = {
     # The funnel: how many tasks entered and survived each stage, and why the others did not.
     "funnel": """
@@ -373,6 +372,7 @@ STATS_TEMPLATES: dict[str, str] = {
         from tasks where {{where}}
         group by all order by batch, generator, solver
     """,
+    "cost_estimates": COST_ESTIMATES_SQL,  # the estimate before each run beside the cost
 }
 
 

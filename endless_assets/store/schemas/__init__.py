@@ -13,6 +13,7 @@ import polars as pl
 
 from endless_assets.store.schemas.base import DRIFT_STATUSES, STATUSES, TERMINATIONS
 from endless_assets.store.schemas.checks import ContaminationRecheck, TaskDecontamination
+from endless_assets.store.schemas.costs import BatchCosts
 from endless_assets.store.schemas.draws import CellHistory, TaskDraws
 from endless_assets.store.schemas.outcomes import (
     DriftRevalidation,
@@ -28,6 +29,7 @@ __all__ = [
     "STATUSES",
     "TABLES",
     "TERMINATIONS",
+    "BatchCosts",
     "CellHistory",
     "CompletionTests",
     "ContaminationRecheck",
@@ -57,6 +59,7 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
     "contamination_recheck": ContaminationRecheck,
     "task_draws": TaskDraws,
     "cell_history": CellHistory,
+    "batch_costs": BatchCosts,
 }
 
 

@@ -1,0 +1,89 @@
+"""What the container engines of this host have spent in CPU: read from /proc and the cgroups, so
+a stage can say what it cost the engine (store/costs.py, `endless run --plan`).
+
+The engine's CPU is its daemons' (dockerd, containerd, the container shims alive at the time,
+podman, conmon) and its containers' cgroups (the task containers and the builds' RUN steps:
+the engine's cgroup parent counts its children's CPU, those already removed included). A shim
+that exited took its CPU with it, so short-lived containers' shims are partly missed. It is the
+whole engine's CPU: another process's containers on the same engine count too. An engine on
+another host (tcp://, ssh://) cannot be seen from here: None.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+# (a process's comm is its name cut to 15 characters: containerd-shim-runc-v2 reads containerd-shim)
+DAEMONS = ("dockerd", "containerd", "containerd-shim", "podman", "conmon")
+# The cgroup parents engines put containers (and build steps) under, with their unit: cgroup v1
+# counts nanoseconds in cpuacct.usage, v2 microseconds in cpu.stat's usage_usec.
+PARENTS = (
+    ("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage", 1e-9),
+    ("/sys/fs/cgroup/cpu,cpuacct/docker/cpuacct.usage", 1e-9),
+    ("/sys/fs/cgroup/cpuacct/libpod_parent/cpuacct.usage", 1e-9),
+    ("/sys/fs/cgroup/cpu,cpuacct/libpod_parent/cpuacct.usage", 1e-9),
+    ("/sys/fs/cgroup/docker/cpu.stat", 1e-6),
+    ("/sys/fs/cgroup/libpod_parent/cpu.stat", 1e-6),
+)
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def is_local(urls: Iterable[str]) -> bool:
+    """Whether every engine URL ("" = DOCKER_HOST or the local socket) is on this host."""
+    for url in urls:
+        resolved = url or os.environ.get("DOCKER_HOST", "")
+        if resolved and not resolved.startswith("unix://"):
+            return False
+    return True
+
+
+def engine_cpu_seconds(urls: Iterable[str] = ("",)) -> float | None:
+    """CPU-seconds the engines of this host have used so far (a counter: take the difference
+    over a stage); None when an engine is remote or no engine process can be seen here."""
+    if not is_local(urls):
+        return None
+    daemons, seen = _daemons_cpu()
+    if not seen:
+        return None
+    return daemons + _containers_cpu()
+
+
+def _daemons_cpu() -> tuple[float, bool]:
+    total, seen = 0.0, False
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return 0.0, False
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = (entry / "comm").read_text().strip()
+            if name not in DAEMONS:
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += sum(int(v) for v in fields[11:15]) / _TICK  # utime stime cutime cstime
+        seen = seen or name in ("dockerd", "podman", "conmon")
+    return total, seen
+
+
+def _containers_cpu() -> float:
+    total = 0.0
+    for path, scale in PARENTS:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        if path.endswith("cpu.stat"):
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    total += int(value) * scale
+        else:
+            total += int(text.strip()) * scale
+    return total
