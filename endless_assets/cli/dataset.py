@@ -366,15 +366,16 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
         return
     imported = query(
         lake,
-        f"select count(*) filter (where status = 'ok') as imported, "
-        f"count(*) filter (where status <> 'ok') as not_imported "
-        f"from task_descriptions where batch = '{batch}'",
+        "select count(*) filter (where status = 'ok') as imported, "
+        "count(*) filter (where status <> 'ok') as not_imported "
+        "from task_descriptions where batch = ?",
+        [batch],
     ).row(0, named=True)
     out.print(f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported")
     rejected = query(
         lake,
-        f"select reject_reason from task_descriptions "
-        f"where batch = '{batch}' and status <> 'ok' order by 1",
+        "select reject_reason from task_descriptions where batch = ? and status <> 'ok' order by 1",
+        [batch],
     )["reject_reason"].to_list()
     split = [reason.removeprefix("import_failed: ").split(": ", 1) for reason in rejected]
     failures = pl.DataFrame(
@@ -385,16 +386,12 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
     )
     if len(failures):
         print_frame(failures, title="task directories not imported")
-    funnel = query(
-        lake,
-        f"select stage, entered, survived, rejected, harness_errors "
-        f"from funnel where batch = '{batch}' order by stage_order",
+    from endless_assets.cli.pipeline import print_funnel
+
+    print_funnel(
+        data_dir,
+        batch,
+        what="imported batch",
+        why="why imported tasks did not survive",
+        after_stage=1,
     )
-    print_frame(funnel, title=f"funnel of imported batch {batch}")
-    reasons = query(
-        lake,
-        f"select stage, reason, tasks, example from funnel_reasons "
-        f"where batch = '{batch}' and stage_order > 1 order by stage_order, tasks desc",
-    )
-    if len(reasons):
-        print_frame(reasons, title="why imported tasks did not survive")

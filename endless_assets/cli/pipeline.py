@@ -129,7 +129,7 @@ def run(
             "same date goes on from what it finished",
             code=130,
         )
-    _print_funnel(settings.data_dir, batch)
+    print_funnel(settings.data_dir, batch)
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
@@ -212,43 +212,53 @@ def _preflight(settings) -> None:
     check_engines(settings)
 
 
-def _print_funnel(data_dir: str, batch: str) -> None:
-    from endless_assets.store.catalog import query
+def print_funnel(
+    data_dir: str,
+    batch: str,
+    *,
+    what: str = "batch",
+    why: str = "why tasks did not survive",
+    after_stage: int = 0,
+) -> None:
+    """A batch's funnel, why its tasks did not survive (stages after `after_stage`), its
+    learnable share and its draw: each table that has rows."""
     from endless_assets.store.lake import Lake
 
     lake = Lake(data_dir)
-    funnel = query(
-        lake,
-        f"select stage, entered, survived, rejected, harness_errors "
-        f"from funnel where batch = '{batch}' order by stage_order",
+    tables = (
+        (
+            "select stage, entered, survived, rejected, harness_errors from funnel "
+            "where batch = ? order by stage_order",
+            f"funnel of {what} {batch}",
+        ),
+        (
+            "select stage, reason, tasks, example from funnel_reasons "
+            f"where batch = ? and stage_order > {int(after_stage)} "
+            "order by stage_order, tasks desc",
+            why,
+        ),
+        (
+            "select solver, kept, learnable, learnable_share, tokens_per_learnable, "
+            "seconds_per_learnable from learnable where batch = ? order by solver",
+            "learnable share: kept tasks with 0 < pass rate < 1",
+        ),
+        (
+            "select mode, cells, floor, explore, exploit, evolve, expected_learnable_share, "
+            "learnable_share from frontier_batches where batch = ?",
+            "the describe stage's draw (frontier sampler): expected, then measured",
+        ),
     )
-    print_frame(funnel, title=f"funnel of batch {batch}")
-    _print_rows(
-        lake,
-        f"select stage, reason, tasks, example from funnel_reasons "
-        f"where batch = '{batch}' order by stage_order, tasks desc",
-        "why tasks did not survive",
-    )
-    _print_rows(
-        lake,
-        f"select solver, kept, learnable, learnable_share, tokens_per_learnable, "
-        f"seconds_per_learnable from learnable where batch = '{batch}' order by solver",
-        "learnable share: kept tasks with 0 < pass rate < 1",
-    )
-    _print_rows(
-        lake,
-        f"select mode, cells, floor, explore, exploit, evolve, expected_learnable_share, "
-        f"learnable_share from frontier_batches where batch = '{batch}'",
-        "the describe stage's draw (frontier sampler): expected, then measured",
-    )
+    for sql, title in tables:
+        _print_rows(lake, sql, [batch], title, always=title == tables[0][1])
 
 
-def _print_rows(lake, sql: str, title: str) -> None:
-    """The query's rows as a table under `title`; nothing when there are none."""
+def _print_rows(lake, sql: str, params: list, title: str, *, always: bool = False) -> None:
+    """The query's rows as a table under `title`; nothing when there are none (unless
+    `always`)."""
     from endless_assets.store.catalog import query
 
-    rows = query(lake, sql)
-    if len(rows):
+    rows = query(lake, sql, params)
+    if len(rows) or always:
         print_frame(rows, title=title)
 
 
@@ -258,7 +268,8 @@ def _kept(data_dir: str, batch: str) -> int:
 
     frame = query(
         Lake(data_dir),
-        f"select count(*) as n from filtered_dataset where batch = '{batch}' and kept",
+        "select count(*) as n from filtered_dataset where batch = ? and kept",
+        [batch],
     )
     return int(frame["n"][0]) if len(frame) else 0
 
