@@ -3,11 +3,16 @@ a reason."""
 
 from __future__ import annotations
 
+import gc
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from endless_assets.generation.parsing import (
     ParseError,
     check_dockerfile,
+    check_test,
     code_blocks,
     parse_environment,
     parse_task,
@@ -260,3 +265,40 @@ def test_a_repaired_dockerfile_may_copy_files_sent_in_an_earlier_round():
         parse_environment(reply, BASE, allow_test=True)
     env = parse_environment(reply, BASE, allow_test=True, known_files={"seed/a.csv": "1\n"})
     assert env.dockerfile == dockerfile and env.files == {}
+
+
+def test_tests_checked_by_many_threads_at_once_all_parse():
+    # CPython 3.11 keeps one AST depth counter for every thread: a collection running a finalizer
+    # mid-conversion lets another thread's parse in, and plain ast.parse may then raise
+    # SystemError ("AST constructor recursion depth mismatch"); the stage's workers are threads.
+    class Finalized:
+        def __del__(self):
+            pass
+
+    def churn():
+        for _ in range(100_000):
+            cycle = Finalized()
+            cycle.itself = cycle
+
+    nested = "(" * 20 + "1" + ")" * 20
+    line = f"    assert {nested} == [{', '.join(map(str, range(30)))}][0]\n"
+    code = "def test_deep():\n" + line * 40
+
+    def check(_):
+        try:
+            check_test(code, "test")
+        except SystemError as exc:
+            return str(exc)
+        return None
+
+    threshold = gc.get_threshold()
+    churner = threading.Thread(target=churn)
+    gc.set_threshold(5)
+    try:
+        churner.start()
+        with ThreadPoolExecutor(8) as pool:
+            errors = [e for e in pool.map(check, range(800)) if e]
+    finally:
+        churner.join()
+        gc.set_threshold(*threshold)
+    assert errors == []

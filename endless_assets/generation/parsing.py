@@ -20,6 +20,7 @@ import ast
 import re
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -221,11 +222,22 @@ def _looks_like_python(text: str) -> bool:
     return bool(re.search(r"^\s*(?:import \w|from \w+ import|def test_)", text, re.M))
 
 
+# CPython 3.11 counts the depth of an AST it converts in one counter for every thread: two
+# threads parsing at once may raise SystemError("AST constructor recursion depth mismatch").
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str) -> ast.Module:
+    """`ast.parse`, one thread at a time (SyntaxError as ast.parse raises it)."""
+    with _AST_LOCK:
+        return ast.parse(source)
+
+
 def check_test(code: str, what: str) -> str:
     """A pytest file we can run: valid Python, at least one test, stdlib and pytest only."""
     code = code.strip("\n") + "\n"
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as exc:
         raise ParseError(f"the {what} is not valid Python: line {exc.lineno}: {exc.msg}") from None
     if not _has_tests(tree):

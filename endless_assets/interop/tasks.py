@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 from pydantic import ValidationError
 
+from endless_assets.generation.parsing import parse_python
 from endless_assets.interop.dockerfile import DockerfileError, base_images
 from endless_assets.models import Task, TaskScore
 from endless_assets.store.columns import stored_columns
@@ -120,7 +121,7 @@ def _test_problems(what: str, source: str) -> list[str]:
     if not source.strip():
         return [f"the {what} is empty"]
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         return [f"the {what} does not parse (line {exc.lineno}: {exc.msg})"]
     names = [
