@@ -15,7 +15,9 @@ from endless_assets.sandbox.sandbox import Sandbox
 
 def own_containers(sandbox: Sandbox) -> list[str]:
     found = sandbox.client.containers.list(
-        all=True, filters={"label": [f"{PROJECT_LABEL}=endless", f"{OWNER_LABEL}={owner_tag()}"]}
+        all=True,
+        filters={"label": [f"{PROJECT_LABEL}=endless", f"{OWNER_LABEL}={owner_tag()}"]},
+        ignore_removed=True,  # (removed between the listing and its inspection: gone)
     )
     return [c.name for c in found]
 

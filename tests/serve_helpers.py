@@ -187,7 +187,8 @@ class Server:
 def served_containers(client: DockerClient, **labels: str) -> list[str]:
     filters = [f"{PROJECT_LABEL}=endless", SERVE_LABEL]
     filters += [f"endless.{k}={v}" for k, v in labels.items()]
-    return [c.id for c in client.containers.list(all=True, filters={"label": filters})]
+    found = client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
+    return [c.id for c in found]
 
 
 def wait_removed(client: DockerClient, since: float, **labels: str) -> None:

@@ -63,7 +63,7 @@ def hold_first_generation(module, args, kwargs):
     seen["prompts"] = tokenizer.batch_decode(ids, skip_special_tokens=False)
     engine, start = docker.from_env(), time.monotonic()
     label = {"label": ["endless.role=serve", f"endless.owner={OWNER}"]}
-    while engine.containers.list(all=True, filters=label):
+    while engine.containers.list(all=True, filters=label, ignore_removed=True):
         if time.monotonic() - start > 600:
             raise RuntimeError("the server never reaped the idle episodes")
         time.sleep(0.2)
