@@ -3,7 +3,7 @@
 Imported tasks (Harbor, Terminal-Bench) are graded by their own scripts, and a root agent's verdict
 too is given in a verifier container (sandbox/grading/verifier.py): commit, a new container, a
 grader in it, the script. This materializes the mixed-conventions directory of
-tests/test_import_conventions.py (13 tasks: root agents, task.toml users, tests/test.sh, a
+tests/slow/interop/test_import_conventions.py (13 tasks: root agents, task.toml users, tests/test.sh, a
 Terminal-Bench compose task...) through imported task_descriptions, task_environments and
 completion_tests with `workers=2`, and prints the wall clock and, per step of a verdict, how often
 it ran and its mean wall time (threads overlap: the totals add up to more than the wall).
@@ -22,8 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import test_import_conventions as conventions
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+import conventions_import as conventions
 
 from endless_assets.defs.imports import IMPORTED_ASSETS
 from endless_assets.sandbox.containers import container

@@ -6,6 +6,8 @@ this process is left behind: the sandbox must remove every container whatever ha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from postgres_server import postgres  # noqa: F401  (the fixture, for every test module)
 
@@ -41,59 +43,16 @@ def root_image(sandbox: Sandbox) -> str:
     return build.tag
 
 
-# The slow tier: modules whose tests take more than about 25 s together on 2 cores (they make
-# batches, start servers or run other harnesses). `pytest -m "not slow"` is the fast tier for the
-# inner loop (README, "Quick start"); CI runs everything.
-SLOW_MODULES = frozenset(
-    {
-        "test_build_network",
-        "test_cli",
-        "test_cost_plan",
-        "test_dead_runs",
-        "test_dead_runs_pipeline",
-        "test_decontamination_pipeline",
-        "test_docker_run_launcher",
-        "test_drift",
-        "test_durable_attempts",
-        "test_engine_pool",
-        "test_export",
-        "test_export_harbor_harness",
-        "test_export_quality_pipeline",
-        "test_family_levels",
-        "test_frontier_pipeline",
-        "test_frontier_shapes",
-        "test_grader_reach",
-        "test_hostile_batch",
-        "test_import_conventions",
-        "test_import_roundtrip",
-        "test_offline_boilerplate",
-        "test_llm_client",
-        "test_llm_real_server",
-        "test_pipeline",
-        "test_podman",
-        "test_review_hostile",
-        "test_reward_integrity",
-        "test_rollout_stage",
-        "test_root_config",
-        "test_root_integrity",
-        "test_root_reference",
-        "test_serve",
-        "test_serve_lifecycle",
-        "test_serve_trl",
-        "test_shards",
-        "test_shared_engine",
-        "test_solver_episodes",
-        "test_soundness",
-        "test_soundness_pipeline",
-        "test_team_instance",
-        "test_ui_runs",
-    }
-)
+# The tiers are folders, each laid out like the package: tests/fast (the inner loop, README
+# "Quick start") and tests/slow (modules whose tests take more than about 25 s together on 2
+# cores: they make batches, start servers or run other harnesses). CI runs both. The `slow`
+# marker follows the folder, so `-m "not slow"` still selects the fast tier.
+SLOW = Path(__file__).resolve().parent / "slow"
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.stem in SLOW_MODULES:
+        if item.path.is_relative_to(SLOW):
             item.add_marker(pytest.mark.slow)
 
 

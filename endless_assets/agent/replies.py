@@ -1,6 +1,6 @@
 """Reading a chat model's reply: its thought, then one `<command>` or `<action>done</action>`.
 
-What is accepted (all of it tested in tests/test_chat_replies.py):
+What is accepted (all of it tested in tests/fast/agent/test_chat_replies.py):
 - Thinking, either in the server's separate reasoning field, in `<think>…</think>` (also
   `<thinking>`, `<reasoning>`), after a bare `</think>` whose opening tag was in the chat
   template, or as plain prose around the tag. Tags inside thinking are ignored, and thinking

@@ -1,0 +1,6 @@
+"""Where the checkout is, for tests that run its scripts or read its files."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPPORT = Path(__file__).resolve().parent
