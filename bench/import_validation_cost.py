@@ -3,7 +3,7 @@
 Imported tasks (Harbor, Terminal-Bench) are graded by their own scripts, and a root agent's verdict
 too is given in a verifier container (sandbox/grading/verifier.py): commit, a new container, a
 grader in it, the script. This materializes the mixed-conventions directory of
-tests/slow/interop/test_import_conventions.py (13 tasks: root agents, task.toml users, tests/test.sh, a
+tests/support/conventions.py (13 tasks: root agents, task.toml users, tests/test.sh, a
 Terminal-Bench compose task...) through imported task_descriptions, task_environments and
 completion_tests with `workers=2`, and prints the wall clock and, per step of a verdict, how often
 it ran and its mean wall time (threads overlap: the totals add up to more than the wall).

@@ -1,6 +1,7 @@
 """How long each stats view takes over a large lake (design target: < 1 s per view).
 
-Builds a synthetic lake of at least a million `solver_rollouts` rows (tests/support/synthetic_lake.py:
+Builds a synthetic lake of at least a million `solver_rollouts` rows
+(tests/support/synthetic_lake.py:
 every table, every batch, seeded; two solvers, k=16) as real Parquet partitions, rebuilds the
 DuckDB catalog, then times `select * from <view>` for every stats view (all rows fetched into a
 polars frame, as `endless sql` does), best of --repeat runs, and the `endless stats` summaries

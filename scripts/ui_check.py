@@ -6,8 +6,8 @@ overview timeline has a row for the job, the run's page offers "Re-execute all" 
 Prints one line per check and exits 1 if one fails.
 
 Needs Python playwright (`.venv/bin/pip install playwright`; no browser download: it drives the
-system's Chromium, `apt-get install chromium`). tests/slow/cli/test_ui_runs.py calls `check` when both
-are there; by hand:
+system's Chromium, `apt-get install chromium`). tests/slow/cli/test_ui_runs.py calls `check` when
+both are there; by hand:
 
     .venv/bin/python scripts/ui_check.py http://127.0.0.1:3000 daily_batch RUN_ID
 """

@@ -1,5 +1,5 @@
 """The verifier as it was before a root agent's configuration, its pytest plugins and what a test
-runs were kept from grading (`todays`): what each red-team route of tests/slow/sandbox/grading/test_root_config.py,
+runs were kept from grading (`todays`): what each red-team route of test_root_config.py,
 test_root_reference.py and test_grader_reach.py first earns 1 (or a harness error) against,
 before the same route earns a scored 0 against ours.
 

@@ -1,4 +1,4 @@
-"""What the root-agent red-team modules share (tests/slow/sandbox/grading/test_root_config.py, test_root_plugins.py,
+"""What the root-agent red-team modules share (test_root_config.py, test_root_plugins.py,
 test_root_reference.py): the task's own scripts, the agent's programs that configuration or a
 loader makes grading run, the images they need, and one episode of a scripted root agent."""
 

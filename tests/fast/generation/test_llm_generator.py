@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import json
 
-import dagster as dg
 import pytest
+from batches import materialize_batch
 
-import endless_assets.definitions as definitions
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.factory import task_parallelism
 from endless_assets.generation.llm import LLMGenerator
 from endless_assets.generation.llm.prompts import PromptSet
@@ -56,24 +53,18 @@ BEHAVIOURS = {
 
 
 def materialize(data_dir, server: ScriptedServer, assets: list[str], tasks: int, batch=BATCH):
-    return dg.materialize(
-        [getattr(definitions, name) for name in assets],
-        partition_key=batch,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(
-                data_dir=str(data_dir),
-                tasks=tasks,
-                workers=4,
-                generator="llm",
-                generator_model="scripted",
-                generator_base_url=server.base_url,
-                llm_concurrency=8,
-                llm_retries=3,
-                llm_backoff=0.01,
-            ),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
+    return materialize_batch(
+        data_dir,
+        assets,
+        batch,
+        tasks=tasks,
+        workers=4,
+        generator="llm",
+        generator_model="scripted",
+        generator_base_url=server.base_url,
+        llm_concurrency=8,
+        llm_retries=3,
+        llm_backoff=0.01,
     )
 
 

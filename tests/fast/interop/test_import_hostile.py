@@ -199,7 +199,7 @@ def test_an_imported_build_never_reaches_services_on_the_build_host_network_or_n
     sandbox, tmp_path, monkeypatch, loopback_service, build_network
 ):
     """Without a network (imports' default) and with one (build_network.py: the registries
-    through a proxy that never connects to this host; tests/slow/sandbox/image/test_build_network.py shows the
+    through a proxy that never connects to this host; test_build_network.py shows the
     same build on the host's network reaching it)."""
     monkeypatch.delenv("ENDLESS_BUILD_NETWORK", raising=False)
     port, seen = loopback_service

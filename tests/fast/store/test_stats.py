@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 
 import broken_families as bf
-import dagster as dg
 import pytest
+from batches import materialize_batch
 from typer.testing import CliRunner
 
-import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.cli.app import app
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
 from endless_assets.store.stats_views import STATS_VIEWS
@@ -45,16 +42,7 @@ ASSETS = [
 
 
 def _materialize(data_dir, selection: list[str] | None, **config) -> None:
-    result = dg.materialize(
-        [getattr(definitions, name) for name in ASSETS],
-        partition_key=BATCH,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, **config),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
-        selection=selection,
-    )
+    result = materialize_batch(data_dir, ASSETS, BATCH, selection=selection, tasks=TASKS, **config)
     assert result.success
 
 

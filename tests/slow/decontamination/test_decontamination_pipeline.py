@@ -14,10 +14,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from batches import materialize_batch
 from conventions import BOILERPLATE, harbor, source_tasks
 from project import ROOT
 
-import endless_assets.definitions as definitions
 from endless_assets.defs.imports import imported_task_decontamination, imported_task_descriptions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
@@ -51,15 +51,7 @@ def benchmark_of(sandbox, directory: Path, batch: str, indices) -> list[str]:
 
 
 def materialize(data_dir: Path, assets: list[str], batch: str = BATCH, **config):
-    return dg.materialize(
-        [getattr(definitions, name) for name in assets],
-        partition_key=batch,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, **config),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
-    )
+    return materialize_batch(data_dir, assets, batch, tasks=TASKS, **config)
 
 
 def test_copied_tasks_are_rejected_after_stage_i_and_never_built(tmp_path, sandbox):

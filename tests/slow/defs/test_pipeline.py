@@ -10,12 +10,10 @@ import broken_families as bf
 import dagster as dg
 import golden_rows
 import pytest
+from batches import materialize_batch
 
-import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.definitions import defs
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
@@ -36,17 +34,7 @@ ASSETS = [
 def materialize(
     data_dir, tasks: int, batch: str = BATCH, selection: list[str] | None = None, **config
 ) -> dg.ExecuteInProcessResult:
-    assets = [getattr(definitions, name) for name in ASSETS]
-    return dg.materialize(
-        assets,
-        selection=selection,
-        partition_key=batch,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=tasks, **config),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
-    )
+    return materialize_batch(data_dir, ASSETS, batch, selection=selection, tasks=tasks, **config)
 
 
 @pytest.fixture(scope="module")

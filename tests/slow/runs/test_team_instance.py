@@ -247,7 +247,7 @@ def test_the_deployment_files_parse_and_name_files_that_exist(monkeypatch):
     assert workspace["load_from"][0]["grpc_server"]["location_name"] == "endless"
 
     # The dagster-docker example is a valid instance config for this Dagster, and its launcher's
-    # config is one dagster-docker takes (tests/slow/runs/test_docker_run_launcher.py launches a run with
+    # config is one dagster-docker takes (test_docker_run_launcher.py launches a run with
     # the same shape).
     monkeypatch.setenv("DAGSTER_PG_URL", "postgresql+psycopg2://u:p@h/d")
     with tempfile.TemporaryDirectory() as home:

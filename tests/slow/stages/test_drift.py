@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dagster as dg
 import pytest
+from batches import materialize_batch
 
 import endless_assets.definitions as definitions
 from endless_assets.defs.drift import imported_drift_revalidation
@@ -92,26 +93,20 @@ class Upstream:
 
 
 def materialize(data_dir, server, selection, upstream):
-    return dg.materialize(
-        [getattr(definitions, name) for name in [*PIPELINE, "drift_revalidation"]],
+    return materialize_batch(
+        data_dir,
+        [*PIPELINE, "drift_revalidation"],
+        BATCH,
         selection=selection,
-        partition_key=BATCH,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(
-                data_dir=str(data_dir),
-                tasks=2,
-                workers=2,
-                generator="llm",
-                generator_model="scripted",
-                generator_base_url=server.base_url,
-                soundness="controls",
-                llm_retries=1,
-                llm_backoff=0.01,
-                build_network_allow=upstream.authority,
-            ),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
+        tasks=2,
+        workers=2,
+        generator="llm",
+        generator_model="scripted",
+        generator_base_url=server.base_url,
+        soundness="controls",
+        llm_retries=1,
+        llm_backoff=0.01,
+        build_network_allow=upstream.authority,
     )
 
 

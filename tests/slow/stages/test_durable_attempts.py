@@ -22,6 +22,7 @@ import dagster as dg
 import golden_rows
 import polars as pl
 import pytest
+from batches import materialize_batch
 from project import SUPPORT
 
 import endless_assets.definitions as definitions
@@ -109,16 +110,8 @@ def settings(data_dir: Path, server: ScriptedServer) -> dict:
 
 
 def materialize(data_dir: Path, server: ScriptedServer, selection=None, **changed):
-    return dg.materialize(
-        [getattr(definitions, name) for name in ASSETS],
-        selection=selection,
-        partition_key=BATCH,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(**{**settings(data_dir, server), **changed}),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
-    )
+    config = {**settings(data_dir, server), **changed}
+    return materialize_batch(config.pop("data_dir"), ASSETS, BATCH, selection=selection, **config)
 
 
 def remove_orphans(sandbox) -> None:

@@ -16,12 +16,10 @@ from collections import Counter
 import dagster as dg
 import polars as pl
 import pytest
+from batches import materialize_batch
 
-import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.agent.policies import solution_command
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.report import stats_tables
 from endless_assets.sampling.measures import learnable_share
@@ -102,22 +100,9 @@ class HiddenSkill:
 def materialize(
     data_dir, day: str, instance, selection=None, **config
 ) -> dg.ExecuteInProcessResult:
-    settings = {
-        "data_dir": str(data_dir),
-        "tasks": TASKS,
-        "workers": 4,
-        "soundness": "off",
-        **config,
-    }
-    return dg.materialize(
-        [getattr(definitions, name) for name in ASSETS],
-        selection=selection,
-        partition_key=day,
-        instance=instance,
-        resources={
-            "pipeline": PipelineSettings(**settings),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
+    settings = {"tasks": TASKS, "workers": 4, "soundness": "off", **config}
+    return materialize_batch(
+        data_dir, ASSETS, day, selection=selection, instance=instance, **settings
     )
 
 

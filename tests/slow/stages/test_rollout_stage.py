@@ -13,12 +13,10 @@ import threading
 import broken_families as bf
 import dagster as dg
 import pytest
+from batches import materialize_batch
 from conftest import own_containers
 
-import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
@@ -68,9 +66,7 @@ class Endpoint:
 
 
 def materialize(data_dir, server, selection=None, **config) -> dg.ExecuteInProcessResult:
-    assets = [getattr(definitions, name) for name in ALL]
     settings = {
-        "data_dir": str(data_dir),
         "tasks": TASKS,
         "workers": 2,
         "solver": "chat",
@@ -83,16 +79,7 @@ def materialize(data_dir, server, selection=None, **config) -> dg.ExecuteInProce
         "soundness_repeats": 1,
         **config,
     }
-    return dg.materialize(
-        assets,
-        selection=selection,
-        partition_key=BATCH,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(**settings),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
-    )
+    return materialize_batch(data_dir, ALL, BATCH, selection=selection, **settings)
 
 
 def meta(result, node: str) -> dict:

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import json
 
-import dagster as dg
 import pytest
+from batches import materialize_batch
 
-import endless_assets.definitions as definitions
-from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.models import task_seed
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
@@ -49,26 +46,20 @@ def seed_of(batch: str, index: int) -> int:
 
 
 def materialize(data_dir, server, batch, tasks, selection=THROUGH_SOUNDNESS, **settings):
-    return dg.materialize(
-        [getattr(definitions, name) for name in EVERYTHING],
+    return materialize_batch(
+        data_dir,
+        EVERYTHING,
+        batch,
         selection=selection,
-        partition_key=batch,
-        instance=dg.DagsterInstance.ephemeral(),
-        resources={
-            "pipeline": PipelineSettings(
-                data_dir=str(data_dir),
-                tasks=tasks,
-                workers=4,
-                generator="llm",
-                generator_model="scripted",
-                generator_base_url=server.base_url,
-                llm_concurrency=8,
-                llm_retries=2,
-                llm_backoff=0.01,
-                **settings,
-            ),
-            "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
-        },
+        tasks=tasks,
+        workers=4,
+        generator="llm",
+        generator_model="scripted",
+        generator_base_url=server.base_url,
+        llm_concurrency=8,
+        llm_retries=2,
+        llm_backoff=0.01,
+        **settings,
     )
 
 
