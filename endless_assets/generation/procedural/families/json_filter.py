@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.generation.procedural.base import (
-    PEOPLE,
     PROJECTS,
     Family,
     FamilyTask,
@@ -24,15 +23,14 @@ from endless_assets.generation.procedural.base import (
 )
 from endless_assets.generation.procedural.families.json_inventory import (
     COMPLETION_TEST,
-    ENVS,
     INITIAL_TEST,
     REGIONS,
-    STATUSES,
     TAGS,
     break_records,
     expected,
     record,
     reference,
+    server,
 )
 from endless_assets.generation.procedural.render import render_test, sha256
 
@@ -40,20 +38,7 @@ Variant = tuple[str, Any, str, str]  # request, expected result, jq program, com
 
 
 def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
-    servers = []
-    for i in rng.sample(range(1, 99), rng.randint(12, 30)):
-        servers.append(
-            {
-                "hostname": f"{project}-{rng.choice(TAGS)}-{i:02d}",
-                "env": rng.choice(ENVS),
-                "region": rng.choice(REGIONS),
-                "cpu_cores": rng.choice([2, 4, 8, 16, 32]),
-                "memory_gb": rng.choice([4, 8, 16, 32, 64, 128]),
-                "status": rng.choice(STATUSES),
-                "tags": sorted(rng.sample(TAGS, rng.randint(0, 3))),
-                "owner": rng.choice(PEOPLE),
-            }
-        )
+    servers = [server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))]
     servers[0]["status"] = "active"
     servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(TAGS)]
     return servers
