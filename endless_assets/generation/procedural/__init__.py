@@ -8,7 +8,7 @@ from pathlib import Path
 
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.carried import CarriedGenerator
-from endless_assets.generation.procedural import base, families, render
+from endless_assets.generation.procedural import base, families, names, render
 from endless_assets.generation.procedural.base import (
     LEVELS,
     Family,
@@ -29,7 +29,7 @@ def _code_version() -> str:
     their Dockerfiles, tests and setup) and of the level names a leveled task records."""
     digest = hashlib.sha256()
     sources = sorted(Path(families.__file__).parent.glob("*.py"))
-    for path in [*sources, Path(base.__file__), Path(render.__file__)]:
+    for path in [*sources, *(Path(m.__file__) for m in (base, names, render))]:
         digest.update(path.read_bytes())
     digest.update("\n".join(level_names()).encode())
     return "procedural-" + digest.hexdigest()[:12]

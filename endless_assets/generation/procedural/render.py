@@ -29,6 +29,25 @@ def render_test(imports: Sequence[str], values: Mapping[str, Any], *parts: str) 
     return head + "".join("\n\n" + dedent(part) for part in parts)
 
 
+def kept(test: str, files: str, base: str = "", digest: str = "") -> str:
+    """A test part: files still hold the bytes they had. `files` names the test's constant of
+    paths (under the constant `base` where given) -> SHA-256; with `digest`, `files` is one
+    file's path (an expression) and `digest` the constant with its SHA-256."""
+    if digest:
+        return f"""
+    def {test}():
+        with open({files}, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == {digest}
+"""
+    name, path = ("rel", f"os.path.join({base}, rel)") if base else ("path", "path")
+    return f"""
+    def {test}():
+        for {name}, digest in {files}.items():
+            with open({path}, "rb") as fh:
+                assert hashlib.sha256(fh.read()).hexdigest() == digest, {name}
+"""
+
+
 EXTRAS = """
 import base64
 import os

@@ -11,15 +11,9 @@ import fnmatch
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 FORMATS = {  # tarfile compression -> (name, file suffix, tar flag)
     "gz": ("gzip", ".tar.gz", "z"),
@@ -226,11 +220,12 @@ class ArchiveBackup(Family[Plan]):
             consts["MODES"] = {plan.prefix + p: f"{m:o}" for p, m in plan.modes.items()}
             consts["CHECKSUM"] = plan.checksum
             consts["LISTING"] = plan.listing
-        initial_test = render_test(["os"], consts, INITIAL)
-        if plan.level is None:
-            return initial_test, render_test(["hashlib", "os", "tarfile"], consts, COMPLETION)
-        parts = [COMPLETION, LEVELED]
-        return initial_test, render_test(["hashlib", "os", "tarfile"], consts, *parts)
+        parts = [COMPLETION, kept("test_project_kept", "SOURCES", "SRC")]
+        if plan.level is not None:
+            parts.append(LEVELED)
+        return render_test(["os"], consts, INITIAL), render_test(
+            ["hashlib", "os", "tarfile"], consts, *parts
+        )
 
     def solution(self, plan: Plan) -> str:
         flag, archive, project, src = FORMATS[plan.fmt][2], plan.archive, plan.project, plan.src
@@ -294,12 +289,6 @@ COMPLETION = """
         found = _members()
         for name, digest in EXPECTED.items():
             assert found.get(name) == digest, name
-
-
-    def test_project_kept():
-        for rel, digest in SOURCES.items():
-            with open(os.path.join(SRC, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
 LEVELED = """
     def _entries():

@@ -10,19 +10,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.cron_specs import (
     TEST_BODY,
     schedule,
     team_schedule,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import constants, render_test, sha256
 
 JOBS = ["backup-db", "rotate-logs", "sync-reports", "cleanup-tmp", "renew-certs", "send-digest"]

@@ -13,14 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.file_tests import (
     COMPLETION,
     INITIAL,
@@ -28,6 +21,7 @@ from endless_assets.generation.procedural.families.file_tests import (
     LEGACY_INITIAL,
     reference,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import extras_script, render_test, sha256
 
 GROUPS = {

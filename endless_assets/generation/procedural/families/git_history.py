@@ -11,15 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.git_objects import (
     GIT,
     INITIAL,
@@ -31,6 +23,7 @@ from endless_assets.generation.procedural.families.git_objects import (
     commit_id,
     tree_id,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import render_test, sha256
 
 FIXES = [

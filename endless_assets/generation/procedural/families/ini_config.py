@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families.ini_edit import (
     COMMENTS,
     KEYS,
@@ -23,7 +23,8 @@ from endless_assets.generation.procedural.families.ini_edit import (
     edit_tests,
     sample_edit,
 )
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 
 @dataclass
@@ -223,11 +224,7 @@ def _leveled_instruction(edit: IniEdit) -> str:
     )
 
 
-LEGACY_INITIAL = """
-    def test_config_as_shipped():
-        with open(PATH, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
-"""
+LEGACY_INITIAL = kept("test_config_as_shipped", "PATH", digest="INITIAL_SHA")
 LEGACY_COMPLETION = """
     def _lines():
         with open(PATH) as fh:

@@ -15,16 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
 from endless_assets.generation.procedural.families.json_inventory import (
     COMPLETION_TEST,
     INITIAL_TEST,
     REGIONS,
+    SOURCES_KEPT,
     TAGS,
     break_records,
     expected,
@@ -32,7 +28,8 @@ from endless_assets.generation.procedural.families.json_inventory import (
     reference,
     server,
 )
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 Variant = tuple[str, Any, str, str]  # request, expected result, jq program, complexity
 
@@ -287,7 +284,7 @@ class JsonFilter(Family[Plan]):
             consts = {"SRC": src, "OUT": out, "EXPECTED": expected, "SRC_SHA": sha256(text)}
             return (
                 render_test(["json", "os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "json"], consts, LEGACY_COMPLETION),
+                render_test(["hashlib", "json"], consts, LEGACY_COMPLETION, SRC_KEPT),
             )
         consts = {
             "SOURCES": {p: sha256(t) for p, t in plan.texts.items()},
@@ -295,7 +292,7 @@ class JsonFilter(Family[Plan]):
         }
         return (
             render_test(["json", "os"], consts, INITIAL_TEST),
-            render_test(["hashlib", "json"], consts, COMPLETION_TEST),
+            render_test(["hashlib", "json"], consts, COMPLETION_TEST, SOURCES_KEPT),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -320,9 +317,5 @@ LEGACY_COMPLETION = """
         with open(OUT) as fh:
             got = json.load(fh)
         assert got == EXPECTED
-
-
-    def test_inventory_untouched():
-        with open(SRC, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
 """
+SRC_KEPT = kept("test_inventory_untouched", "SRC", digest="SRC_SHA")

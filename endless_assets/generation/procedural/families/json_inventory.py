@@ -8,7 +8,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from endless_assets.generation.procedural.base import PEOPLE, dedent, iso_stamp
+from endless_assets.generation.procedural.base import dedent, iso_stamp
+from endless_assets.generation.procedural.names import PEOPLE
+from endless_assets.generation.procedural.render import kept
 
 ENVS = ["prod", "staging", "dev"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1"]
@@ -173,10 +175,5 @@ COMPLETION_TEST = """
             with open(path) as fh:
                 got = json.load(fh)
             assert got == expected, path
-
-
-    def test_inventory_untouched():
-        for path, digest in SOURCES.items():
-            with open(path, "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, path
 """
+SOURCES_KEPT = kept("test_inventory_untouched", "SOURCES")

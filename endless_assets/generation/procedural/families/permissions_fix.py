@@ -10,14 +10,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 SETUP = """
 import os
@@ -233,7 +228,9 @@ class PermissionsFix(Family[Plan]):
             consts["LINKS"] = plan.links
             consts["REPORT"] = plan.report
         initial = render_test(["os"], consts, MODES_OF, INITIAL)
-        parts = [MODES_OF, COMPLETION, *([LEVELED] if plan.level is not None else [])]
+        parts = [MODES_OF, COMPLETION, kept("test_contents_unchanged", "CONTENT", "BASE")]
+        if plan.level is not None:
+            parts.append(LEVELED)
         return initial, render_test(["hashlib", "os"], consts, *parts)
 
     def solution(self, plan: Plan) -> str:
@@ -297,12 +294,6 @@ COMPLETION = """
         for rel, mode in FINAL.items():
             if mode == INITIAL[rel]:
                 assert modes[rel] == mode, rel
-
-
-    def test_contents_unchanged():
-        for rel, digest in CONTENT.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
 LEVELED = """
     def test_links_kept():

@@ -11,7 +11,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.base import Family, FamilyTask
 from endless_assets.generation.procedural.families.sqlite_shop import (
     REGIONS,
     STATUSES,
@@ -22,6 +22,7 @@ from endless_assets.generation.procedural.families.sqlite_shop import (
     shop_solution,
     shop_tests,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import render_test, sha256
 
 SETUP = """

@@ -12,15 +12,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 DOMAINS = ["corp.internal", "prod.lan", "dc1.example.net", "infra.local", "svc.cluster.local"]
 ROLES = ["db", "cache", "mq", "search", "ldap", "vault", "redis", "pg"]
@@ -285,8 +279,8 @@ class TextReplace(Family[Plan]):
         consts = {"BASE": plan.base, "EXPECTED": changed, "UNTOUCHED": untouched, "OLD": plan.old}
         if plan.level is None:
             return (
-                render_test(["os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION),
+                render_test(["os"], consts, PRESENT, LEGACY_INITIAL),
+                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION, KEPT),
             )
         del consts["OLD"]
         consts["OLDS"] = [old for old, _ in plan.renames]
@@ -294,8 +288,8 @@ class TextReplace(Family[Plan]):
         consts["MODES"] = {rel: f"{m:o}" for rel, m in plan.modes.items()}
         consts["REPORT"] = plan.report
         return (
-            render_test(["os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, COMPLETION),
+            render_test(["os"], consts, PRESENT, INITIAL),
+            render_test(["hashlib", "os"], consts, RENAMED, KEPT, COMPLETION),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -333,12 +327,12 @@ def _fill(rng: random.Random) -> dict[str, object]:
     }
 
 
-LEGACY_INITIAL = """
+PRESENT = """
     def test_configs_present():
         for rel in list(EXPECTED) + list(UNTOUCHED):
             assert os.path.isfile(os.path.join(BASE, rel)), rel
-
-
+"""
+LEGACY_INITIAL = """
     def test_old_host_still_in_use():
         for rel in EXPECTED:
             with open(os.path.join(BASE, rel)) as fh:
@@ -350,38 +344,22 @@ LEGACY_COMPLETION = """
             with open(os.path.join(BASE, rel)) as fh:
                 got = fh.read()
             assert got.rstrip("\\n").split("\\n") == text.rstrip("\\n").split("\\n"), rel
-
-
-    def test_other_files_byte_identical():
-        for rel, digest in UNTOUCHED.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
+KEPT = kept("test_other_files_byte_identical", "UNTOUCHED", "BASE")
 INITIAL = """
-    def test_configs_present():
-        for rel in list(EXPECTED) + list(UNTOUCHED):
-            assert os.path.isfile(os.path.join(BASE, rel)), rel
-
-
     def test_old_hosts_still_in_use():
         for rel in EXPECTED:
             with open(os.path.join(BASE, rel)) as fh:
                 assert any(old in fh.read() for old in OLDS), rel
 """
-COMPLETION = """
+RENAMED = """
     def test_renamed_files():
         for rel, text in EXPECTED.items():
             with open(os.path.join(BASE, rel), newline="") as fh:
                 got = fh.read()
             assert got.rstrip("\\r\\n") == text.rstrip("\\r\\n"), rel
-
-
-    def test_other_files_byte_identical():
-        for rel, digest in UNTOUCHED.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-
-
+"""
+COMPLETION = """
     def test_links_and_modes_kept():
         for rel, target in LINKS.items():
             path = os.path.join(BASE, rel)
