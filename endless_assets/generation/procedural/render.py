@@ -48,6 +48,21 @@ def kept(test: str, files: str, base: str = "", digest: str = "") -> str:
 """
 
 
+def matched(found: str, names: str, contents: str, key: str = "path") -> str:
+    """Test parts: the files `found()` returns (name -> SHA-256) are the constant EXPECTED's
+    (test `names`), each with its digest there (test `contents`)."""
+    return f"""
+    def {names}():
+        assert sorted({found}()) == sorted(EXPECTED)
+
+
+    def {contents}():
+        found = {found}()
+        for {key}, digest in EXPECTED.items():
+            assert found.get({key}) == digest, {key}
+"""
+
+
 EXTRAS = """
 import base64
 import os

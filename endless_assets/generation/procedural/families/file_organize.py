@@ -325,7 +325,7 @@ class FileOrganize(Family[Plan]):
         if plan.level is None:
             return (
                 render_test(["os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION),
+                render_test(["hashlib", "os"], consts, *LEGACY_COMPLETION),
             )
         consts["EXPECTED"] = {**expected, **{n: "link:" + t for n, t in plan.links.items()}}
         consts["MODES"] = {p: f"{m:o}" for p, m in plan.modes.items()}
@@ -338,7 +338,7 @@ class FileOrganize(Family[Plan]):
         consts["MOVES"] = "".join(f"{a}\t{b}\n" for a, b in moves)
         return (
             render_test(["os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, COMPLETION),
+            render_test(["hashlib", "os"], consts, *COMPLETION),
         )
 
     def solution(self, plan: Plan) -> str:

@@ -78,6 +78,13 @@ def top_case(rng: random.Random, error: str = "") -> Case:
     return case
 
 
+# Counts the extensions of the names a `find {find}` in "$1" prints, one `<ext> <count>` a line.
+EXTENSIONS = dedent("""
+    find "$1" -mindepth 1 -maxdepth 1 {find} -printf '%f\\n' \\
+      | awk '{{ if (index($0, ".")) {{ n = split($0, p, "."); print p[n] }}
+              else print "(none)" }}' \\
+      | sort | uniq -c | awk '{{ print $2, $1 }}'
+""")
 LEVELED_VARIANTS = {
     "ext-summary": (
         "takes a directory as its only argument and prints how many regular files directly in "
@@ -87,13 +94,8 @@ LEVELED_VARIANTS = {
         "counts as `gz`); files without a dot count under `(none)`, and names may contain "
         "spaces. If the argument is not a directory it must print an error to stderr, print "
         "nothing on stdout, and exit with status 2",
-        dedent("""
-            if [ ! -d "$1" ]; then echo "not a directory: $1" >&2; exit 2; fi
-            find "$1" -mindepth 1 -maxdepth 1 -type f ! -name '.*' -printf '%f\\n' \\
-              | awk '{ if (index($0, ".")) { n = split($0, p, "."); print p[n] }
-                      else print "(none)" }' \\
-              | sort | uniq -c | awk '{ print $2, $1 }'
-        """),
+        'if [ ! -d "$1" ]; then echo "not a directory: $1" >&2; exit 2; fi\n'
+        + EXTENSIONS.format(find="-type f ! -name '.*'"),
     ),
     "csvsum": (
         "takes a column name and one or more CSV files (comma-separated with a header row; "

@@ -15,6 +15,7 @@ from typing import Any
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families.shell_levels import (
+    EXTENSIONS,
     LEVELED_VARIANTS,
     SAMPLES,
     leveled_cases,
@@ -99,12 +100,7 @@ VARIANTS = {
         "that directory (not in subdirectories) have each extension, one line `<ext> <count>` per "
         "extension, sorted by extension name. The extension is the part of the file name after "
         "its last dot (so `a.tar.gz` counts as `gz`); files without a dot count under `(none)`",
-        dedent("""
-            find "$1" -mindepth 1 -maxdepth 1 -type f -printf '%f\\n' \\
-              | awk '{ if (index($0, ".")) { n = split($0, p, "."); print p[n] }
-                      else print "(none)" }' \\
-              | sort | uniq -c | awk '{ print $2, $1 }'
-        """),
+        EXTENSIONS.format(find="-type f"),
     ),
     "colsum": (
         "takes a CSV file (comma-separated, header row, no quoting) and a column name, and prints "
