@@ -129,6 +129,7 @@ def _extras(rng: random.Random, plan: Plan, level: int) -> None:
 class ArchiveBackup(Family[Plan]):
     name = "archive_backup"
     category = "backup and archiving"
+    scenario = "backup administrator archiving a project"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -151,7 +152,6 @@ class ArchiveBackup(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rules = plan.rules
         setup = ""
         if plan.links or plan.modes:
@@ -168,16 +168,13 @@ class ArchiveBackup(Family[Plan]):
             truth["exclude_at_top"] = plan.top_only
             truth["links"] = {plan.prefix + p: t for p, t in plan.links.items()}
         complexity = "hard" if len(rules) == 3 else "medium"
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={f"projects/{plan.project}/{rel}": text for rel, text in plan.tree.items()},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if len(rules) == 1 and plan.with_top else complexity,
-            scenario="backup administrator archiving a project",
         )
 
     def instruction(self, plan: Plan) -> str:

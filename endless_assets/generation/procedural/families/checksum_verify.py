@@ -148,6 +148,7 @@ def _manifests(rng: random.Random, plan: Plan, level: int) -> None:
 class ChecksumVerify(Family[Plan]):
     name = "checksum_verify"
     category = "checksum verification"
+    scenario = "release engineer verifying a mirrored download"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -195,7 +196,6 @@ class ChecksumVerify(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         if plan.level is None or not plan.manifests:
             setup = SETUP.format(
                 base=plan.base,
@@ -219,15 +219,12 @@ class ChecksumVerify(Family[Plan]):
         if plan.passed:
             truth["ok_report"] = plan.ok_report
         bad, with_missing = plan.damage, bool(plan.missing)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if with_missing else "medium" if len(bad) > 1 else "easy",
-            scenario="release engineer verifying a mirrored download",
         )
 
     def instruction(self, plan: Plan) -> str:

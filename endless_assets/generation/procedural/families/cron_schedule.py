@@ -45,6 +45,7 @@ class Plan:
 class CronSchedule(Family[Plan]):
     name = "cron_schedule"
     category = "scheduled tasks and cron jobs"
+    scenario = "sysadmin scheduling maintenance jobs"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -115,22 +116,18 @@ class CronSchedule(Family[Plan]):
             plan.asks.append(f"`{plan.moved}` should from now on run {words}")
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         truth = {"crontab": plan.crontab, "entries": plan.expected, "env": plan.env}
         if plan.level is not None:
             truth.update(retired=plan.retired, moved=plan.moved, team_offset=plan.offset)
         n_jobs = len(plan.asks)
         hard = n_jobs > 1 or bool(plan.env)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files=plan.files,
             setup_script=self._setup(plan),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if n_jobs > 1 and plan.env else "medium" if hard else "easy",
-            scenario="sysadmin scheduling maintenance jobs",
         )
 
     def _setup(self, plan: Plan) -> str:

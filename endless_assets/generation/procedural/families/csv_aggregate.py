@@ -113,6 +113,7 @@ def _row(rng: random.Random, plan: Plan, i: int) -> dict[str, str]:
 class CsvAggregate(Family[Plan]):
     name = "csv_aggregate"
     category = "CSV/JSON data manipulation"
+    scenario = SCENARIO
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -173,20 +174,16 @@ class CsvAggregate(Family[Plan]):
         data = plan.data()
         text = {p: d.decode() for p, d in data.items() if p != plan.latin1}
         blobs = {p: d for p, d in data.items() if p == plan.latin1}
-        initial_test, completion_test = self.tests(plan, data)
         out = plan.outputs[0] if len(plan.outputs) == 1 else plan.outputs
         src = plan.decoy.rsplit("/", 1)[0] if plan.decoy else next(iter(plan.sources))
         hard = sum([plan.only_completed, plan.quoted, plan.agg == "mean"])
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan, data),
             truth={"source": src, "output": out, "expected": plan.expected()},
             files={p.removeprefix("/home/user/"): t for p, t in text.items()},
             setup_script=extras_script(blobs, owned=["/home/user/data"]) if blobs else "",
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=["easy", "medium", "medium", "hard"][hard],
-            scenario=SCENARIO,
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -156,6 +156,7 @@ def _by_date(rng: random.Random, plan: Plan) -> None:
 class FileOrganize(Family[Plan]):
     name = "file_organize"
     category = "file and directory management"
+    scenario = "office worker tidying up personal files"
 
     def sample(self, rng: random.Random) -> Plan:
         by_date = rng.random() < 0.5
@@ -240,7 +241,6 @@ class FileOrganize(Family[Plan]):
         return f"{rng.choice(STEMS)}-{rng.randint(1, 99)}.{rng.choice(UNMAPPED)}"
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         files = {f"{plan.rel}/{name}": text for name, text in plan.before.items()}
         top = "/home/user/" + plan.rel.split("/")[0]
         if plan.level is None:
@@ -254,16 +254,13 @@ class FileOrganize(Family[Plan]):
         truth = {"base": plan.base, "before": sorted(plan.before), "after": sorted(plan.after)}
         if plan.manifest:
             truth["manifest"] = plan.manifest
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={**files, **plan.outside},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=plan.complexity,
-            scenario="office worker tidying up personal files",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -126,6 +126,7 @@ def _history(rng: random.Random, project: str, n_later: int | None = None) -> Pl
 class GitHistory(Family[Plan]):
     name = "git_history"
     category = "git repository operations"
+    scenario = "developer maintaining a git repository"
 
     def sample(self, rng: random.Random) -> Plan:
         plan = _history(rng, rng.choice(PROJECTS))
@@ -169,7 +170,6 @@ class GitHistory(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         shas, _ = plan.history()
         action, target, ref = plan.actions[0]
         truth = {
@@ -183,15 +183,12 @@ class GitHistory(Family[Plan]):
         if plan.level is not None:
             truth["actions"] = [[a, plan.ticket(k), shas[k], r] for a, k, r in plan.actions]
             truth.update(tip_tag=plan.tip_tag, tag_message=plan.tag_message)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             setup_script=self._setup(plan, shas),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={"tag": "easy", "branch": "medium", "revert": "hard"}[action],
-            scenario="developer maintaining a git repository",
         )
 
     def _setup(self, plan: Plan, shas: list[str]) -> str:

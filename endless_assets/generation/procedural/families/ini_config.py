@@ -47,6 +47,7 @@ class Plan:
 class IniConfig(Family[Plan]):
     name = "ini_config"
     category = "INI configuration parsing"
+    scenario = "platform engineer editing service configuration"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -111,7 +112,6 @@ class IniConfig(Family[Plan]):
         return Plan(project, edit=sample_edit(rng, project, level))
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         edit = plan.edit
         if edit:
             truth: dict[str, Any] = {"files": list(edit.files), "section": edit.target}
@@ -128,15 +128,12 @@ class IniConfig(Family[Plan]):
                 "added": plan.add,
             }
             files = {plan.path: plan.text}
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in files.items()},
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if plan.add else "medium" if len(plan.sections) > 4 else "easy",
-            scenario="platform engineer editing service configuration",
         )
 
     def instruction(self, plan: Plan) -> str:

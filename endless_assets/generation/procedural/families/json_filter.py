@@ -150,6 +150,7 @@ def _shape(doc: Any) -> str:
 class JsonFilter(Family[Plan]):
     name = "json_filter"
     category = "JSON schema validation and jq processing"
+    scenario = "infrastructure engineer querying a server inventory"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -212,22 +213,18 @@ class JsonFilter(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         src, (out, want) = next(iter(plan.sources)), next(iter(plan.outputs.items()))
         truth: dict[str, Any] = {"source": src, "output": out, "expected": want}
         if plan.jq:
             truth["jq"] = plan.jq
         else:
             truth["sources"], truth["outputs"] = list(plan.sources), plan.outputs
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in plan.texts.items()},
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=plan.complexity,
-            scenario="infrastructure engineer querying a server inventory",
         )
 
     def instruction(self, plan: Plan) -> str:

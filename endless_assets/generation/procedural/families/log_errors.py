@@ -104,6 +104,7 @@ def _line(entry: Entry) -> str:
 class LogErrorCounts(Family[Plan]):
     name = "log_error_counts"
     category = "log analysis"
+    scenario = SCENARIO
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -199,7 +200,6 @@ class LogErrorCounts(Family[Plan]):
             entries.sort(key=lambda e: e.at)
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         texts = plan.texts()
         files = {rel: data.decode() for rel, data in texts.items() if not rel.endswith(".gz")}
         blobs = {f"/home/user/{rel}": data for rel, data in texts.items() if rel.endswith(".gz")}
@@ -208,16 +208,13 @@ class LogErrorCounts(Family[Plan]):
             truth["logs"] = [f"/home/user/{rel}" for rel in plan.logs]
             if plan.summary:
                 truth["summary"] = SUMMARY
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={**files, **plan.decoys},
             setup_script=extras_script(blobs, owned=["/home/user/logs"]) if blobs else "",
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if len(plan.services) <= 4 else "medium",
-            scenario=SCENARIO,
         )
 
     def instruction(self, plan: Plan) -> str:

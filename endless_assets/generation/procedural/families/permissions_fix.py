@@ -108,6 +108,7 @@ def _targets(rng: random.Random) -> dict[str, int]:
 class PermissionsFix(Family[Plan]):
     name = "permissions_fix"
     category = "complex permissions management"
+    scenario = "security engineer hardening file permissions"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -149,7 +150,6 @@ class PermissionsFix(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rel_base = plan.base.removeprefix("/home/user/")
         modes = {rel: m for rel, m in plan.initial.items() if not rel.startswith("/")}
         setup = SETUP.format(base=plan.base, modes=modes).lstrip()
@@ -161,19 +161,16 @@ class PermissionsFix(Family[Plan]):
         if plan.report:
             truth["report"] = plan.report
         n = len(plan.rules)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={
                 **{f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
                 **{path.removeprefix("/home/user/"): text for path, text in plan.outside.items()},
             },
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if n == 3 else "medium" if n == 4 else "hard",
-            scenario="security engineer hardening file permissions",
         )
 
     def _octal(self, modes: dict[str, int]) -> dict[str, str]:

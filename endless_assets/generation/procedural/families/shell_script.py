@@ -207,6 +207,7 @@ class Plan:
 class ShellScript(Family[Plan]):
     name = "shell_script"
     category = "shell scripting automation"
+    scenario = "developer automating a chore with a shell script"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -235,21 +236,17 @@ class ShellScript(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth={"script": plan.script, "kind": plan.kind, "cases": plan.cases},
             files=plan.files(),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={
                 "dedupe": "easy",
                 "level-count": "medium",
                 "ext-summary": "medium",
                 "colsum": "hard",
             }.get(plan.kind, "hard"),
-            scenario="developer automating a chore with a shell script",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -115,6 +115,7 @@ class Plan:
 class SqliteReport(Family[Plan]):
     name = "sqlite_report"
     category = "SQLite database operations via CLI"
+    scenario = "data analyst working with a SQLite database"
 
     def sample(self, rng: random.Random) -> Plan:
         project, rows = self._orders(rng)
@@ -172,7 +173,6 @@ class SqliteReport(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         if plan.shop:
             deleted, expired, _ = plan.shop.changes()
             truth = {"db": plan.shop.db, "reports": plan.shop.reports}
@@ -187,17 +187,14 @@ class SqliteReport(Family[Plan]):
                 "expected_csv": plan.expected_csv,
                 "changed_ids": changed,
             }
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             setup_script=shop_setup(plan.shop)
             if plan.shop
             else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
-            scenario="data analyst working with a SQLite database",
         )
 
     def instruction(self, plan: Plan) -> str:

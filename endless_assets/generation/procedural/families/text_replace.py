@@ -99,6 +99,7 @@ def _host(rng: random.Random, role: str, domain: str) -> tuple[str, str]:
 class TextReplace(Family[Plan]):
     name = "text_replace"
     category = "awk and sed text processing"
+    scenario = "sysadmin migrating a backend host"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -205,7 +206,6 @@ class TextReplace(Family[Plan]):
         return "\n".join(out) + "\n"
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rel_base = plan.base.removeprefix("/home/user/")
         truth = {"base": plan.base, "old": plan.old, "new": plan.new, "trap": plan.trap}
         truth["changed"] = sorted(plan.changed())
@@ -216,20 +216,17 @@ class TextReplace(Family[Plan]):
             modes = {f"{plan.base}/{rel}": mode for rel, mode in plan.modes.items()}
             owned = ["/home/user/" + rel_base.split("/")[0]]
             setup = extras_script(links=links, modes=modes, owned=owned) if links else ""
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan),
             truth=truth,
             files={f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard"
             if plan.skip_comments and plan.trap
             else "medium"
             if plan.trap
             else "easy",
-            scenario="sysadmin migrating a backend host",
         )
 
     def instruction(self, plan: Plan) -> str:
