@@ -61,14 +61,13 @@ def by_level(level: int, *values: Any) -> Any:
 
 
 class Family(Generic[P]):
-    """Base class: subclasses set `name`, `category` and `scenario` and implement the steps:
-    `sample` (today's unleveled draw, kept as it is so a batch reproduces), `sample_level` (the
-    draw for one complexity level), and `build`, which writes the task from either plan, most
-    often as `task` puts together its `instruction`, `tests` and `solution`."""
+    """Base class: subclasses set `name` and `category` and implement the steps: `sample`
+    (today's unleveled draw, kept as it is so a batch reproduces), `sample_level` (the draw
+    for one complexity level), and `build`, which writes the task from either plan, most often
+    as `task` puts together its `instruction`, `tests` and `solution`."""
 
     name: ClassVar[str]
     category: ClassVar[str]
-    scenario: ClassVar[str] = ""
 
     def make(self, rng: random.Random, level: int | None = None) -> FamilyTask:
         """The family's task for `rng`; at `level` (1-6) its complexity is the level's name
@@ -96,15 +95,14 @@ class Family(Generic[P]):
         raise NotImplementedError
 
     def task(self, plan: P, tests: tuple[str, str], **parts: Any) -> FamilyTask:
-        """The task of `plan`: its instruction, `tests` (initial-state, completion), reference
-        solution and the family's scenario, with `parts` (truth, complexity, files, setup)."""
+        """The task of `plan`: its instruction, `tests` (initial-state, completion) and
+        reference solution, with `parts` (truth, complexity, scenario, files, setup)."""
         initial_test, completion_test = tests
         return FamilyTask(
             instruction=self.instruction(plan),
             initial_test=initial_test,
             completion_test=completion_test,
             solution=self.solution(plan),
-            scenario=self.scenario,
             **parts,
         )
 

@@ -129,7 +129,6 @@ def _extras(rng: random.Random, plan: Plan, level: int) -> None:
 class ArchiveBackup(Family[Plan]):
     name = "archive_backup"
     category = "backup and archiving"
-    scenario = "backup administrator archiving a project"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -175,6 +174,7 @@ class ArchiveBackup(Family[Plan]):
             files={f"projects/{plan.project}/{rel}": text for rel, text in plan.tree.items()},
             setup_script=setup,
             complexity="easy" if len(rules) == 1 and plan.with_top else complexity,
+            scenario="backup administrator archiving a project",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -148,7 +148,6 @@ def _manifests(rng: random.Random, plan: Plan, level: int) -> None:
 class ChecksumVerify(Family[Plan]):
     name = "checksum_verify"
     category = "checksum verification"
-    scenario = "release engineer verifying a mirrored download"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -225,6 +224,7 @@ class ChecksumVerify(Family[Plan]):
             truth=truth,
             setup_script=setup,
             complexity="hard" if with_missing else "medium" if len(bad) > 1 else "easy",
+            scenario="release engineer verifying a mirrored download",
         )
 
     def instruction(self, plan: Plan) -> str:

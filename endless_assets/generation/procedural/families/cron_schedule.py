@@ -45,7 +45,6 @@ class Plan:
 class CronSchedule(Family[Plan]):
     name = "cron_schedule"
     category = "scheduled tasks and cron jobs"
-    scenario = "sysadmin scheduling maintenance jobs"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -128,6 +127,7 @@ class CronSchedule(Family[Plan]):
             files=plan.files,
             setup_script=self._setup(plan),
             complexity="hard" if n_jobs > 1 and plan.env else "medium" if hard else "easy",
+            scenario="sysadmin scheduling maintenance jobs",
         )
 
     def _setup(self, plan: Plan) -> str:

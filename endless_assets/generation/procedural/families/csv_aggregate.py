@@ -113,7 +113,6 @@ def _row(rng: random.Random, plan: Plan, i: int) -> dict[str, str]:
 class CsvAggregate(Family[Plan]):
     name = "csv_aggregate"
     category = "CSV/JSON data manipulation"
-    scenario = SCENARIO
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -184,6 +183,7 @@ class CsvAggregate(Family[Plan]):
             files={p.removeprefix("/home/user/"): t for p, t in text.items()},
             setup_script=extras_script(blobs, owned=["/home/user/data"]) if blobs else "",
             complexity=["easy", "medium", "medium", "hard"][hard],
+            scenario=SCENARIO,
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -156,7 +156,6 @@ def _by_date(rng: random.Random, plan: Plan) -> None:
 class FileOrganize(Family[Plan]):
     name = "file_organize"
     category = "file and directory management"
-    scenario = "office worker tidying up personal files"
 
     def sample(self, rng: random.Random) -> Plan:
         by_date = rng.random() < 0.5
@@ -261,6 +260,7 @@ class FileOrganize(Family[Plan]):
             files={**files, **plan.outside},
             setup_script=setup,
             complexity=plan.complexity,
+            scenario="office worker tidying up personal files",
         )
 
     def instruction(self, plan: Plan) -> str:

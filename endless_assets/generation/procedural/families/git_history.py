@@ -126,7 +126,6 @@ def _history(rng: random.Random, project: str, n_later: int | None = None) -> Pl
 class GitHistory(Family[Plan]):
     name = "git_history"
     category = "git repository operations"
-    scenario = "developer maintaining a git repository"
 
     def sample(self, rng: random.Random) -> Plan:
         plan = _history(rng, rng.choice(PROJECTS))
@@ -189,6 +188,7 @@ class GitHistory(Family[Plan]):
             truth=truth,
             setup_script=self._setup(plan, shas),
             complexity={"tag": "easy", "branch": "medium", "revert": "hard"}[action],
+            scenario="developer maintaining a git repository",
         )
 
     def _setup(self, plan: Plan, shas: list[str]) -> str:

@@ -47,7 +47,6 @@ class Plan:
 class IniConfig(Family[Plan]):
     name = "ini_config"
     category = "INI configuration parsing"
-    scenario = "platform engineer editing service configuration"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -134,6 +133,7 @@ class IniConfig(Family[Plan]):
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in files.items()},
             complexity="hard" if plan.add else "medium" if len(plan.sections) > 4 else "easy",
+            scenario="platform engineer editing service configuration",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -150,7 +150,6 @@ def _shape(doc: Any) -> str:
 class JsonFilter(Family[Plan]):
     name = "json_filter"
     category = "JSON schema validation and jq processing"
-    scenario = "infrastructure engineer querying a server inventory"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -225,6 +224,7 @@ class JsonFilter(Family[Plan]):
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in plan.texts.items()},
             complexity=plan.complexity,
+            scenario="infrastructure engineer querying a server inventory",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -104,7 +104,6 @@ def _line(entry: Entry) -> str:
 class LogErrorCounts(Family[Plan]):
     name = "log_error_counts"
     category = "log analysis"
-    scenario = SCENARIO
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -215,6 +214,7 @@ class LogErrorCounts(Family[Plan]):
             files={**files, **plan.decoys},
             setup_script=extras_script(blobs, owned=["/home/user/logs"]) if blobs else "",
             complexity="easy" if len(plan.services) <= 4 else "medium",
+            scenario=SCENARIO,
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -108,7 +108,6 @@ def _targets(rng: random.Random) -> dict[str, int]:
 class PermissionsFix(Family[Plan]):
     name = "permissions_fix"
     category = "complex permissions management"
-    scenario = "security engineer hardening file permissions"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -171,6 +170,7 @@ class PermissionsFix(Family[Plan]):
             },
             setup_script=setup,
             complexity="easy" if n == 3 else "medium" if n == 4 else "hard",
+            scenario="security engineer hardening file permissions",
         )
 
     def _octal(self, modes: dict[str, int]) -> dict[str, str]:

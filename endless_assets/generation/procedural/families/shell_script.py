@@ -207,7 +207,6 @@ class Plan:
 class ShellScript(Family[Plan]):
     name = "shell_script"
     category = "shell scripting automation"
-    scenario = "developer automating a chore with a shell script"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -247,6 +246,7 @@ class ShellScript(Family[Plan]):
                 "ext-summary": "medium",
                 "colsum": "hard",
             }.get(plan.kind, "hard"),
+            scenario="developer automating a chore with a shell script",
         )
 
     def instruction(self, plan: Plan) -> str:

@@ -115,7 +115,6 @@ class Plan:
 class SqliteReport(Family[Plan]):
     name = "sqlite_report"
     category = "SQLite database operations via CLI"
-    scenario = "data analyst working with a SQLite database"
 
     def sample(self, rng: random.Random) -> Plan:
         project, rows = self._orders(rng)
@@ -195,6 +194,7 @@ class SqliteReport(Family[Plan]):
             if plan.shop
             else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
             complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
+            scenario="data analyst working with a SQLite database",
         )
 
     def instruction(self, plan: Plan) -> str:

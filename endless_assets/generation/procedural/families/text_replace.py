@@ -99,7 +99,6 @@ def _host(rng: random.Random, role: str, domain: str) -> tuple[str, str]:
 class TextReplace(Family[Plan]):
     name = "text_replace"
     category = "awk and sed text processing"
-    scenario = "sysadmin migrating a backend host"
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
@@ -227,6 +226,7 @@ class TextReplace(Family[Plan]):
             else "medium"
             if plan.trap
             else "easy",
+            scenario="sysadmin migrating a backend host",
         )
 
     def instruction(self, plan: Plan) -> str:
