@@ -94,10 +94,14 @@ class Family(Generic[P]):
     def solution(self, plan: P) -> str:
         raise NotImplementedError
 
-    def task(self, plan: P, tests: tuple[str, str], **parts: Any) -> FamilyTask:
-        """The task of `plan`: its instruction, `tests` (initial-state, completion) and
+    def tests(self, plan: P) -> tuple[str, str]:
+        """The initial-state test and the completion test."""
+        raise NotImplementedError
+
+    def task(self, plan: P, tests: tuple[str, str] | None = None, **parts: Any) -> FamilyTask:
+        """The task of `plan`: its instruction, tests (`tests`, else the family's) and
         reference solution, with `parts` (truth, complexity, scenario, files, setup)."""
-        initial_test, completion_test = tests
+        initial_test, completion_test = tests or self.tests(plan)
         return FamilyTask(
             instruction=self.instruction(plan),
             initial_test=initial_test,

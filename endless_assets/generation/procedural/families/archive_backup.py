@@ -169,7 +169,6 @@ class ArchiveBackup(Family[Plan]):
         complexity = "hard" if len(rules) == 3 else "medium"
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={f"projects/{plan.project}/{rel}": text for rel, text in plan.tree.items()},
             setup_script=setup,

@@ -220,7 +220,6 @@ class ChecksumVerify(Family[Plan]):
         bad, with_missing = plan.damage, bool(plan.missing)
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             setup_script=setup,
             complexity="hard" if with_missing else "medium" if len(bad) > 1 else "easy",

@@ -122,7 +122,6 @@ class CronSchedule(Family[Plan]):
         hard = n_jobs > 1 or bool(plan.env)
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files=plan.files,
             setup_script=self._setup(plan),

@@ -255,7 +255,6 @@ class FileOrganize(Family[Plan]):
             truth["manifest"] = plan.manifest
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={**files, **plan.outside},
             setup_script=setup,

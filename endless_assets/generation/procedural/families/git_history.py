@@ -184,7 +184,6 @@ class GitHistory(Family[Plan]):
             truth.update(tip_tag=plan.tip_tag, tag_message=plan.tag_message)
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             setup_script=self._setup(plan, shas),
             complexity={"tag": "easy", "branch": "medium", "revert": "hard"}[action],

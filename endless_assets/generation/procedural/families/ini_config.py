@@ -129,7 +129,6 @@ class IniConfig(Family[Plan]):
             files = {plan.path: plan.text}
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in files.items()},
             complexity="hard" if plan.add else "medium" if len(plan.sections) > 4 else "easy",

@@ -220,7 +220,6 @@ class JsonFilter(Family[Plan]):
             truth["sources"], truth["outputs"] = list(plan.sources), plan.outputs
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in plan.texts.items()},
             complexity=plan.complexity,

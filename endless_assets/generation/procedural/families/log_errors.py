@@ -209,7 +209,6 @@ class LogErrorCounts(Family[Plan]):
                 truth["summary"] = SUMMARY
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={**files, **plan.decoys},
             setup_script=extras_script(blobs, owned=["/home/user/logs"]) if blobs else "",

@@ -162,7 +162,6 @@ class PermissionsFix(Family[Plan]):
         n = len(plan.rules)
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={
                 **{f"{rel_base}/{rel}": text for rel, text in plan.files.items()},

@@ -237,7 +237,6 @@ class ShellScript(Family[Plan]):
     def build(self, plan: Plan) -> FamilyTask:
         return self.task(
             plan,
-            self.tests(plan),
             truth={"script": plan.script, "kind": plan.kind, "cases": plan.cases},
             files=plan.files(),
             complexity={

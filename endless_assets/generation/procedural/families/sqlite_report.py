@@ -188,7 +188,6 @@ class SqliteReport(Family[Plan]):
             }
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             setup_script=shop_setup(plan.shop)
             if plan.shop

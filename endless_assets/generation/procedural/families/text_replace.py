@@ -217,7 +217,6 @@ class TextReplace(Family[Plan]):
             setup = extras_script(links=links, modes=modes, owned=owned) if links else ""
         return self.task(
             plan,
-            self.tests(plan),
             truth=truth,
             files={f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
             setup_script=setup,
