@@ -11,25 +11,22 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families.shell_levels import (
     EXTENSIONS,
+    EXTS,
     LEVELED_VARIANTS,
     SAMPLES,
+    STEMS,
+    Case,
+    counted,
     leveled_cases,
 )
 from endless_assets.generation.procedural.names import PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
-STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
-EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
-
-# Each case: {"files": {name: text}, "args": [...] ("{dir}" is the case's directory),
-# "stdin": str, "out": [expected stdout lines, compared token by token], "rc": exit status}
-Case = dict[str, Any]
 
 
 def _ext_case(rng: random.Random) -> Case:
@@ -38,10 +35,7 @@ def _ext_case(rng: random.Random) -> Case:
         stem = f"{rng.choice(STEMS)}{rng.randint(1, 99)}"
         name = rng.choice([f"{stem}.{rng.choice(EXTS)}"] * 2 + [f"{stem}.tar.gz", stem])
         files[name] = f"{name}\n"
-    files["sub dir/inner.txt"] = "nested files do not count\n"
-    counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in files if "/" not in n)
-    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
-    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
+    return counted(files)
 
 
 def _sum_case(rng: random.Random, missing: bool = False) -> Case:
