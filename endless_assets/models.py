@@ -17,7 +17,7 @@ from math import comb
 from pathlib import PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 # The status of a task's row in every stage table. A rejected task keeps its row with a
 # `reject_reason`; `harness_error` is the engine failing, never a rejection of the task.
@@ -221,23 +221,14 @@ class Task(BaseModel):
     source_name: str = ""
     source_metadata: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("binary_files")
+    @field_validator("binary_files", "context_files")
     @classmethod
-    def _binary_paths(cls, files: dict[str, str]) -> dict[str, str]:
+    def _context_paths(cls, files: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        kind = "binary" if info.field_name == "binary_files" else "context"
         for path in files:
             if not is_context_path(path):
                 raise ValueError(
-                    f"binary file path {path!r} must be relative and inside the context"
-                )
-        return files
-
-    @field_validator("context_files")
-    @classmethod
-    def _relative_paths(cls, files: dict[str, str]) -> dict[str, str]:
-        for path in files:
-            if not is_context_path(path):
-                raise ValueError(
-                    f"context file path {path!r} must be relative and inside the context"
+                    f"{kind} file path {path!r} must be relative and inside the context"
                 )
         return files
 

@@ -107,3 +107,17 @@ class TaskGenerator(Protocol):
     def write_completion_test(
         self, draft: Task, feedback: str | None, previous: str | None
     ) -> tuple[str, Usage]: ...
+
+
+def new_task(generator: TaskGenerator, batch: str, index: int, seed: int, **fields: Any) -> Task:
+    """The task `generator` describes at `index` of `batch` from `seed`, with the generator,
+    model and version that wrote it."""
+    return Task(
+        batch=batch,
+        index=index,
+        seed=seed,
+        generator=generator.name,
+        generator_model=generator.model,
+        prompt_version=generator.version,
+        **fields,
+    )

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -210,34 +212,42 @@ def _initial_is_its_own(task: Task) -> bool:
     return task.initial_test != trivial_initial_test(strip_identity(task.dockerfile or ""))
 
 
-def write_task(
-    directory: Path, task: Task, base_image: str, quality: QualityRecord | None = None
-) -> None:
-    for rel, (content, executable) in task_files(task, base_image, quality).items():
+def write_files(directory: Path, files: dict[str, tuple[str | bytes, bool]]) -> None:
+    for rel, (content, executable) in files.items():
         if isinstance(content, bytes):
             task_parts.write_bytes(directory / rel, content, executable=executable)
         else:
             write_text(directory / rel, content, executable=executable)
 
 
-def export_harbor(
+def write_task(
+    directory: Path, task: Task, base_image: str, quality: QualityRecord | None = None
+) -> None:
+    write_files(directory, task_files(task, base_image, quality))
+
+
+def export_dirs(
     tasks: list[Task],
     out: Path,
     *,
     base_image: str,
     overwrite: bool = False,
     quality: dict[str, QualityRecord] | None = None,
+    fmt: str,
+    files: Callable[[Task, str, QualityRecord], dict[str, tuple[str | bytes, bool]]],
+    check: Callable[[Path, Task, str, QualityRecord], None],
 ) -> list[Path]:
-    """Validate every task, then write one Harbor task directory per task under `out`, each
-    with its quality record from `quality` (task id -> record; absent: not checked)."""
+    """Validate every task, then write one task directory of format `fmt` per task under
+    `out` (its `files`, read back by `check`), each with its quality record from `quality`
+    (task id -> record; absent: not checked)."""
     task_parts.validate(tasks)
     check_base_image(base_image)
     written = []
-    with staged_directory(out, fmt="harbor", overwrite=overwrite) as stage:
+    with staged_directory(out, fmt=fmt, overwrite=overwrite) as stage:
         for task in tasks:
             record = record_of(quality, task)
-            write_task(stage / task.task_id, task, base_image, record)
-            _check_written(stage / task.task_id, task, base_image, record)
+            write_files(stage / task.task_id, files(task, base_image, record))
+            check(stage / task.task_id, task, base_image, record)
             written.append(Path(out) / task.task_id)
     return written
 
@@ -290,3 +300,7 @@ def _check_written(directory: Path, task: Task, base_image: str, quality: Qualit
             f"task {task.task_id}: the written Harbor task differs from the lake in: "
             + ", ".join(mismatches)
         )
+
+
+# One Harbor task directory per task: export_dirs(tasks, out, base_image=..., quality=...).
+export_harbor = functools.partial(export_dirs, fmt="harbor", files=task_files, check=_check_written)

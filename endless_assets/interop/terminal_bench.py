@@ -23,17 +23,21 @@ solution as `user` (uid 1000, home /home/user), the user it was written and veri
 from __future__ import annotations
 
 import base64
+import functools
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from endless_assets.interop import task_parts
-from endless_assets.interop.harbor import AGENT_TIMEOUT_SEC, GRADER_FILE, VERIFIER_TIMEOUT_SEC
-from endless_assets.interop.harbor import check_base_image as _check_base_image
+from endless_assets.interop.harbor import (
+    AGENT_TIMEOUT_SEC,
+    GRADER_FILE,
+    VERIFIER_TIMEOUT_SEC,
+    export_dirs,
+)
 from endless_assets.interop.harbor_import import solution_body
-from endless_assets.interop.output import staged_directory, write_text
-from endless_assets.interop.quality import KEY, QualityRecord, carried, record_of
+from endless_assets.interop.quality import KEY, QualityRecord, carried
 from endless_assets.interop.tasks import ExportError
 from endless_assets.interop.tb_import import REWARD_ENDING
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
@@ -180,34 +184,7 @@ def task_files(
     return files
 
 
-def export_terminal_bench(
-    tasks: list[Task],
-    out: Path,
-    *,
-    base_image: str,
-    overwrite: bool = False,
-    quality: dict[str, QualityRecord] | None = None,
-) -> list[Path]:
-    """One directory per task, each with its record from `quality` (absent: not checked)."""
-    task_parts.validate(tasks)
-    _check_base_image(base_image)
-    written = []
-    with staged_directory(out, fmt="terminal-bench", overwrite=overwrite) as stage:
-        for task in tasks:
-            record = record_of(quality, task)
-            for rel, (content, executable) in task_files(task, base_image, record).items():
-                if isinstance(content, bytes):
-                    task_parts.write_bytes(
-                        stage / task.task_id / rel, content, executable=executable
-                    )
-                else:
-                    write_text(stage / task.task_id / rel, content, executable=executable)
-            _check_written(stage / task.task_id, task, record)
-            written.append(Path(out) / task.task_id)
-    return written
-
-
-def _check_written(directory: Path, task: Task, quality: QualityRecord) -> None:
+def _check_written(directory: Path, task: Task, _image: str, quality: QualityRecord) -> None:
     config = yaml.safe_load((directory / "task.yaml").read_text(encoding="utf-8"))
     if config.get("instruction", "").strip() != task.instruction.strip():
         raise ExportError(f"task {task.task_id}: task.yaml does not carry the instruction back")
@@ -216,3 +193,9 @@ def _check_written(directory: Path, task: Task, quality: QualityRecord) -> None:
     compose = yaml.safe_load((directory / "docker-compose.yaml").read_text(encoding="utf-8"))
     if "client" not in compose.get("services", {}):
         raise ExportError(f"task {task.task_id}: docker-compose.yaml has no client service")
+
+
+# One Terminal-Bench task directory per task: export_dirs(tasks, out, base_image=..., ...).
+export_terminal_bench = functools.partial(
+    export_dirs, fmt="terminal-bench", files=task_files, check=_check_written
+)

@@ -25,7 +25,6 @@ from endless_assets.report.frontier import (
 )
 from endless_assets.report.svg import hbar, vbar
 from endless_assets.report.tables import (
-    StatsTable,
     batch_filter,
     check_batches,
     draws_per_batch,
@@ -248,7 +247,11 @@ def _section(title: str, *parts: str) -> str:
 def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 40) -> str:
     check_batches(lake, batches)
     figures = headline(lake, batches)
-    tables: dict[str, StatsTable] = {t.name: t for t in stats_tables(lake, batches)}
+    frames = {t.name: t.frame for t in stats_tables(lake, batches)}
+
+    def table(name: str) -> str:
+        return html_table(frames[name])
+
     histogram = stats_query(lake, "pass_rate_histogram", batches)
     turns = stats_query(lake, "turns_per_episode", batches)
     samples = sample_tasks(lake, batches, sample)
@@ -268,10 +271,10 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
             f"<div class='cards'>{cards}</div>",
             _section(
                 "Funnel",
-                _funnel_chart(tables["funnel"].frame),
-                html_table(tables["funnel"].frame),
+                _funnel_chart(frames["funnel"]),
+                table("funnel"),
                 "<h3>Why tasks did not survive</h3>",
-                html_table(tables["funnel_reasons"].frame),
+                table("funnel_reasons"),
             ),
             _section(
                 "Learnable share",
@@ -290,8 +293,8 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
             ),
             _section(
                 "Category mix",
-                _category_chart(tables["category_mix"].frame),
-                html_table(tables["category_mix"].frame),
+                _category_chart(frames["category_mix"]),
+                table("category_mix"),
             ),
             _section(
                 "Soundness",
@@ -299,23 +302,23 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "tests) and one-step ablations of the reference (mutation score: the share the "
                 "test rejects); with an auditor model, an alignment audit and a judged cheat "
                 "rollout.</p>",
-                html_table(tables["soundness"].frame),
+                table("soundness"),
                 "<h3>Shortcut probes that passed</h3>",
-                html_table(tables["soundness_probes"].frame),
+                table("soundness_probes"),
                 "<h3>Drift: kept tasks re-validated on a rebuilt image</h3>",
-                html_table(tables["drift"].frame),
+                table("drift"),
             ),
             _section(
                 "Difficulty",
                 "<p class='sub'>Tasks per pass rate (successes / scored attempts), per solver. "
                 "Labels: easy ≥ 0.75, medium ≥ 0.25, hard &gt; 0, unsolved = 0.</p>",
                 _difficulty_charts(histogram),
-                html_table(tables["difficulty"].frame),
+                table("difficulty"),
             ),
             _section(
                 "Failure modes",
-                _failure_chart(tables["failure_modes"].frame),
-                html_table(tables["failure_modes"].frame),
+                _failure_chart(frames["failure_modes"]),
+                table("failure_modes"),
             ),
             _section(
                 "Decontamination",
@@ -323,25 +326,25 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "<code>decontamination_references</code>, field by field: right after stage I "
                 "(<i>pipeline</i>) and again later (<i>recheck</i>, <code>endless "
                 "decontaminate</code>). Exports leave out what a recheck found.</p>",
-                html_table(tables["decontamination"].frame),
+                table("decontamination"),
                 "<h3>Benchmark tasks the dataset shared a field with</h3>",
                 html_table(_contamination_sources(lake, batches)),
             ),
             _section("Turns per episode", _turns_chart(turns)),
             _section(
                 "Token cost",
-                html_table(tables["token_cost"].frame),
+                table("token_cost"),
                 "<h3>Estimated before each run (<code>endless run --plan</code>) and actual</h3>",
-                html_table(tables["cost_estimates"].frame),
+                table("cost_estimates"),
             ),
             _section(
                 "Models",
                 "<h3>Generators</h3>",
-                html_table(tables["generator_models"].frame),
+                table("generator_models"),
                 "<h3>Solvers</h3>",
-                html_table(tables["solver_models"].frame),
+                table("solver_models"),
                 "<h3>Generator x solver</h3>",
-                html_table(tables["model_matrix"].frame),
+                table("model_matrix"),
             ),
             _section("Sample of kept tasks", _samples_html(samples, int(figures["tasks_kept"]))),
         ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from endless_assets.generation import Environment, GenerationError, Usage
+from endless_assets.generation import Environment, GenerationError, Usage, new_task
 from endless_assets.generation.llm.feedback import stable_feedback
 from endless_assets.generation.llm.prompts import PromptSet
 from endless_assets.generation.parsing import (
@@ -181,23 +181,21 @@ class LLMGenerator:
         with self._unusable(reply, usage, code="unusable_task"):
             parsed = parse_task(reply.text)
         try:
-            draft = Task(
-                batch=batch,
-                index=index,
-                seed=seed,
+            task = new_task(
+                self,
+                batch,
+                index,
+                seed,
                 category=draw.category,
                 complexity=draw.complexity,
                 scenario=draw.scenario,
                 instruction=parsed.instruction,
                 truth={"text": parsed.truth},
                 reference_solution=parsed.solution,
-                generator=self.name,
-                generator_model=self.model,
-                prompt_version=self.version,
             )
         except ValidationError as exc:
             raise _error(f"unusable_task: {exc.errors()[0]['msg']}", usage) from exc
-        return draft, usage
+        return task, usage
 
     # --- stage II ---------------------------------------------------------------------------
 

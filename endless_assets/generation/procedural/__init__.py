@@ -6,9 +6,9 @@ import hashlib
 import random
 from pathlib import Path
 
-from endless_assets.generation import GenerationError, Usage
+from endless_assets.generation import GenerationError, Usage, new_task
 from endless_assets.generation.carried import CarriedGenerator
-from endless_assets.generation.procedural import base, families, render
+from endless_assets.generation.procedural import base, families, names, render
 from endless_assets.generation.procedural.base import (
     LEVELS,
     Family,
@@ -29,7 +29,7 @@ def _code_version() -> str:
     their Dockerfiles, tests and setup) and of the level names a leveled task records."""
     digest = hashlib.sha256()
     sources = sorted(Path(families.__file__).parent.glob("*.py"))
-    for path in [*sources, Path(base.__file__), Path(render.__file__)]:
+    for path in [*sources, *(Path(m.__file__) for m in (base, names, render))]:
         digest.update(path.read_bytes())
     digest.update("\n".join(level_names()).encode())
     return "procedural-" + digest.hexdigest()[:12]
@@ -108,23 +108,16 @@ class ProceduralGenerator(CarriedGenerator):
         except Exception as exc:  # a family bug must name the family
             raise GenerationError(f"family {family.name} failed: {exc!r}") from exc
         dockerfile, context = render_dockerfile(self.base_image, task)
-        draft = Task(
-            batch=batch,
-            index=index,
-            seed=seed,
+        same = ("complexity", "scenario", "instruction", "truth", "initial_test", "completion_test")
+        return new_task(
+            self,
+            batch,
+            index,
+            seed,
             category=family.category,
-            complexity=task.complexity,
-            scenario=task.scenario,
-            instruction=task.instruction,
-            truth=task.truth,
+            family=family.name,
             reference_solution=task.solution,
             dockerfile=dockerfile,
             context_files=context,
-            initial_test=task.initial_test,
-            completion_test=task.completion_test,
-            generator=self.name,
-            generator_model="",
-            prompt_version=self.version,
-            family=family.name,
-        )
-        return draft, Usage()
+            **{name: getattr(task, name) for name in same},
+        ), Usage()

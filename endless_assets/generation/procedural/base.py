@@ -63,7 +63,8 @@ def by_level(level: int, *values: Any) -> Any:
 class Family(Generic[P]):
     """Base class: subclasses set `name` and `category` and implement the steps: `sample`
     (today's unleveled draw, kept as it is so a batch reproduces), `sample_level` (the draw
-    for one complexity level), and `build`, which writes the task from either plan."""
+    for one complexity level), and `build`, which writes the task from either plan, most often
+    as `task` puts together its `instruction`, `tests` and `solution`."""
 
     name: ClassVar[str]
     category: ClassVar[str]
@@ -86,6 +87,28 @@ class Family(Generic[P]):
 
     def build(self, plan: P) -> FamilyTask:
         raise NotImplementedError
+
+    def instruction(self, plan: P) -> str:
+        raise NotImplementedError
+
+    def solution(self, plan: P) -> str:
+        raise NotImplementedError
+
+    def tests(self, plan: P) -> tuple[str, str]:
+        """The initial-state test and the completion test."""
+        raise NotImplementedError
+
+    def task(self, plan: P, tests: tuple[str, str] | None = None, **parts: Any) -> FamilyTask:
+        """The task of `plan`: its instruction, tests (`tests`, else the family's) and
+        reference solution, with `parts` (truth, complexity, scenario, files, setup)."""
+        initial_test, completion_test = tests or self.tests(plan)
+        return FamilyTask(
+            instruction=self.instruction(plan),
+            initial_test=initial_test,
+            completion_test=completion_test,
+            solution=self.solution(plan),
+            **parts,
+        )
 
 
 def render_dockerfile(base_image: str, task: FamilyTask) -> tuple[str, dict[str, str]]:
@@ -116,71 +139,3 @@ def iso_stamp(utc: datetime, offset: int = 0) -> str:
 def dedent(text: str) -> str:
     """Dedent a triple-quoted block and strip the leading newline."""
     return textwrap.dedent(text).lstrip("\n")
-
-
-# Small pools of names shared by families, so tasks read like real work.
-PROJECTS = [
-    "atlas",
-    "borealis",
-    "cobalt",
-    "delta",
-    "ember",
-    "fjord",
-    "granite",
-    "harbor",
-    "ion",
-    "juniper",
-    "kestrel",
-    "lumen",
-    "meridian",
-    "nimbus",
-    "onyx",
-    "pylon",
-    "quartz",
-    "raven",
-    "sierra",
-    "tundra",
-    "umbra",
-    "vertex",
-    "willow",
-    "xenon",
-    "yarrow",
-    "zephyr",
-]
-SERVICES = [
-    "auth",
-    "billing",
-    "cache",
-    "gateway",
-    "indexer",
-    "ingest",
-    "mailer",
-    "metrics",
-    "payments",
-    "scheduler",
-    "search",
-    "storage",
-    "uploader",
-    "worker",
-]
-PEOPLE = [
-    "alice",
-    "bob",
-    "carol",
-    "dave",
-    "erin",
-    "frank",
-    "grace",
-    "heidi",
-    "ivan",
-    "judy",
-    "mallory",
-    "niaj",
-    "olivia",
-    "peggy",
-    "rupert",
-    "sybil",
-    "trent",
-    "victor",
-    "walter",
-]

@@ -29,6 +29,40 @@ def render_test(imports: Sequence[str], values: Mapping[str, Any], *parts: str) 
     return head + "".join("\n\n" + dedent(part) for part in parts)
 
 
+def kept(test: str, files: str, base: str = "", digest: str = "") -> str:
+    """A test part: files still hold the bytes they had. `files` names the test's constant of
+    paths (under the constant `base` where given) -> SHA-256; with `digest`, `files` is one
+    file's path (an expression) and `digest` the constant with its SHA-256."""
+    if digest:
+        return f"""
+    def {test}():
+        with open({files}, "rb") as fh:
+            assert hashlib.sha256(fh.read()).hexdigest() == {digest}
+"""
+    name, path = ("rel", f"os.path.join({base}, rel)") if base else ("path", "path")
+    return f"""
+    def {test}():
+        for {name}, digest in {files}.items():
+            with open({path}, "rb") as fh:
+                assert hashlib.sha256(fh.read()).hexdigest() == digest, {name}
+"""
+
+
+def matched(found: str, names: str, contents: str, key: str = "path") -> str:
+    """Test parts: the files `found()` returns (name -> SHA-256) are the constant EXPECTED's
+    (test `names`), each with its digest there (test `contents`)."""
+    return f"""
+    def {names}():
+        assert sorted({found}()) == sorted(EXPECTED)
+
+
+    def {contents}():
+        found = {found}()
+        for {key}, digest in EXPECTED.items():
+            assert found.get({key}) == digest, {key}
+"""
+
+
 EXTRAS = """
 import base64
 import os

@@ -11,15 +11,15 @@ import fnmatch
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import (
+    extras_script,
+    kept,
+    matched,
+    render_test,
+    sha256,
 )
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
 
 FORMATS = {  # tarfile compression -> (name, file suffix, tar flag)
     "gz": ("gzip", ".tar.gz", "z"),
@@ -151,7 +151,6 @@ class ArchiveBackup(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rules = plan.rules
         setup = ""
         if plan.links or plan.modes:
@@ -168,14 +167,11 @@ class ArchiveBackup(Family[Plan]):
             truth["exclude_at_top"] = plan.top_only
             truth["links"] = {plan.prefix + p: t for p, t in plan.links.items()}
         complexity = "hard" if len(rules) == 3 else "medium"
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={f"projects/{plan.project}/{rel}": text for rel, text in plan.tree.items()},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if len(rules) == 1 and plan.with_top else complexity,
             scenario="backup administrator archiving a project",
         )
@@ -226,11 +222,16 @@ class ArchiveBackup(Family[Plan]):
             consts["MODES"] = {plan.prefix + p: f"{m:o}" for p, m in plan.modes.items()}
             consts["CHECKSUM"] = plan.checksum
             consts["LISTING"] = plan.listing
-        initial_test = render_test(["os"], consts, INITIAL)
-        if plan.level is None:
-            return initial_test, render_test(["hashlib", "os", "tarfile"], consts, COMPLETION)
-        parts = [COMPLETION, LEVELED]
-        return initial_test, render_test(["hashlib", "os", "tarfile"], consts, *parts)
+        parts = [
+            COMPLETION,
+            matched("_members", "test_member_list", "test_member_contents", "name"),
+            kept("test_project_kept", "SOURCES", "SRC"),
+        ]
+        if plan.level is not None:
+            parts.append(LEVELED)
+        return render_test(["os"], consts, INITIAL), render_test(
+            ["hashlib", "os", "tarfile"], consts, *parts
+        )
 
     def solution(self, plan: Plan) -> str:
         flag, archive, project, src = FORMATS[plan.fmt][2], plan.archive, plan.project, plan.src
@@ -284,22 +285,6 @@ COMPLETION = """
                         name = name[2:]
                     found[name] = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
         return found
-
-
-    def test_member_list():
-        assert sorted(_members()) == sorted(EXPECTED)
-
-
-    def test_member_contents():
-        found = _members()
-        for name, digest in EXPECTED.items():
-            assert found.get(name) == digest, name
-
-
-    def test_project_kept():
-        for rel, digest in SOURCES.items():
-            with open(os.path.join(SRC, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
 LEVELED = """
     def _entries():

@@ -13,14 +13,9 @@ import inspect
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PROJECTS
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 ARTIFACTS = [
     "{p}-{v}-linux-amd64.tar.gz",
@@ -200,7 +195,6 @@ class ChecksumVerify(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         if plan.level is None or not plan.manifests:
             setup = SETUP.format(
                 base=plan.base,
@@ -224,13 +218,10 @@ class ChecksumVerify(Family[Plan]):
         if plan.passed:
             truth["ok_report"] = plan.ok_report
         bad, with_missing = plan.damage, bool(plan.missing)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if with_missing else "medium" if len(bad) > 1 else "easy",
             scenario="release engineer verifying a mirrored download",
         )
@@ -272,20 +263,18 @@ class ChecksumVerify(Family[Plan]):
             "MANIFEST_SHA": sha256(manifest),
             "FILES": {rel: sha256(d) for rel, d in plan.final().items()},
         }
-        if plan.level is None:
-            return (
-                render_test(["hashlib", "os"], consts, INITIAL),
-                render_test(["hashlib", "os"], consts, COMPLETION),
-            )
-        if plan.manifests:
-            consts["MANIFEST_SHA"] = sha256(plan.manifests["SHA256SUMS"])
-            for rel, text in plan.manifests.items():
-                consts["FILES"][rel] = sha256(text)
-        consts["OK_REPORT"] = plan.ok_report
-        consts["PASSED"] = sorted(set(plan.final()) - set(plan.failed()))
+        completion = [COMPLETION]
+        if plan.level is not None:
+            if plan.manifests:
+                consts["MANIFEST_SHA"] = sha256(plan.manifests["SHA256SUMS"])
+                for rel, text in plan.manifests.items():
+                    consts["FILES"][rel] = sha256(text)
+            consts["OK_REPORT"] = plan.ok_report
+            consts["PASSED"] = sorted(set(plan.final()) - set(plan.failed()))
+            completion.append(PASSED)
         return (
-            render_test(["hashlib", "os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, COMPLETION, PASSED),
+            render_test(["hashlib", "os"], consts, *INITIAL),
+            render_test(["hashlib", "os"], consts, *completion),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -302,21 +291,14 @@ class ChecksumVerify(Family[Plan]):
         return f"python3 - <<'PY'\n{dedent(script)}PY\n"
 
 
-INITIAL = """
-    def test_manifest_present():
-        with open(os.path.join(BASE, "SHA256SUMS"), "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == MANIFEST_SHA
-
-
-    def test_files_present():
-        for rel, digest in FILES.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-
-
+INITIAL = (
+    kept("test_manifest_present", 'os.path.join(BASE, "SHA256SUMS")', digest="MANIFEST_SHA"),
+    kept("test_files_present", "FILES", "BASE"),
+    """
     def test_report_absent():
         assert not os.path.exists(REPORT)
-"""
+""",
+)
 COMPLETION = """
     def test_report():
         with open(REPORT) as fh:

@@ -10,19 +10,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.cron_specs import (
     TEST_BODY,
     schedule,
     team_schedule,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import constants, render_test, sha256
 
 JOBS = ["backup-db", "rotate-logs", "sync-reports", "cleanup-tmp", "renew-certs", "send-digest"]
@@ -121,20 +115,16 @@ class CronSchedule(Family[Plan]):
             plan.asks.append(f"`{plan.moved}` should from now on run {words}")
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         truth = {"crontab": plan.crontab, "entries": plan.expected, "env": plan.env}
         if plan.level is not None:
             truth.update(retired=plan.retired, moved=plan.moved, team_offset=plan.offset)
         n_jobs = len(plan.asks)
         hard = n_jobs > 1 or bool(plan.env)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files=plan.files,
             setup_script=self._setup(plan),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if n_jobs > 1 and plan.env else "medium" if hard else "easy",
             scenario="sysadmin scheduling maintenance jobs",
         )

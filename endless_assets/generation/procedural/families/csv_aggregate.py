@@ -13,15 +13,9 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 REGIONS = ["north", "south", "east", "west", "central", "apac", "emea", "latam"]
 PRODUCTS = ["widget", "gadget", "sprocket", "gizmo", "doohickey", "flange", "bracket", "valve"]
@@ -179,18 +173,15 @@ class CsvAggregate(Family[Plan]):
         data = plan.data()
         text = {p: d.decode() for p, d in data.items() if p != plan.latin1}
         blobs = {p: d for p, d in data.items() if p == plan.latin1}
-        initial_test, completion_test = self.tests(plan, data)
         out = plan.outputs[0] if len(plan.outputs) == 1 else plan.outputs
         src = plan.decoy.rsplit("/", 1)[0] if plan.decoy else next(iter(plan.sources))
         hard = sum([plan.only_completed, plan.quoted, plan.agg == "mean"])
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
+            self.tests(plan, data),
             truth={"source": src, "output": out, "expected": plan.expected()},
             files={p.removeprefix("/home/user/"): t for p, t in text.items()},
             setup_script=extras_script(blobs, owned=["/home/user/data"]) if blobs else "",
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=["easy", "medium", "medium", "hard"][hard],
             scenario=SCENARIO,
         )
@@ -370,17 +361,8 @@ GROUPS = """
         for key, value in EXPECTED.items():
             assert abs(got[key] - value) < 0.0051, (key, got[key], value)
 """
-SOURCE = """
-    def test_source_untouched():
-        with open(SRC, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
-"""
-SOURCES = """
-    def test_sources_untouched():
-        for path, digest in SOURCES.items():
-            with open(path, "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, path
-"""
+SOURCE = kept("test_source_untouched", "SRC", digest="SRC_SHA")
+SOURCES = kept("test_sources_untouched", "SOURCES")
 AGREES = """
     def test_json_agrees():
         with open(JSON_OUT) as fh:

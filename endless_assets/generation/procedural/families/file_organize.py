@@ -13,14 +13,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.file_tests import (
     COMPLETION,
     INITIAL,
@@ -28,6 +21,7 @@ from endless_assets.generation.procedural.families.file_tests import (
     LEGACY_INITIAL,
     reference,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import extras_script, render_test, sha256
 
 GROUPS = {
@@ -246,7 +240,6 @@ class FileOrganize(Family[Plan]):
         return f"{rng.choice(STEMS)}-{rng.randint(1, 99)}.{rng.choice(UNMAPPED)}"
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         files = {f"{plan.rel}/{name}": text for name, text in plan.before.items()}
         top = "/home/user/" + plan.rel.split("/")[0]
         if plan.level is None:
@@ -260,14 +253,11 @@ class FileOrganize(Family[Plan]):
         truth = {"base": plan.base, "before": sorted(plan.before), "after": sorted(plan.after)}
         if plan.manifest:
             truth["manifest"] = plan.manifest
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={**files, **plan.outside},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=plan.complexity,
             scenario="office worker tidying up personal files",
         )
@@ -331,7 +321,7 @@ class FileOrganize(Family[Plan]):
         if plan.level is None:
             return (
                 render_test(["os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION),
+                render_test(["hashlib", "os"], consts, *LEGACY_COMPLETION),
             )
         consts["EXPECTED"] = {**expected, **{n: "link:" + t for n, t in plan.links.items()}}
         consts["MODES"] = {p: f"{m:o}" for p, m in plan.modes.items()}
@@ -344,7 +334,7 @@ class FileOrganize(Family[Plan]):
         consts["MOVES"] = "".join(f"{a}\t{b}\n" for a, b in moves)
         return (
             render_test(["os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, COMPLETION),
+            render_test(["hashlib", "os"], consts, *COMPLETION),
         )
 
     def solution(self, plan: Plan) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from endless_assets.generation.procedural.base import dedent
+from endless_assets.generation.procedural.render import matched
 
 LEGACY_INITIAL = """
     def test_files_present_and_flat():
@@ -12,7 +13,7 @@ LEGACY_INITIAL = """
             assert os.path.isfile(os.path.join(BASE, name)), name
         assert sorted(os.listdir(BASE)) == BEFORE
 """
-LEGACY_COMPLETION = """
+LEGACY_LAYOUT = """
     def _layout():
         found = {}
         for root, _dirs, files in os.walk(BASE):
@@ -22,17 +23,11 @@ LEGACY_COMPLETION = """
                     digest = hashlib.sha256(fh.read()).hexdigest()
                 found[os.path.relpath(path, BASE)] = digest
         return found
-
-
-    def test_final_layout():
-        assert sorted(_layout()) == sorted(EXPECTED)
-
-
-    def test_contents_preserved():
-        found = _layout()
-        for path, digest in EXPECTED.items():
-            assert found.get(path) == digest, path
 """
+LEGACY_COMPLETION = (
+    LEGACY_LAYOUT,
+    matched("_layout", "test_final_layout", "test_contents_preserved"),
+)
 INITIAL = """
     def test_files_present():
         for name in BEFORE:
@@ -44,7 +39,7 @@ INITIAL = """
             if path not in BEFORE and not EXPECTED[path].startswith("link:"):
                 assert not os.path.lexists(os.path.join(BASE, path)), path
 """
-COMPLETION = """
+LAYOUT = """
     def _layout():
         found = {}
         for root, dirs, files in os.walk(BASE):
@@ -57,18 +52,8 @@ COMPLETION = """
                         digest = hashlib.sha256(fh.read()).hexdigest()
                 found[os.path.relpath(path, BASE)] = digest
         return found
-
-
-    def test_final_layout():
-        assert sorted(_layout()) == sorted(EXPECTED)
-
-
-    def test_contents_and_links_preserved():
-        found = _layout()
-        for path, digest in EXPECTED.items():
-            assert found.get(path) == digest, path
-
-
+"""
+MODES_AND_MOVES = """
     def test_modes_kept():
         for path, mode in MODES.items():
             assert f"{os.stat(os.path.join(BASE, path)).st_mode & 0o7777:o}" == mode, path
@@ -80,6 +65,11 @@ COMPLETION = """
                 lines = [line.rstrip("\\r") for line in fh.read().splitlines() if line.strip()]
             assert sorted(lines) == MOVES.splitlines()
 """
+COMPLETION = (
+    LAYOUT,
+    matched("_layout", "test_final_layout", "test_contents_and_links_preserved"),
+    MODES_AND_MOVES,
+)
 REFERENCE = """
     import datetime, os, re
 

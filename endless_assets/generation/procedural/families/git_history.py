@@ -11,15 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
 from endless_assets.generation.procedural.families.git_objects import (
     GIT,
     INITIAL,
@@ -31,6 +23,7 @@ from endless_assets.generation.procedural.families.git_objects import (
     commit_id,
     tree_id,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import render_test, sha256
 
 FIXES = [
@@ -176,7 +169,6 @@ class GitHistory(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         shas, _ = plan.history()
         action, target, ref = plan.actions[0]
         truth = {
@@ -190,13 +182,10 @@ class GitHistory(Family[Plan]):
         if plan.level is not None:
             truth["actions"] = [[a, plan.ticket(k), shas[k], r] for a, k, r in plan.actions]
             truth.update(tip_tag=plan.tip_tag, tag_message=plan.tag_message)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             setup_script=self._setup(plan, shas),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={"tag": "easy", "branch": "medium", "revert": "hard"}[action],
             scenario="developer maintaining a git repository",
         )

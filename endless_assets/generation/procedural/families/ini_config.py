@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.generation.procedural.base import PROJECTS, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families.ini_edit import (
     COMMENTS,
     KEYS,
@@ -23,7 +23,8 @@ from endless_assets.generation.procedural.families.ini_edit import (
     edit_tests,
     sample_edit,
 )
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 
 @dataclass
@@ -110,7 +111,6 @@ class IniConfig(Family[Plan]):
         return Plan(project, edit=sample_edit(rng, project, level))
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         edit = plan.edit
         if edit:
             truth: dict[str, Any] = {"files": list(edit.files), "section": edit.target}
@@ -127,13 +127,10 @@ class IniConfig(Family[Plan]):
                 "added": plan.add,
             }
             files = {plan.path: plan.text}
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in files.items()},
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard" if plan.add else "medium" if len(plan.sections) > 4 else "easy",
             scenario="platform engineer editing service configuration",
         )
@@ -223,11 +220,7 @@ def _leveled_instruction(edit: IniEdit) -> str:
     )
 
 
-LEGACY_INITIAL = """
-    def test_config_as_shipped():
-        with open(PATH, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == INITIAL_SHA
-"""
+LEGACY_INITIAL = kept("test_config_as_shipped", "PATH", digest="INITIAL_SHA")
 LEGACY_COMPLETION = """
     def _lines():
         with open(PATH) as fh:

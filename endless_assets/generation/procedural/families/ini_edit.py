@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.generation.procedural.base import by_level, dedent
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 SECTIONS = ["server", "database", "cache", "logging", "auth", "queue", "metrics", "storage"]
 KEYS = {
@@ -176,7 +176,8 @@ def edit_tests(edit: IniEdit) -> tuple[str, str]:
         "UNTOUCHED": {p: sha256(t) for p, t in edit.examples.items()},
     }
     initial = render_test(["hashlib"], consts, INITIAL)
-    return initial, render_test(["configparser", "hashlib", "re"], consts, COMPLETION)
+    checks = [COMPLETION, kept("test_examples_untouched", "UNTOUCHED")]
+    return initial, render_test(["configparser", "hashlib", "re"], consts, *checks)
 
 
 def edit_solution(edit: IniEdit) -> str:
@@ -195,12 +196,7 @@ def edit_solution(edit: IniEdit) -> str:
     return f"python3 - <<'PY'\n{script}PY\n"
 
 
-INITIAL = """
-    def test_configs_as_shipped():
-        for path, digest in INITIAL.items():
-            with open(path, "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, path
-"""
+INITIAL = kept("test_configs_as_shipped", "INITIAL")
 COMPLETION = """
     def _section(lines, i):
         for line in reversed(lines[:i]):
@@ -247,10 +243,4 @@ COMPLETION = """
             parser = configparser.ConfigParser(interpolation=None)
             parser.read(path)
             assert {s: dict(parser[s]) for s in parser.sections()} == spec["final"], path
-
-
-    def test_examples_untouched():
-        for path, digest in UNTOUCHED.items():
-            with open(path, "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, path
 """

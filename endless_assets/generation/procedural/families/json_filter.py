@@ -15,45 +15,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from endless_assets.generation.procedural.base import (
-    PEOPLE,
-    PROJECTS,
-    Family,
-    FamilyTask,
-    by_level,
-)
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
 from endless_assets.generation.procedural.families.json_inventory import (
     COMPLETION_TEST,
-    ENVS,
     INITIAL_TEST,
     REGIONS,
-    STATUSES,
+    SOURCES_KEPT,
     TAGS,
     break_records,
     expected,
     record,
     reference,
+    server,
 )
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 Variant = tuple[str, Any, str, str]  # request, expected result, jq program, complexity
 
 
 def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
-    servers = []
-    for i in rng.sample(range(1, 99), rng.randint(12, 30)):
-        servers.append(
-            {
-                "hostname": f"{project}-{rng.choice(TAGS)}-{i:02d}",
-                "env": rng.choice(ENVS),
-                "region": rng.choice(REGIONS),
-                "cpu_cores": rng.choice([2, 4, 8, 16, 32]),
-                "memory_gb": rng.choice([4, 8, 16, 32, 64, 128]),
-                "status": rng.choice(STATUSES),
-                "tags": sorted(rng.sample(TAGS, rng.randint(0, 3))),
-                "owner": rng.choice(PEOPLE),
-            }
-        )
+    servers = [server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))]
     servers[0]["status"] = "active"
     servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(TAGS)]
     return servers
@@ -230,20 +212,16 @@ class JsonFilter(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         src, (out, want) = next(iter(plan.sources)), next(iter(plan.outputs.items()))
         truth: dict[str, Any] = {"source": src, "output": out, "expected": want}
         if plan.jq:
             truth["jq"] = plan.jq
         else:
             truth["sources"], truth["outputs"] = list(plan.sources), plan.outputs
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={p.removeprefix("/home/user/"): t for p, t in plan.texts.items()},
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity=plan.complexity,
             scenario="infrastructure engineer querying a server inventory",
         )
@@ -302,7 +280,7 @@ class JsonFilter(Family[Plan]):
             consts = {"SRC": src, "OUT": out, "EXPECTED": expected, "SRC_SHA": sha256(text)}
             return (
                 render_test(["json", "os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "json"], consts, LEGACY_COMPLETION),
+                render_test(["hashlib", "json"], consts, LEGACY_COMPLETION, SRC_KEPT),
             )
         consts = {
             "SOURCES": {p: sha256(t) for p, t in plan.texts.items()},
@@ -310,7 +288,7 @@ class JsonFilter(Family[Plan]):
         }
         return (
             render_test(["json", "os"], consts, INITIAL_TEST),
-            render_test(["hashlib", "json"], consts, COMPLETION_TEST),
+            render_test(["hashlib", "json"], consts, COMPLETION_TEST, SOURCES_KEPT),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -335,9 +313,5 @@ LEGACY_COMPLETION = """
         with open(OUT) as fh:
             got = json.load(fh)
         assert got == EXPECTED
-
-
-    def test_inventory_untouched():
-        with open(SRC, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == SRC_SHA
 """
+SRC_KEPT = kept("test_inventory_untouched", "SRC", digest="SRC_SHA")

@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
     Family,
     FamilyTask,
     by_level,
     dedent,
     iso_stamp,
 )
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 LEVELS = ["INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"]
 MESSAGES = [
@@ -200,7 +199,6 @@ class LogErrorCounts(Family[Plan]):
             entries.sort(key=lambda e: e.at)
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         texts = plan.texts()
         files = {rel: data.decode() for rel, data in texts.items() if not rel.endswith(".gz")}
         blobs = {f"/home/user/{rel}": data for rel, data in texts.items() if rel.endswith(".gz")}
@@ -209,14 +207,11 @@ class LogErrorCounts(Family[Plan]):
             truth["logs"] = [f"/home/user/{rel}" for rel in plan.logs]
             if plan.summary:
                 truth["summary"] = SUMMARY
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={**files, **plan.decoys},
             setup_script=extras_script(blobs, owned=["/home/user/logs"]) if blobs else "",
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if len(plan.services) <= 4 else "medium",
             scenario=SCENARIO,
         )
@@ -298,13 +293,8 @@ class LogErrorCounts(Family[Plan]):
                     with open(SUMMARY) as fh:
                         got = json.load(fh)
                     assert got == {"total": sum(COUNTS.values()), "services": COUNTS}
-
-
-            def test_logs_untouched():
-                for path, digest in LOGS.items():
-                    with open(path, "rb") as fh:
-                        assert hashlib.sha256(fh.read()).hexdigest() == digest, path
             """,
+            kept("test_logs_untouched", "LOGS"),
         )
         return initial, completion
 

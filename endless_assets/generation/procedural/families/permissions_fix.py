@@ -10,14 +10,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 SETUP = """
 import os
@@ -154,7 +149,6 @@ class PermissionsFix(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rel_base = plan.base.removeprefix("/home/user/")
         modes = {rel: m for rel, m in plan.initial.items() if not rel.startswith("/")}
         setup = SETUP.format(base=plan.base, modes=modes).lstrip()
@@ -166,17 +160,14 @@ class PermissionsFix(Family[Plan]):
         if plan.report:
             truth["report"] = plan.report
         n = len(plan.rules)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={
                 **{f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
                 **{path.removeprefix("/home/user/"): text for path, text in plan.outside.items()},
             },
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="easy" if n == 3 else "medium" if n == 4 else "hard",
             scenario="security engineer hardening file permissions",
         )
@@ -233,7 +224,9 @@ class PermissionsFix(Family[Plan]):
             consts["LINKS"] = plan.links
             consts["REPORT"] = plan.report
         initial = render_test(["os"], consts, MODES_OF, INITIAL)
-        parts = [MODES_OF, COMPLETION, *([LEVELED] if plan.level is not None else [])]
+        parts = [MODES_OF, COMPLETION, kept("test_contents_unchanged", "CONTENT", "BASE")]
+        if plan.level is not None:
+            parts.append(LEVELED)
         return initial, render_test(["hashlib", "os"], consts, *parts)
 
     def solution(self, plan: Plan) -> str:
@@ -297,12 +290,6 @@ COMPLETION = """
         for rel, mode in FINAL.items():
             if mode == INITIAL[rel]:
                 assert modes[rel] == mode, rel
-
-
-    def test_contents_unchanged():
-        for rel, digest in CONTENT.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
 LEVELED = """
     def test_links_kept():

@@ -12,10 +12,22 @@ from typing import Any
 
 from endless_assets.generation.procedural.base import dedent
 
+# Each case: {"files": {name: text}, "args": [...] ("{dir}" is the case's directory),
+# "stdin": str, "out": [expected stdout lines, compared token by token], "rc": exit status}
 Case = dict[str, Any]
 CITIES = ["Berlin", "New York", "Lagos", "Lima", "Oslo", "Sao Paulo", "Kyoto", "Perth"]
 STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
 EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
+
+
+def counted(files: dict[str, str]) -> Case:
+    """The extension counter's case over `files` and a nested file: it counts the top-level
+    files that are not hidden."""
+    files["sub dir/inner.txt"] = "nested files do not count\n"
+    top = [n for n in files if "/" not in n and not n.startswith(".")]
+    counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in top)
+    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
+    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
 
 
 def ext_case(rng: random.Random) -> Case:
@@ -26,11 +38,7 @@ def ext_case(rng: random.Random) -> Case:
         files[name] = f"{name}\n"
     for name in rng.sample([".env", ".cache.json", ".hidden.txt", ".bashrc"], 2):
         files[name] = "hidden files do not count\n"
-    files["sub dir/inner.txt"] = "nested files do not count\n"
-    top = [n for n in files if "/" not in n and not n.startswith(".")]
-    counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in top)
-    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
-    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
+    return counted(files)
 
 
 def _csv(rows: list[list[str]], crlf: bool) -> str:
@@ -78,6 +86,13 @@ def top_case(rng: random.Random, error: str = "") -> Case:
     return case
 
 
+# Counts the extensions of the names a `find {find}` in "$1" prints, one `<ext> <count>` a line.
+EXTENSIONS = dedent("""
+    find "$1" -mindepth 1 -maxdepth 1 {find} -printf '%f\\n' \\
+      | awk '{{ if (index($0, ".")) {{ n = split($0, p, "."); print p[n] }}
+              else print "(none)" }}' \\
+      | sort | uniq -c | awk '{{ print $2, $1 }}'
+""")
 LEVELED_VARIANTS = {
     "ext-summary": (
         "takes a directory as its only argument and prints how many regular files directly in "
@@ -87,13 +102,8 @@ LEVELED_VARIANTS = {
         "counts as `gz`); files without a dot count under `(none)`, and names may contain "
         "spaces. If the argument is not a directory it must print an error to stderr, print "
         "nothing on stdout, and exit with status 2",
-        dedent("""
-            if [ ! -d "$1" ]; then echo "not a directory: $1" >&2; exit 2; fi
-            find "$1" -mindepth 1 -maxdepth 1 -type f ! -name '.*' -printf '%f\\n' \\
-              | awk '{ if (index($0, ".")) { n = split($0, p, "."); print p[n] }
-                      else print "(none)" }' \\
-              | sort | uniq -c | awk '{ print $2, $1 }'
-        """),
+        'if [ ! -d "$1" ]; then echo "not a directory: $1" >&2; exit 2; fi\n'
+        + EXTENSIONS.format(find="-type f ! -name '.*'"),
     ),
     "csvsum": (
         "takes a column name and one or more CSV files (comma-separated with a header row; "

@@ -11,23 +11,22 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
-from endless_assets.generation.procedural.base import PROJECTS, SERVICES, Family, FamilyTask, dedent
+from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families.shell_levels import (
+    EXTENSIONS,
+    EXTS,
     LEVELED_VARIANTS,
     SAMPLES,
+    STEMS,
+    Case,
+    counted,
     leveled_cases,
 )
-from endless_assets.generation.procedural.render import render_test, sha256
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import kept, render_test, sha256
 
-STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup", "draft"]
-EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
-
-# Each case: {"files": {name: text}, "args": [...] ("{dir}" is the case's directory),
-# "stdin": str, "out": [expected stdout lines, compared token by token], "rc": exit status}
-Case = dict[str, Any]
 
 
 def _ext_case(rng: random.Random) -> Case:
@@ -36,10 +35,7 @@ def _ext_case(rng: random.Random) -> Case:
         stem = f"{rng.choice(STEMS)}{rng.randint(1, 99)}"
         name = rng.choice([f"{stem}.{rng.choice(EXTS)}"] * 2 + [f"{stem}.tar.gz", stem])
         files[name] = f"{name}\n"
-    files["sub dir/inner.txt"] = "nested files do not count\n"
-    counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in files if "/" not in n)
-    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
-    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
+    return counted(files)
 
 
 def _sum_case(rng: random.Random, missing: bool = False) -> Case:
@@ -98,12 +94,7 @@ VARIANTS = {
         "that directory (not in subdirectories) have each extension, one line `<ext> <count>` per "
         "extension, sorted by extension name. The extension is the part of the file name after "
         "its last dot (so `a.tar.gz` counts as `gz`); files without a dot count under `(none)`",
-        dedent("""
-            find "$1" -mindepth 1 -maxdepth 1 -type f -printf '%f\\n' \\
-              | awk '{ if (index($0, ".")) { n = split($0, p, "."); print p[n] }
-                      else print "(none)" }' \\
-              | sort | uniq -c | awk '{ print $2, $1 }'
-        """),
+        EXTENSIONS.format(find="-type f"),
     ),
     "colsum": (
         "takes a CSV file (comma-separated, header row, no quoting) and a column name, and prints "
@@ -178,12 +169,6 @@ def test_cases():
         assert got == [line.split() for line in case["out"]], (i, result.stdout[-2000:])
         if case["rc"]:
             assert result.stderr.strip(), "an error message was expected on stderr"
-
-
-def test_sample_untouched():
-    for path, digest in SAMPLES.items():
-        with open(path, "rb") as fh:
-            assert hashlib.sha256(fh.read()).hexdigest() == digest, path
 """
 
 
@@ -244,14 +229,10 @@ class ShellScript(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth={"script": plan.script, "kind": plan.kind, "cases": plan.cases},
             files=plan.files(),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={
                 "dedupe": "easy",
                 "level-count": "medium",
@@ -282,7 +263,8 @@ class ShellScript(Family[Plan]):
         consts = {"SCRIPT": plan.script, "CASES": plan.cases, "SAMPLES": samples}
         initial_test = render_test(["os"], consts, INITIAL)
         imports = ["hashlib", "os", "shutil", "subprocess", "tempfile"]
-        return initial_test, render_test(imports, consts, TEST_BODY)
+        checks = [TEST_BODY, kept("test_sample_untouched", "SAMPLES")]
+        return initial_test, render_test(imports, consts, *checks)
 
     def solution(self, plan: Plan) -> str:
         return (

@@ -11,7 +11,7 @@ import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from endless_assets.generation.procedural.base import PEOPLE, PROJECTS, Family, FamilyTask
+from endless_assets.generation.procedural.base import Family, FamilyTask
 from endless_assets.generation.procedural.families.sqlite_shop import (
     REGIONS,
     STATUSES,
@@ -22,6 +22,7 @@ from endless_assets.generation.procedural.families.sqlite_shop import (
     shop_solution,
     shop_tests,
 )
+from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import render_test, sha256
 
 SETUP = """
@@ -171,7 +172,6 @@ class SqliteReport(Family[Plan]):
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         if plan.shop:
             deleted, expired, _ = plan.shop.changes()
             truth = {"db": plan.shop.db, "reports": plan.shop.reports}
@@ -186,15 +186,12 @@ class SqliteReport(Family[Plan]):
                 "expected_csv": plan.expected_csv,
                 "changed_ids": changed,
             }
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             setup_script=shop_setup(plan.shop)
             if plan.shop
             else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
             scenario="data analyst working with a SQLite database",
         )

@@ -9,7 +9,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from endless_assets.generation.procedural.base import PEOPLE, by_level, dedent
+from endless_assets.generation.procedural.base import by_level, dedent
+from endless_assets.generation.procedural.names import PEOPLE
 from endless_assets.generation.procedural.render import render_test, sha256
 
 REGIONS = ["north", "south", "east", "west", "central"]

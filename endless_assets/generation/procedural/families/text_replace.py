@@ -12,15 +12,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from endless_assets.generation.procedural.base import (
-    PROJECTS,
-    SERVICES,
-    Family,
-    FamilyTask,
-    by_level,
-    dedent,
-)
-from endless_assets.generation.procedural.render import extras_script, render_test, sha256
+from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
+from endless_assets.generation.procedural.names import PROJECTS, SERVICES
+from endless_assets.generation.procedural.render import extras_script, kept, render_test, sha256
 
 DOMAINS = ["corp.internal", "prod.lan", "dc1.example.net", "infra.local", "svc.cluster.local"]
 ROLES = ["db", "cache", "mq", "search", "ldap", "vault", "redis", "pg"]
@@ -211,7 +205,6 @@ class TextReplace(Family[Plan]):
         return "\n".join(out) + "\n"
 
     def build(self, plan: Plan) -> FamilyTask:
-        initial_test, completion_test = self.tests(plan)
         rel_base = plan.base.removeprefix("/home/user/")
         truth = {"base": plan.base, "old": plan.old, "new": plan.new, "trap": plan.trap}
         truth["changed"] = sorted(plan.changed())
@@ -222,14 +215,11 @@ class TextReplace(Family[Plan]):
             modes = {f"{plan.base}/{rel}": mode for rel, mode in plan.modes.items()}
             owned = ["/home/user/" + rel_base.split("/")[0]]
             setup = extras_script(links=links, modes=modes, owned=owned) if links else ""
-        return FamilyTask(
-            instruction=self.instruction(plan),
+        return self.task(
+            plan,
             truth=truth,
             files={f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
             setup_script=setup,
-            initial_test=initial_test,
-            completion_test=completion_test,
-            solution=self.solution(plan),
             complexity="hard"
             if plan.skip_comments and plan.trap
             else "medium"
@@ -285,8 +275,8 @@ class TextReplace(Family[Plan]):
         consts = {"BASE": plan.base, "EXPECTED": changed, "UNTOUCHED": untouched, "OLD": plan.old}
         if plan.level is None:
             return (
-                render_test(["os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION),
+                render_test(["os"], consts, PRESENT, LEGACY_INITIAL),
+                render_test(["hashlib", "os"], consts, LEGACY_COMPLETION, KEPT),
             )
         del consts["OLD"]
         consts["OLDS"] = [old for old, _ in plan.renames]
@@ -294,8 +284,8 @@ class TextReplace(Family[Plan]):
         consts["MODES"] = {rel: f"{m:o}" for rel, m in plan.modes.items()}
         consts["REPORT"] = plan.report
         return (
-            render_test(["os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, COMPLETION),
+            render_test(["os"], consts, PRESENT, INITIAL),
+            render_test(["hashlib", "os"], consts, RENAMED, KEPT, COMPLETION),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -333,12 +323,12 @@ def _fill(rng: random.Random) -> dict[str, object]:
     }
 
 
-LEGACY_INITIAL = """
+PRESENT = """
     def test_configs_present():
         for rel in list(EXPECTED) + list(UNTOUCHED):
             assert os.path.isfile(os.path.join(BASE, rel)), rel
-
-
+"""
+LEGACY_INITIAL = """
     def test_old_host_still_in_use():
         for rel in EXPECTED:
             with open(os.path.join(BASE, rel)) as fh:
@@ -350,38 +340,22 @@ LEGACY_COMPLETION = """
             with open(os.path.join(BASE, rel)) as fh:
                 got = fh.read()
             assert got.rstrip("\\n").split("\\n") == text.rstrip("\\n").split("\\n"), rel
-
-
-    def test_other_files_byte_identical():
-        for rel, digest in UNTOUCHED.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
 """
+KEPT = kept("test_other_files_byte_identical", "UNTOUCHED", "BASE")
 INITIAL = """
-    def test_configs_present():
-        for rel in list(EXPECTED) + list(UNTOUCHED):
-            assert os.path.isfile(os.path.join(BASE, rel)), rel
-
-
     def test_old_hosts_still_in_use():
         for rel in EXPECTED:
             with open(os.path.join(BASE, rel)) as fh:
                 assert any(old in fh.read() for old in OLDS), rel
 """
-COMPLETION = """
+RENAMED = """
     def test_renamed_files():
         for rel, text in EXPECTED.items():
             with open(os.path.join(BASE, rel), newline="") as fh:
                 got = fh.read()
             assert got.rstrip("\\r\\n") == text.rstrip("\\r\\n"), rel
-
-
-    def test_other_files_byte_identical():
-        for rel, digest in UNTOUCHED.items():
-            with open(os.path.join(BASE, rel), "rb") as fh:
-                assert hashlib.sha256(fh.read()).hexdigest() == digest, rel
-
-
+"""
+COMPLETION = """
     def test_links_and_modes_kept():
         for rel, target in LINKS.items():
             path = os.path.join(BASE, rel)
