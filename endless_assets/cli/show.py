@@ -11,6 +11,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from endless_assets.cli.app import _fail, app, out, print_frame, resolved_settings
+from endless_assets.solver_id import SolverId
 
 THOUGHT_CHARS = 1200
 OUTPUT_CHARS = 3000
@@ -86,7 +87,7 @@ def _list(lake: Any, task_id: str, rows: list[dict[str, Any]]) -> None:
         [
             {
                 "batch": r["batch"],
-                "solver": f"{r['policy']}/{r['model']}",
+                "solver": str(SolverId(r["policy"], r["model"])),
                 "idx": r["rollout_idx"],
                 "reward": r["reward"],
                 "termination": r["termination"],

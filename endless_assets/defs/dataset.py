@@ -23,6 +23,7 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import KeepRule, score_tasks
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
+from endless_assets.solver_id import SolverId
 from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, tasks_with_tests
 from endless_assets.store.columns import frame
@@ -99,7 +100,7 @@ def _materialize(
     started = time.monotonic()
     probe = policy_factory(settings)()
     rule = KeepRule(settings.min_pass_rate, settings.max_pass_rate)
-    solver = f"{probe.name}/{probe.model}" if probe.model else probe.name
+    solver = str(SolverId(probe.name, probe.model))
     rollouts = solver_rollouts.filter(
         (pl.col("policy") == probe.name)
         & (pl.col("model") == probe.model)

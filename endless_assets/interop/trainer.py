@@ -33,6 +33,7 @@ from endless_assets.interop.quality import KEY, QualityRecord, record_of
 from endless_assets.interop.tasks import ExportError, validate_all
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
 from endless_assets.settings import Settings
+from endless_assets.solver_id import SolverId
 from endless_assets.store.lake import Lake
 
 DATA_SOURCE = "endless"
@@ -274,7 +275,7 @@ def export_sft(
         if not raw:
             skipped += 1  # a policy that talks to no model (oracle, noop)
             continue
-        solver = f"{r['policy']}/{r['model']}" if r["model"] else r["policy"]
+        solver = str(SolverId(r["policy"], r["model"]))
         rows.append(
             {
                 "messages": check_messages(raw, where),

@@ -1,5 +1,5 @@
 """One batch's funnel from its stage tables in memory: the `funnel` and `funnel_reasons` stats
-views (stats_views.py) run over the frames the last stage holds, before any is written, with the
+views (store/funnel.py) run over the frames the last stage holds, before any is written, with the
 top reason per step. The filtered dataset's materialization carries it."""
 
 from __future__ import annotations
@@ -7,16 +7,9 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from endless_assets.store.funnel import TABLES
 from endless_assets.store.stats_views import render_stats_sql
 
-TABLES = (
-    "task_descriptions",
-    "task_decontamination",
-    "task_environments",
-    "completion_tests",
-    "task_soundness",
-    "filtered_dataset",
-)
 COLUMNS = (
     "stage",
     "entered",
