@@ -7,18 +7,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from endless_assets.store.funnel import TABLES
+from endless_assets.store.funnel import COUNTS, TABLES
 from endless_assets.store.stats_views import render_stats_sql
 
-COLUMNS = (
-    "stage",
-    "entered",
-    "survived",
-    "rejected",
-    "harness_errors",
-    "top_reason",
-    "top_reason_tasks",
-)
+COLUMNS = ("stage", *COUNTS, "top_reason", "top_reason_tasks")
 
 
 def batch_funnel(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:

@@ -41,6 +41,7 @@ FUNNEL: tuple[Step, ...] = (
     ),
 )
 TABLES = tuple(step.table for step in FUNNEL)
+COUNTS = ("entered", "survived", "rejected", "harness_errors")  # per step, in this order
 
 
 def funnel_sql() -> str:
@@ -58,6 +59,15 @@ def funnel_sql() -> str:
     ]
     union = "\nunion all\n".join(arms)
     return f"with stages as (\n{union}\n)\nselect * from stages order by batch, stage_order"
+
+
+def funnel_overall_sql() -> str:
+    """The `funnel` view's steps summed over every batch."""
+    sums = ", ".join(f"sum({n})::BIGINT as {n}" for n in COUNTS)
+    return (
+        f"select stage_order, stage, {sums} from funnel "
+        "group by stage_order, stage order by stage_order"
+    )
 
 
 def funnel_reasons_sql() -> str:

@@ -8,7 +8,7 @@ from endless_assets.models import DIFFICULTY_THRESHOLDS
 from endless_assets.solver_id import SolverId
 from endless_assets.store.failure_modes import failure_mode_sql
 from endless_assets.store.frontier_views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
-from endless_assets.store.funnel import funnel_reasons_sql, funnel_sql
+from endless_assets.store.funnel import funnel_overall_sql, funnel_reasons_sql, funnel_sql
 from endless_assets.store.schemas.costs import COST_ESTIMATES_SQL
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -317,12 +317,7 @@ def render_stats_sql(name: str, *, key: str = "batch", where: str = "true") -> s
 
 STATS_VIEWS: dict[str, str] = {
     "funnel": render_stats_sql("funnel"),
-    "funnel_overall": """
-        select stage_order, stage, sum(entered)::BIGINT as entered,
-               sum(survived)::BIGINT as survived, sum(rejected)::BIGINT as rejected,
-               sum(harness_errors)::BIGINT as harness_errors
-        from funnel group by stage_order, stage order by stage_order
-    """,
+    "funnel_overall": funnel_overall_sql(),
     **{name: render_stats_sql(name) for name in STATS_TEMPLATES if name != "funnel"},
     # Per batch, solver and cell: what was drawn, described, scored, kept, learnable, and the
     # pass rates' distribution (frontier_views.py; what the describe stage's draw reads); per batch,
