@@ -36,3 +36,6 @@ class SolverId:
         """The name from a table's policy and model columns, in SQL."""
         named = f"{policy} || '/' || {model}"
         return f"case when coalesce({model}, '') = '' then {policy} else {named} end"
+
+
+NO_SOLVER = SolverId("")  # a score read back without its solver

@@ -100,7 +100,7 @@ def _materialize(
     started = time.monotonic()
     probe = policy_factory(settings)()
     rule = KeepRule(settings.min_pass_rate, settings.max_pass_rate)
-    solver = str(SolverId(probe.name, probe.model))
+    solver = SolverId(probe.name, probe.model)
     rollouts = solver_rollouts.filter(
         (pl.col("policy") == probe.name)
         & (pl.col("model") == probe.model)
@@ -118,8 +118,7 @@ def _materialize(
             ),
             by_task,
             rule,
-            solver_model=solver,
-            solver_policy=probe.name,
+            solver=solver,
         )
     ]
     table = frame(TABLE, rows)
@@ -137,7 +136,7 @@ def _materialize(
         "entered": len(rows),
         "kept": len(kept_rows),
         "dropped": len(rows) - len(kept_rows),
-        "solver": solver,
+        "solver": str(solver),
         "keep_rule": rule.describe(),
         "mean_pass_rate": round(sum(r["pass_rate"] for r in rows) / len(rows), 3) if rows else 0.0,
         "wall_seconds": round(time.monotonic() - started, 2),

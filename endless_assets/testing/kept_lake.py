@@ -37,7 +37,7 @@ def write_kept(
     `rewards` (the solver's attempts; default one success), and rebuild the catalog. The tasks
     as stored, with their scores."""
     attempts = [{"reward": r, "n_turns": 2} for r in (rewards or [1])]
-    score = score_task(attempts, solver_model=str(SolverId(*solver)), solver_policy=solver[0])
+    score = score_task(attempts, solver=SolverId(*solver))
     score = dataclasses.replace(score, kept=True, drop_reason="")
     scored = [t.model_copy(update={"score": score}) for t in tasks]
     by_batch: dict[str, list[dict]] = defaultdict(list)
