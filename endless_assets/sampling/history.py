@@ -286,7 +286,7 @@ def history_from_lake(
 
 
 _TOKENS = ("tokens_in", "tokens_out")
-# The columns `read_history` reads of each table (typed by its model, for a table with no rows).
+# The columns `read_history` reads of each table.
 READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "task_descriptions": (
         *("task_id", "batch", "status", "generator", "category", "complexity", "family", "truth"),
@@ -309,10 +309,7 @@ def read_history(
     """The history a draw for batch `before` reads, from the lake's partitions of the daily
     batches before it that have solver rollouts, reading only the columns it needs."""
     past = [b for b in lake.batches("solver_rollouts") if DAY.match(b) and b < before]
-    frames = {
-        table: lake.read_columns(table, past, {c: polars_schema(table)[c] for c in columns})
-        for table, columns in READ_COLUMNS.items()
-    }
+    frames = {table: lake.read_columns(table, past, cols) for table, cols in READ_COLUMNS.items()}
     spending = [frames[table] for table in SPENDING]
     return history_from_lake(
         frames["task_descriptions"],
