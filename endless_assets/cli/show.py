@@ -56,7 +56,7 @@ def show(
         have = sorted({r["rollout_idx"] for r in rows})
         _fail(f"task {task_id} has no rollout {rollout} (it has {have})")
     if len(chosen) > 1:
-        models = ", ".join(sorted(f"{r['policy']}/{r['model']}" for r in chosen))
+        models = ", ".join(sorted(str(SolverId(r["policy"], r["model"])) for r in chosen))
         _fail(f"rollout {rollout} of {task_id} exists for several solvers ({models}): add --model")
     row = chosen[0]
     if messages:
@@ -121,7 +121,7 @@ def _trajectory(lake: Any, row: dict[str, Any], full: bool) -> None:
     header = Text()
     header.append(f"{row['task_id']}", style="bold")
     header.append(f"  batch {row['batch']}  rollout {row['rollout_idx']}  ")
-    header.append(f"{row['policy']}/{row['model']}", style="cyan")
+    header.append(str(SolverId(row["policy"], row["model"])), style="cyan")
     out.print(header)
     facts = (
         f"reward {reward} · termination {row['termination']} · failure mode "

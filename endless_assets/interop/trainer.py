@@ -267,7 +267,8 @@ def export_sft(
     rows = []
     skipped = 0
     for r in successful_rollouts(lake, tasks).to_dicts():
-        where = f"task {r['task_id']} rollout {r['rollout_idx']} ({r['policy']}/{r['model']})"
+        solver = str(SolverId(r["policy"], r["model"]))
+        where = f"task {r['task_id']} rollout {r['rollout_idx']} ({solver})"
         try:
             raw = json.loads(r["messages"] or "[]")
         except json.JSONDecodeError as exc:
@@ -275,7 +276,6 @@ def export_sft(
         if not raw:
             skipped += 1  # a policy that talks to no model (oracle, noop)
             continue
-        solver = str(SolverId(r["policy"], r["model"]))
         rows.append(
             {
                 "messages": check_messages(raw, where),
