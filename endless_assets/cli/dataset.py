@@ -229,7 +229,6 @@ def _import(
 ) -> None:
     from endless_assets.interop.dockerfile import DockerfileError, parse_image_map
     from endless_assets.sandbox.image.base_image import symbolic_names
-    from endless_assets.settings import Settings, SettingsError
     from endless_assets.store.lake import LakeError, check_batch_key
 
     try:
@@ -248,10 +247,7 @@ def _import(
     if not source.is_dir():
         _fail(f"{source} is not a directory")
     overrides = {"solver": solver, "k": k, "workers": workers}
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = resolved_settings(**overrides)
     err.print(
         f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver} "
         f"(k={settings.attempts}), data in {settings.data_dir}"

@@ -62,7 +62,6 @@ def run(
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
-    from endless_assets.settings import Settings, SettingsError
 
     batch = _batch_key(date)
     overrides = {
@@ -73,10 +72,7 @@ def run(
         "workers": workers,
         "seed": seed,
     }
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = resolved_settings(**overrides)
     from endless_assets.cli.plan import print_costs, print_plan, print_short
 
     if plan:
