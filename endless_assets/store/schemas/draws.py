@@ -60,10 +60,7 @@ class _BatchSolver(pa.DataFrameModel):
 
 
 class CellBatches(Counts, _BatchSolver):
-    """The `cell_batches` view: one row per batch, solver and cell."""
-
-    class Config(Strict):
-        name = "cell_batches"
+    """The `cell_batches` view's columns (a view, never validated): per batch, solver and cell."""
 
 
 class _Window(pa.DataFrameModel):
