@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from endless_assets.solver_id import NO_SOLVER, SolverId
+
 # The status of a task's row in every stage table. A rejected task keeps its row with a
 # `reject_reason`; `harness_error` is the engine failing, never a rejection of the task.
 OK = "ok"
@@ -71,8 +73,7 @@ class TaskScore:
     curve: list[float]
     pass_rate: float  # successes / scored_attempts = pass@1: the difficulty
     mean_turns_solved: float | None
-    solver_model: str = ""  # policy/model, e.g. chat/o3
-    solver_policy: str = ""
+    solver: SolverId = NO_SOLVER  # filtered_dataset's solver_model and solver_policy
     kept: bool = False
     drop_reason: str = ""
 
@@ -85,8 +86,7 @@ def score_task(
     rollouts: Sequence[Mapping[str, Any]],
     rule: KeepRule | None = None,
     *,
-    solver_model: str = "",
-    solver_policy: str = "",
+    solver: SolverId = NO_SOLVER,
 ) -> TaskScore:
     """Score a task from its `solver_rollouts` rows (reward null = harness error, not 0) and
     decide whether `rule` keeps it."""
@@ -103,8 +103,7 @@ def score_task(
         curve=pass_at_curve(n, c),
         pass_rate=c / n if n else 0.0,
         mean_turns_solved=sum(r["n_turns"] for r in solved) / c if c else None,
-        solver_model=solver_model,
-        solver_policy=solver_policy,
+        solver=solver,
         kept=kept,
         drop_reason=reason,
     )
@@ -115,20 +114,12 @@ def score_tasks(
     rollouts: Mapping[str, Sequence[Mapping[str, Any]]],
     rule: KeepRule,
     *,
-    solver_model: str,
-    solver_policy: str,
+    solver: SolverId,
 ) -> list[Task]:
     """Stage IV's last step: each task with its score by one solver (`rollouts` by task id)."""
     return [
         task.model_copy(
-            update={
-                "score": score_task(
-                    rollouts.get(task.task_id, []),
-                    rule,
-                    solver_model=solver_model,
-                    solver_policy=solver_policy,
-                )
-            }
+            update={"score": score_task(rollouts.get(task.task_id, []), rule, solver=solver)}
         )
         for task in tasks
     ]
@@ -265,7 +256,7 @@ class Task(BaseModel):
             "generator": self.generator,
             "generator_model": self.generator_model,
             "prompt_version": self.prompt_version,
-            "solver_model": score.solver_model if score else "",
+            "solver_model": str(score.solver) if score else "",
             "scored_attempts": score.scored_attempts if score else 0,
             "successes": score.successes if score else 0,
             "pass_rate": score.pass_rate if score else 0.0,

@@ -34,12 +34,13 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def resolved_settings() -> Any:
-    """The settings, or one line naming the bad one and exit 2."""
+def resolved_settings(**overrides: Any) -> Any:
+    """The settings (with the command line's `overrides`; None: not given), or one line naming
+    the bad one and exit 2."""
     from endless_assets.settings import Settings, SettingsError
 
     try:
-        return Settings.resolve()
+        return Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
 

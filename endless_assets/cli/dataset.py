@@ -186,35 +186,35 @@ WorkersOption = Annotated[int | None, typer.Option(help="tasks in parallel per s
 QuietOption = Annotated[bool, typer.Option(help="only warnings from Dagster")]
 
 
-@import_app.command("harbor")
-def import_harbor(
-    source: SourceArgument,
-    batch: BatchName,
-    base_image_map: ImageMap = None,
-    solver: SolverOption = None,
-    k: KOption = None,
-    workers: WorkersOption = None,
-    quiet: QuietOption = False,
-) -> None:
-    """Import Harbor tasks as a batch, then validate, roll out and filter them through Dagster."""
-    _import("harbor", source, batch, base_image_map, solver, k, workers, quiet)
+def _import_command(fmt: str, doc: str) -> None:
+    """`endless import FMT`: the same options for every format."""
+
+    def command(
+        source: SourceArgument,
+        batch: BatchName,
+        base_image_map: ImageMap = None,
+        solver: SolverOption = None,
+        k: KOption = None,
+        workers: WorkersOption = None,
+        quiet: QuietOption = False,
+    ) -> None:
+        _import(fmt, source, batch, base_image_map, solver, k, workers, quiet)
+
+    command.__doc__ = doc
+    import_app.command(fmt)(command)
 
 
-@import_app.command("terminal-bench")
-def import_terminal_bench(
-    source: SourceArgument,
-    batch: BatchName,
-    base_image_map: ImageMap = None,
-    solver: SolverOption = None,
-    k: KOption = None,
-    workers: WorkersOption = None,
-    quiet: QuietOption = False,
-) -> None:
+_import_command(
+    "harbor",
+    "Import Harbor tasks as a batch, then validate, roll out and filter them through Dagster.",
+)
+_import_command(
+    "terminal-bench",
     """Import Terminal-Bench 1.x tasks as a batch, then validate, roll out and filter them.
 
     A task directory holds task.yaml, a Dockerfile (or docker-compose.yaml with one service),
-    run-tests.sh, tests/ and solution.sh; it is read the way Harbor's mapper converts it."""
-    _import("terminal-bench", source, batch, base_image_map, solver, k, workers, quiet)
+    run-tests.sh, tests/ and solution.sh; it is read the way Harbor's mapper converts it.""",
+)
 
 
 def _import(
@@ -229,7 +229,6 @@ def _import(
 ) -> None:
     from endless_assets.interop.dockerfile import DockerfileError, parse_image_map
     from endless_assets.sandbox.image.base_image import symbolic_names
-    from endless_assets.settings import Settings, SettingsError
     from endless_assets.store.lake import LakeError, check_batch_key
 
     try:
@@ -248,10 +247,7 @@ def _import(
     if not source.is_dir():
         _fail(f"{source} is not a directory")
     overrides = {"solver": solver, "k": k, "workers": workers}
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = resolved_settings(**overrides)
     err.print(
         f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver} "
         f"(k={settings.attempts}), data in {settings.data_dir}"

@@ -62,7 +62,6 @@ def run(
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
-    from endless_assets.settings import Settings, SettingsError
 
     batch = _batch_key(date)
     overrides = {
@@ -73,10 +72,7 @@ def run(
         "workers": workers,
         "seed": seed,
     }
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = resolved_settings(**overrides)
     from endless_assets.cli.plan import print_costs, print_plan, print_short
 
     if plan:
@@ -222,34 +218,37 @@ def print_funnel(
 ) -> None:
     """A batch's funnel, why its tasks did not survive (stages after `after_stage`), its
     learnable share and its draw: each table that has rows."""
+    from endless_assets.store.funnel import COUNTS
     from endless_assets.store.lake import Lake
 
     lake = Lake(data_dir)
     tables = (
         (
-            "select stage, entered, survived, rejected, harness_errors from funnel "
-            "where batch = ? order by stage_order",
+            f"select stage, {', '.join(COUNTS)} from funnel where batch = ? order by stage_order",
+            [batch],
             f"funnel of {what} {batch}",
         ),
         (
             "select stage, reason, tasks, example from funnel_reasons "
-            f"where batch = ? and stage_order > {int(after_stage)} "
-            "order by stage_order, tasks desc",
+            "where batch = ? and stage_order > ? order by stage_order, tasks desc",
+            [batch, after_stage],
             why,
         ),
         (
             "select solver, kept, learnable, learnable_share, tokens_per_learnable, "
             "seconds_per_learnable from learnable where batch = ? order by solver",
+            [batch],
             "learnable share: kept tasks with 0 < pass rate < 1",
         ),
         (
             "select mode, cells, floor, explore, exploit, evolve, expected_learnable_share, "
             "learnable_share from frontier_batches where batch = ?",
+            [batch],
             "the describe stage's draw (frontier sampler): expected, then measured",
         ),
     )
-    for sql, title in tables:
-        _print_rows(lake, sql, [batch], title, always=title == tables[0][1])
+    for i, (sql, params, title) in enumerate(tables):
+        _print_rows(lake, sql, params, title, always=i == 0)
 
 
 def _print_rows(lake, sql: str, params: list, title: str, *, always: bool = False) -> None:

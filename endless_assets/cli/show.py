@@ -11,6 +11,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from endless_assets.cli.app import _fail, app, out, print_frame, resolved_settings
+from endless_assets.solver_id import SolverId
 
 THOUGHT_CHARS = 1200
 OUTPUT_CHARS = 3000
@@ -55,7 +56,7 @@ def show(
         have = sorted({r["rollout_idx"] for r in rows})
         _fail(f"task {task_id} has no rollout {rollout} (it has {have})")
     if len(chosen) > 1:
-        models = ", ".join(sorted(f"{r['policy']}/{r['model']}" for r in chosen))
+        models = ", ".join(sorted(str(SolverId(r["policy"], r["model"])) for r in chosen))
         _fail(f"rollout {rollout} of {task_id} exists for several solvers ({models}): add --model")
     row = chosen[0]
     if messages:
@@ -86,7 +87,7 @@ def _list(lake: Any, task_id: str, rows: list[dict[str, Any]]) -> None:
         [
             {
                 "batch": r["batch"],
-                "solver": f"{r['policy']}/{r['model']}",
+                "solver": str(SolverId(r["policy"], r["model"])),
                 "idx": r["rollout_idx"],
                 "reward": r["reward"],
                 "termination": r["termination"],
@@ -120,7 +121,7 @@ def _trajectory(lake: Any, row: dict[str, Any], full: bool) -> None:
     header = Text()
     header.append(f"{row['task_id']}", style="bold")
     header.append(f"  batch {row['batch']}  rollout {row['rollout_idx']}  ")
-    header.append(f"{row['policy']}/{row['model']}", style="cyan")
+    header.append(str(SolverId(row["policy"], row["model"])), style="cyan")
     out.print(header)
     facts = (
         f"reward {reward} · termination {row['termination']} · failure mode "

@@ -23,6 +23,7 @@ from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.models import KeepRule, score_tasks
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
+from endless_assets.solver_id import SolverId
 from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, tasks_with_tests
 from endless_assets.store.columns import frame
@@ -99,7 +100,7 @@ def _materialize(
     started = time.monotonic()
     probe = policy_factory(settings)()
     rule = KeepRule(settings.min_pass_rate, settings.max_pass_rate)
-    solver = f"{probe.name}/{probe.model}" if probe.model else probe.name
+    solver = SolverId(probe.name, probe.model)
     rollouts = solver_rollouts.filter(
         (pl.col("policy") == probe.name)
         & (pl.col("model") == probe.model)
@@ -117,8 +118,7 @@ def _materialize(
             ),
             by_task,
             rule,
-            solver_model=solver,
-            solver_policy=probe.name,
+            solver=solver,
         )
     ]
     table = frame(TABLE, rows)
@@ -136,7 +136,7 @@ def _materialize(
         "entered": len(rows),
         "kept": len(kept_rows),
         "dropped": len(rows) - len(kept_rows),
-        "solver": solver,
+        "solver": str(solver),
         "keep_rule": rule.describe(),
         "mean_pass_rate": round(sum(r["pass_rate"] for r in rows) / len(rows), 3) if rows else 0.0,
         "wall_seconds": round(time.monotonic() - started, 2),

@@ -30,6 +30,7 @@ from endless_assets.interop.output import staged_directory, write_text
 from endless_assets.interop.tasks import ExportError
 from endless_assets.models import content_hash
 from endless_assets.sandbox.containers.shell import CommandResult
+from endless_assets.solver_id import SolverId
 from endless_assets.store.lake import Lake
 
 SCHEMA_VERSION = "ATIF-v1.7"
@@ -166,7 +167,8 @@ def trajectory(
 
 
 def _rollout_document(row: dict[str, Any], instruction: str, kept: bool | None) -> dict[str, Any]:
-    where = f"task {row['task_id']} rollout {row['rollout_idx']} ({row['policy']}/{row['model']})"
+    solver = SolverId(row["policy"], row["model"])
+    where = f"task {row['task_id']} rollout {row['rollout_idx']} ({solver})"
     messages = _json(row.get("messages"), where)
     chat = bool(messages)
     doc_id = f"rollout:{row['batch']}:{row['task_id']}:{row['policy']}:{row['model']}:"

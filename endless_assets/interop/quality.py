@@ -115,7 +115,7 @@ class QualityRecord:
             values["fails_with_noop"] = completion.get("fails_with_noop")
         if score is not None:
             values |= {
-                "solver_model": score.solver_model,
+                "solver_model": str(score.solver),
                 "scored_attempts": score.scored_attempts,
                 "successes": score.successes,
                 "pass_rate": score.pass_rate,

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from endless_assets.generation.parsing import parse_python
 from endless_assets.interop.dockerfile import DockerfileError, base_images
 from endless_assets.models import Task, TaskScore
+from endless_assets.solver_id import SolverId
 from endless_assets.store.columns import stored_columns
 from endless_assets.store.lake import Lake
 
@@ -90,8 +91,7 @@ def task_from_row(row: dict[str, Any]) -> Task:
         curve=[float(p) for p in curve],
         pass_rate=float(row.get("pass_rate") or 0.0),
         mean_turns_solved=row.get("mean_turns_solved"),
-        solver_model=row.get("solver_model") or "",
-        solver_policy=row.get("solver_policy") or "",
+        solver=SolverId.parse(row.get("solver_model") or ""),
         kept=bool(row.get("kept")),
         drop_reason=row.get("drop_reason") or "",
     )

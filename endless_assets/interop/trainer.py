@@ -33,6 +33,7 @@ from endless_assets.interop.quality import KEY, QualityRecord, record_of
 from endless_assets.interop.tasks import ExportError, validate_all
 from endless_assets.models import AGENT_HOME, AGENT_USER, Task
 from endless_assets.settings import Settings
+from endless_assets.solver_id import SolverId
 from endless_assets.store.lake import Lake
 
 DATA_SOURCE = "endless"
@@ -266,7 +267,8 @@ def export_sft(
     rows = []
     skipped = 0
     for r in successful_rollouts(lake, tasks).to_dicts():
-        where = f"task {r['task_id']} rollout {r['rollout_idx']} ({r['policy']}/{r['model']})"
+        solver = str(SolverId(r["policy"], r["model"]))
+        where = f"task {r['task_id']} rollout {r['rollout_idx']} ({solver})"
         try:
             raw = json.loads(r["messages"] or "[]")
         except json.JSONDecodeError as exc:
@@ -274,7 +276,6 @@ def export_sft(
         if not raw:
             skipped += 1  # a policy that talks to no model (oracle, noop)
             continue
-        solver = f"{r['policy']}/{r['model']}" if r["model"] else r["policy"]
         rows.append(
             {
                 "messages": check_messages(raw, where),

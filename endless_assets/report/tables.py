@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from endless_assets.store.catalog import query
+from endless_assets.store.funnel import COUNTS
 from endless_assets.store.lake import Lake, LakeError, check_batch_key
 from endless_assets.store.stats_views import render_stats_sql
 
@@ -25,7 +26,7 @@ class StatsTable:
 
 # name -> (title, columns shown, in order)
 TABLES: dict[str, tuple[str, list[str]]] = {
-    "funnel": ("Funnel", ["stage", "entered", "survived", "rejected", "harness_errors"]),
+    "funnel": ("Funnel", ["stage", *COUNTS]),
     "funnel_reasons": ("Why tasks did not survive", ["stage", "reason", "tasks", "example"]),
     "category_mix": (
         "Category x complexity",

@@ -5,10 +5,9 @@ from endless_assets.sampling.cells import Cell, family_cells, taxonomy_cells
 from endless_assets.sampling.evolve import Proposal, candidates, combine, propose
 from endless_assets.sampling.history import History, cell_batches, history_from_lake, read_history
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
-from endless_assets.sampling.policy import DRAW_COLUMNS, Draw, batch_rng, draw
+from endless_assets.sampling.policy import Draw, batch_rng, draw
 
 __all__ = [
-    "DRAW_COLUMNS",
     "Cell",
     "Draw",
     "History",

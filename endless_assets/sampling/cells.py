@@ -1,13 +1,11 @@
 """Cells, what a task is drawn as: a taxonomy (category, complexity) for LLM-written tasks or a
-family (family, level) for procedural ones, and the columns that name a cell in every table."""
+family (family, level) for procedural ones."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import polars as pl
 
 KINDS = ("taxonomy", "family")
 LEVELS = (1, 2, 3, 4, 5, 6)  # the procedural families' complexity levels, simplest first
@@ -44,7 +42,7 @@ class Cell:
         return f"{self.kind}:{self.key[0]}:{self.key[1]}"
 
     def columns(self) -> dict[str, Any]:
-        """The cell as the columns every sampling table shares (`CELL_COLUMNS`)."""
+        """The cell as the columns every sampling table shares (store/schemas/draws.py `Cells`)."""
         taxonomy = self.kind == "taxonomy"
         return {
             "cell": self.id,
@@ -68,18 +66,3 @@ def family_cells(families: Iterable[str], levels: Iterable[int] = LEVELS) -> lis
 
 def taxonomy_cells(categories: Iterable[str], complexities: Sequence[str]) -> list[Cell]:
     return [Cell.taxonomy(category, c) for category in categories for c in complexities]
-
-
-# Name -> (dtype, description), as every table's column list of this package is written.
-CELL_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "cell": (pl.Utf8(), "the cell's id: taxonomy:<category>:<complexity> or family:<name>:<level>"),
-    "kind": (pl.Utf8(), "taxonomy (LLM-written tasks) or family (procedural tasks)"),
-    "category": (pl.Utf8(), "taxonomy category (taxonomy cells; null for family cells)"),
-    "complexity": (pl.Utf8(), "taxonomy complexity (taxonomy cells; null for family cells)"),
-    "family": (pl.Utf8(), "procedural family (family cells; null for taxonomy cells)"),
-    "level": (pl.Int64(), "the family's complexity level 1-6 (family cells; else null)"),
-}
-
-
-def schema(columns: Mapping[str, tuple[pl.DataType, str]]) -> pl.Schema:
-    return pl.Schema({name: dtype for name, (dtype, _) in columns.items()})

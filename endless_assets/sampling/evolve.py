@@ -10,21 +10,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from endless_assets.sampling.cells import CELL_COLUMNS, LEVELS, Cell, schema
+from endless_assets.sampling.cells import LEVELS, Cell
 from endless_assets.sampling.history import DAY, task_cells
 from endless_assets.sampling.policy import Draw, Slot
 
 BUDGET = 0.1  # the default share of a batch given to variants
-
-PROPOSAL_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "parent_task_id": (pl.Utf8(), "the past task the variant is of"),
-    "parent_batch": (pl.Utf8(), "its batch"),
-    "parent_cell": (pl.Utf8(), "its cell's id"),
-    **CELL_COLUMNS,
-    "direction": (pl.Utf8(), "harder (it was solved in every attempt) or easier (in none)"),
-    "seed": (pl.Int64(), "the variant's seed: derived from the parent's seed and the target"),
-    "why": (pl.Utf8(), "the parent's record and the move, in a phrase"),
-}
 
 
 @dataclass(frozen=True)
@@ -134,11 +124,6 @@ def propose(
     found.sort(key=lambda f: f[1], reverse=True)
     found.sort(key=lambda f: f[0], reverse=True)
     return [proposal for *_, proposal in found[: int(budget * n)]]
-
-
-def proposals_frame(proposals: Sequence[Proposal]) -> pl.DataFrame:
-    """The proposals as rows (`PROPOSAL_COLUMNS`)."""
-    return pl.DataFrame([p.row() for p in proposals], schema=schema(PROPOSAL_COLUMNS))
 
 
 def combine(draw: Draw, proposals: Sequence[Proposal]) -> Draw:

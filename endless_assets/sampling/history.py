@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
+from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.measures import task_costs
+from endless_assets.solver_id import SolverId
+from endless_assets.store.schemas import polars_schema
+from endless_assets.store.schemas.draws import CellBatches, Cells, Counts
 
 if TYPE_CHECKING:
     from endless_assets.store.lake import Lake
@@ -20,50 +23,10 @@ if TYPE_CHECKING:
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a daily batch key; imported batches have names
 DEFAULT_WINDOW = 14
 
-# The counts of `cell_batches` (one row per batch, solver and cell) and of `History.frame()`
-# (the window summed, one row per cell).
-COUNT_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "generated": (pl.Int64(), "task_descriptions rows of the cell (any status)"),
-    "described": (pl.Int64(), "of which status ok"),
-    "reached": (pl.Int64(), "tasks the solver made at least one attempt at"),
-    "scored": (pl.Int64(), "tasks with at least one scored attempt (reward not null)"),
-    "kept": (pl.Int64(), "tasks filtered_dataset kept for this solver"),
-    "learnable": (pl.Int64(), "scored tasks with 0 < successes < scored attempts"),
-    "all_passed": (pl.Int64(), "scored tasks every scored attempt solved"),
-    "all_failed": (pl.Int64(), "scored tasks no attempt solved"),
-    "attempts": (pl.Int64(), "scored attempts over the scored tasks"),
-    "successes": (pl.Int64(), "of which solved"),
-    "mean_pass_rate": (pl.Float64(), "mean over scored tasks of successes / scored attempts"),
-    "outcomes": (pl.Utf8(), "JSON list of [successes, scored attempts, tasks], sorted"),
-    "tokens": (
-        pl.Int64(),
-        "model tokens spent making the cell's tasks (stages I-III and soundness), in and out",
-    ),
-    "rollout_tokens": (pl.Int64(), "the solver's tokens over its attempts at them, in and out"),
-}
-CELL_BATCH_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "batch": (pl.Utf8(), "the batch the tasks belong to"),
-    "solver": (pl.Utf8(), "policy or policy/model ('' for a batch no solver reached yet)"),
-    **CELL_COLUMNS,
-    **COUNT_COLUMNS,
-}
-HISTORY_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "as_of": (pl.Utf8(), "the batch the history is for: only batches strictly before it count"),
-    "solver": (pl.Utf8(), "policy or policy/model"),
-    "batches": (pl.Int64(), "batches in the window (those the solver reached)"),
-    "first_batch": (pl.Utf8(), "the window's first batch ('' when empty)"),
-    "last_batch": (pl.Utf8(), "the window's last batch ('' when empty)"),
-    **CELL_COLUMNS,
-    **COUNT_COLUMNS,
-}
 TOKENS = ("tokens", "rollout_tokens")
-_COUNTS = [name for name, (dtype, _) in COUNT_COLUMNS.items() if dtype == pl.Int64()]
-
-
-def _solver(policy: str = "policy", model: str = "model") -> pl.Expr:
-    """As stats_views.SOLVER_SQL: policy, or policy/model."""
-    bare = pl.col(model).fill_null("") == ""
-    return pl.when(bare).then(pl.col(policy)).otherwise(pl.col(policy) + "/" + pl.col(model))
+CELL_IDS = list(polars_schema(Cells))
+# The integer counts (`Counts`, after the cell's columns): 0 where a cell had none.
+_COUNTS = [n for n, t in polars_schema(Counts).items() if t == pl.Int64 and n not in CELL_IDS]
 
 
 def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
@@ -103,7 +66,7 @@ def task_outcomes(rollouts: pl.DataFrame, filtered: pl.DataFrame) -> pl.DataFram
     spent = pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0)
     if "tokens_in" not in rollouts.columns:
         spent = pl.lit(0, dtype=pl.Int64)
-    per_task = rollouts.group_by("task_id", _solver().alias("solver")).agg(
+    per_task = rollouts.group_by("task_id", SolverId.expr().alias("solver")).agg(
         scored_attempts=pl.col("reward").count(),
         task_successes=(pl.col("reward") == 1).sum().cast(pl.Int64),
         rollout_tokens=spent.sum().cast(pl.Int64),
@@ -120,14 +83,13 @@ def cell_batches(
     filtered: pl.DataFrame,
     costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per batch, solver and cell (`CELL_BATCH_COLUMNS`), from task_descriptions (task_id,
+    """One row per batch, solver and cell (`CellBatches`), from task_descriptions (task_id,
     batch, status, generator, category, complexity, family, truth), solver_rollouts (task_id,
     policy, model, reward, and tokens_in and tokens_out when it has them), filtered_dataset
     (task_id, solver_model, kept) and the tokens making each task cost (`costs`: task_id, tokens,
     as `measures.task_costs` gives over stages I-III and soundness; none: 0). A catalog view can
     expose it as is; `History.from_cell_batches` sums the window a draw reads."""
     cells = task_cells(descriptions)
-    ids = list(CELL_COLUMNS)
     tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
     solvers = tasks.select("batch", "solver").unique()
     spent = (
@@ -137,7 +99,7 @@ def cell_batches(
     )
     generated = (
         cells.join(spent, on="task_id", how="left")
-        .group_by("batch", *ids)
+        .group_by("batch", *CELL_IDS)
         .agg(
             generated=pl.len(),
             described=(pl.col("status") == "ok").sum().cast(pl.Int64),
@@ -182,15 +144,15 @@ def cell_batches(
         )
     )
     return (
-        frame.select(schema(CELL_BATCH_COLUMNS).names())
-        .cast(dict(schema(CELL_BATCH_COLUMNS)))
+        frame.select(polars_schema(CellBatches).names())
+        .cast(dict(polars_schema(CellBatches)))
         .sort(keys)
     )
 
 
 @dataclass(frozen=True)
 class CellHistory:
-    """One cell's counts over a window (see `COUNT_COLUMNS`), with its per-task outcomes."""
+    """One cell's counts over a window (see `Counts`), with its per-task outcomes."""
 
     cell: Cell
     generated: int = 0
@@ -272,16 +234,12 @@ class History:
             for s, n, tasks in json.loads(row["outcomes"]):
                 entry["outcomes"][(s, n)] = entry["outcomes"].get((s, n), 0) + tasks
         cells = {cell: CellHistory(cell, **entry) for cell, entry in counts.items()}
-        drawn = (
-            past.filter(pl.col("generated") > 0)
-            .group_by(list(CELL_COLUMNS))
-            .agg(pl.col("batch").max())
-        )
+        drawn = past.filter(pl.col("generated") > 0).group_by(CELL_IDS).agg(pl.col("batch").max())
         last = {Cell.from_columns(row): row["batch"] for row in drawn.to_dicts()}
         return cls(before, solver, batches, cells, last)
 
     def frame(self) -> pl.DataFrame:
-        """One row per cell (`HISTORY_COLUMNS`), sorted by cell."""
+        """One row per cell (the `cell_history` table), sorted by cell."""
         rows = []
         for cell in sorted(self.cells):
             h = self.cells[cell]
@@ -308,7 +266,7 @@ class History:
                     "rollout_tokens": h.rollout_tokens,
                 }
             )
-        return pl.DataFrame(rows, schema=schema(HISTORY_COLUMNS))
+        return pl.DataFrame(rows, schema=polars_schema("cell_history"))
 
 
 def history_from_lake(
@@ -327,31 +285,18 @@ def history_from_lake(
     return History.from_cell_batches(frame, before=before, window=window, solver=solver)
 
 
-_TOKENS = {"tokens_in": pl.Int64(), "tokens_out": pl.Int64()}
-# The columns `read_history` reads of each table, with their types (for a table with no rows).
-READ_COLUMNS: dict[str, dict[str, pl.DataType]] = {
-    "task_descriptions": {
-        **{
-            name: pl.Utf8()
-            for name in (
-                *("task_id", "batch", "status", "generator"),
-                *("category", "complexity", "family", "truth"),
-            )
-        },
-        **_TOKENS,
-    },
-    "solver_rollouts": {
-        **{name: pl.Utf8() for name in ("task_id", "batch", "policy", "model")},
-        "reward": pl.Int64(),
-        **_TOKENS,
-    },
-    "filtered_dataset": {
-        **{name: pl.Utf8() for name in ("task_id", "batch", "solver_model")},
-        "kept": pl.Boolean(),
-    },
+_TOKENS = ("tokens_in", "tokens_out")
+# The columns `read_history` reads of each table.
+READ_COLUMNS: dict[str, tuple[str, ...]] = {
+    "task_descriptions": (
+        *("task_id", "batch", "status", "generator", "category", "complexity", "family", "truth"),
+        *_TOKENS,
+    ),
+    "solver_rollouts": ("task_id", "batch", "policy", "model", "reward", *_TOKENS),
+    "filtered_dataset": ("task_id", "batch", "solver_model", "kept"),
     # Only for what their tasks cost.
     **{
-        table: {"task_id": pl.Utf8(), "batch": pl.Utf8(), **_TOKENS}
+        table: ("task_id", "batch", *_TOKENS)
         for table in ("task_environments", "completion_tests", "task_soundness")
     },
 }
@@ -364,9 +309,7 @@ def read_history(
     """The history a draw for batch `before` reads, from the lake's partitions of the daily
     batches before it that have solver rollouts, reading only the columns it needs."""
     past = [b for b in lake.batches("solver_rollouts") if DAY.match(b) and b < before]
-    frames = {
-        table: lake.read_columns(table, past, columns) for table, columns in READ_COLUMNS.items()
-    }
+    frames = {table: lake.read_columns(table, past, cols) for table, cols in READ_COLUMNS.items()}
     spending = [frames[table] for table in SPENDING]
     return history_from_lake(
         frames["task_descriptions"],

@@ -13,9 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.sampling.cells import CELL_COLUMNS, Cell, schema
+from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.history import History
 from endless_assets.sampling.scorers import Aim, CellView, scorer
+from endless_assets.store.schemas import polars_schema
 
 MODES = ("cold_start", "degraded", "targeting")
 SOURCES = ("uniform", "floor", "exploit", "explore", "evolve")
@@ -29,56 +30,6 @@ EXPLORE_BELOW = 0.5
 # The floor's weight of a cell the posterior holds hopeless, next to its hope (score +
 # uncertainty, about 1 at best), among cells drawn as often and as lately.
 HOPE_FLOOR = 0.1
-
-DRAW_COLUMNS: dict[str, tuple[pl.DataType, str]] = {
-    "batch": (pl.Utf8(), "the batch drawn for (its history is the batches strictly before)"),
-    "index": (pl.Int64(), "the task's position in its batch, from 0"),
-    **CELL_COLUMNS,
-    "source": (
-        pl.Utf8(),
-        "uniform (cold start or degraded), floor (the cells drawn least, the least known first), "
-        "exploit or explore (Thompson sampling: explore when the cell's expected score is below "
-        "half the best's, so it won on its uncertainty) or evolve",
-    ),
-    "mode": (pl.Utf8(), "the draw's mode: cold_start, degraded or targeting"),
-    "solver": (pl.Utf8(), "the solver whose history steered the draw ('' at a cold start)"),
-    "k": (pl.Int64(), "attempts per task the scores assume (null at a cold start)"),
-    "target_pass_rate": (pl.Float64(), "the pass rate a drawn task should land near"),
-    "evidence": (pl.Int64(), "the cell's scored tasks in the history window"),
-    "learnable_seen": (pl.Int64(), "of which learnable (0 < successes < attempts)"),
-    "mean_pass_rate": (pl.Float64(), "posterior mean pass rate of a new task of the cell"),
-    "learnable_prob": (
-        pl.Float64(),
-        "posterior probability a new task of the cell is kept and learnable (0 < pass rate < 1)",
-    ),
-    "kept_prob": (
-        pl.Float64(),
-        "posterior probability a new task of the cell is kept (solved, inside the keep band)",
-    ),
-    "survival": (pl.Float64(), "share of the cell's tasks expected to reach the solver"),
-    "signal": (
-        pl.Float64(),
-        "expected training signal of a new task (reward variance peaked at the target, 0 "
-        "outside the keep band; 1 at the target)",
-    ),
-    "tokens": (pl.Float64(), "expected tokens a task of the cell costs (null: none recorded)"),
-    "score": (
-        pl.Float64(),
-        "posterior mean score: survival x signal per token, relative to the average task",
-    ),
-    "uncertainty": (
-        pl.Float64(),
-        "posterior sd of a new task's expected signal: how unsure the draw is of the cell's worth",
-    ),
-    "model": (pl.Utf8(), "the posterior: pooled (over categories and levels) or per_cell"),
-    "sample": (pl.Float64(), "the Thompson-sampled score that won the slot (exploit, explore)"),
-    "sampled_pass_rate": (pl.Float64(), "the sampled mean pass rate behind it"),
-    "history_batches": (pl.Int64(), "batches in the history window"),
-    "history_last": (pl.Utf8(), "the window's last batch ('' when empty)"),
-    "parent_task_id": (pl.Utf8(), "the task an evolve slot is a variant of ('' otherwise)"),
-    "seed": (pl.Int64(), "an evolve slot's child seed (null: the batch's own seed)"),
-    "why": (pl.Utf8(), "an evolve slot's reason ('' otherwise)"),
-}
 
 
 def batch_rng(batch: str, seed: int = 0) -> random.Random:
@@ -122,7 +73,7 @@ class Draw:
         return Counter(slot.cell for slot in self.slots)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per slot, by index, with the columns of `DRAW_COLUMNS`."""
+        """One row per slot, by index: the `task_draws` table's columns."""
         rows = []
         for slot in sorted(self.slots, key=lambda s: s.index):
             view = self.views.get(slot.cell)
@@ -159,8 +110,8 @@ class Draw:
         return rows
 
     def frame(self) -> pl.DataFrame:
-        """The rows of the `draws` table for this batch (`DRAW_COLUMNS`)."""
-        return pl.DataFrame(self.rows(), schema=schema(DRAW_COLUMNS))
+        """The rows of the `task_draws` table for this batch."""
+        return pl.DataFrame(self.rows(), schema=polars_schema("task_draws"))
 
     def summary(self) -> dict[str, Any]:
         """A compact account for a materialization's metadata."""

@@ -17,6 +17,7 @@ from endless_assets.sampling.cells import Cell, family_cells
 from endless_assets.sampling.history import CellHistory, History, history_from_lake
 from endless_assets.sampling.measures import learnable_share, task_costs
 from endless_assets.sampling.policy import Draw, batch_rng, draw
+from endless_assets.solver_id import SolverId
 
 SOLVER = ("chat", "hidden-skill")
 # What a task costs in tokens: writing it, then each attempt alike (episodes have no length here).
@@ -109,7 +110,7 @@ class Run:
             *self.frames(),
             before=before,
             window=window,
-            solver="/".join(SOLVER),
+            solver=str(SolverId(*SOLVER)),
             costs=self.costs(),
         )
 
@@ -226,7 +227,7 @@ def _run_batch(run: Run, world: World, chosen: Draw, key: str, k: int, seed: int
             {
                 "task_id": task_id,
                 "batch": key,
-                "solver_model": "/".join(SOLVER),
+                "solver_model": str(SolverId(*SOLVER)),
                 "scored_attempts": k,
                 "successes": sum(rewards),
                 "pass_rate": sum(rewards) / k,

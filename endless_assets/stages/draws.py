@@ -18,9 +18,11 @@ from endless_assets.generation import TaskGenerator, Usage
 from endless_assets.models import Task, task_seed
 from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.evolve import Proposal, candidates, combine, propose
-from endless_assets.sampling.history import DAY, HISTORY_COLUMNS, History, read_history
-from endless_assets.sampling.policy import DRAW_COLUMNS, Draw, Slot, batch_rng, draw
+from endless_assets.sampling.history import DAY, History, read_history
+from endless_assets.sampling.policy import Draw, Slot, batch_rng, draw
 from endless_assets.settings import Settings
+from endless_assets.solver_id import SolverId
+from endless_assets.store.schemas import empty_frame
 
 if TYPE_CHECKING:
     from endless_assets.store.lake import Lake
@@ -47,9 +49,9 @@ def solver_name(settings: Settings) -> str:
     """The solver as filtered_dataset names it: policy, or policy/model (the chat solver's
     model is its `solver_model`; no endpoint is asked)."""
     if settings.solver == "chat":
-        return f"chat/{settings.solver_model}" if settings.solver_model else "chat"
+        return str(SolverId("chat", settings.solver_model))
     policy = {"oracle": OraclePolicy, "noop": NoopPolicy}[settings.solver]
-    return f"{policy.name}/{policy.model}" if policy.model else policy.name
+    return str(SolverId(policy.name, policy.model))
 
 
 def generator_cells(generator: TaskGenerator) -> list[Cell]:
@@ -106,7 +108,7 @@ def draw_history(
 def history_frame(history: History | None) -> pl.DataFrame:
     """The rows of the `cell_history` table (none for the generator's own deal)."""
     if history is None:
-        return pl.DataFrame(schema={name: dtype for name, (dtype, _) in HISTORY_COLUMNS.items()})
+        return empty_frame("cell_history")
     return history.frame()
 
 
@@ -176,7 +178,7 @@ def variants(
 def draws_frame(plan: Draw | None) -> pl.DataFrame:
     """The rows of the `task_draws` table (none for the generator's own deal)."""
     if plan is None:
-        return pl.DataFrame(schema={name: dtype for name, (dtype, _) in DRAW_COLUMNS.items()})
+        return empty_frame("task_draws")
     return plan.frame()
 
 

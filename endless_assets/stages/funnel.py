@@ -1,5 +1,5 @@
 """One batch's funnel from its stage tables in memory: the `funnel` and `funnel_reasons` stats
-views (stats_views.py) run over the frames the last stage holds, before any is written, with the
+views (store/funnel.py) run over the frames the last stage holds, before any is written, with the
 top reason per step. The filtered dataset's materialization carries it."""
 
 from __future__ import annotations
@@ -7,25 +7,10 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from endless_assets.store.funnel import COUNTS, TABLES
 from endless_assets.store.stats_views import render_stats_sql
 
-TABLES = (
-    "task_descriptions",
-    "task_decontamination",
-    "task_environments",
-    "completion_tests",
-    "task_soundness",
-    "filtered_dataset",
-)
-COLUMNS = (
-    "stage",
-    "entered",
-    "survived",
-    "rejected",
-    "harness_errors",
-    "top_reason",
-    "top_reason_tasks",
-)
+COLUMNS = ("stage", *COUNTS, "top_reason", "top_reason_tasks")
 
 
 def batch_funnel(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:

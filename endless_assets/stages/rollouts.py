@@ -22,6 +22,7 @@ from endless_assets.models import Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.settings import Settings
+from endless_assets.solver_id import SolverId
 from endless_assets.stages.attempts import (
     AttemptPlan,
     ImageCache,
@@ -92,7 +93,7 @@ def run_rollouts(
     todo = plan.todo
     workers = settings.episode_workers
     log.info(
-        f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
+        f"{len(tasks)} tasks x k={k} with {SolverId(policy_name, model)}: "
         f"{len(plan.reusable)} scored rollouts reused ({len(recovered)} of them from the "
         f"journal), {len(todo)} to run, {workers} episodes in "
         f"parallel, at most {settings.workers} starting containers or grading at once"

@@ -166,8 +166,8 @@ def filtered_row(task: Task, image_tag: str) -> dict[str, Any]:
     return {
         "task_id": task.task_id,
         "batch": task.batch,
-        "solver_model": score.solver_model,
-        "solver_policy": score.solver_policy,
+        "solver_model": str(score.solver),
+        "solver_policy": score.solver.policy,
         "attempts": score.attempts,
         "harness_errors": score.harness_errors,
         "scored_attempts": score.scored_attempts,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from endless_assets.store.schemas import TABLES, empty_frame
+from endless_assets.store.schemas import TABLES, empty_frame, polars_schema
 from endless_assets.store.shards import Shard
 
 DEFAULT_DATA_DIR = "data"
@@ -207,11 +207,17 @@ class Lake:
         return pl.concat(frames, how="diagonal_relaxed")
 
     def read_columns(
-        self, table: str, batches: Iterable[str], columns: Mapping[str, pl.DataType]
+        self,
+        table: str,
+        batches: Iterable[str],
+        columns: Mapping[str, pl.DataType] | Iterable[str],
     ) -> pl.DataFrame:
-        """`columns` (cast to their types) of the table's partitions of `batches` that exist;
-        no rows, with those columns, when none does. A column a partition was written without
-        (before the column existed) reads as nulls, as the catalog's views read it."""
+        """`columns` (cast to their types; names alone: the table model's) of the table's
+        partitions of `batches` that exist; no rows, with those columns, when none does. A
+        column a partition was written without (before it existed) reads as nulls, as the
+        catalog's views read it."""
+        if not isinstance(columns, Mapping):
+            columns = {name: polars_schema(table)[name] for name in columns}
         parts = []
         for batch in batches:
             path = self.partition_path(table, batch)

@@ -5,8 +5,10 @@ report run the same templates over chosen batches. Also the difficulty labels in
 from __future__ import annotations
 
 from endless_assets.models import DIFFICULTY_THRESHOLDS
-from endless_assets.sampling.views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
+from endless_assets.solver_id import SolverId
 from endless_assets.store.failure_modes import failure_mode_sql
+from endless_assets.store.frontier_views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
+from endless_assets.store.funnel import funnel_overall_sql, funnel_reasons_sql, funnel_sql
 from endless_assets.store.schemas.costs import COST_ESTIMATES_SQL
 
 HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
@@ -22,8 +24,7 @@ def difficulty_sql(rate: str, attempts: str) -> str:
     )
 
 
-# How a solver is named everywhere: policy, or policy/model (as filtered_dataset.solver_model).
-SOLVER_SQL = "case when coalesce(model, '') = '' then policy else policy || '/' || model end"
+SOLVER_SQL = SolverId.sql()  # as filtered_dataset.solver_model names the solver
 GENERATOR_SQL = (
     "case when coalesce(generator_model, '') = '' then generator "
     "else generator || '/' || generator_model end"
@@ -35,78 +36,9 @@ FAILURE_MODE_SQL = f"coalesce(failure_mode, {failure_mode_sql()})"
 # views; a constant when `endless stats` sums batches), `{where}` filters them. They name the
 # columns they use (never `select *` across tables): columns added to the tables change nothing.
 STATS_TEMPLATES: dict[str, str] = {
-    # The funnel: how many tasks entered and survived each stage, and why the others did not.
-    "funnel": """
-        with stages as (
-            select {key} as batch, 1 as stage_order, 'describe' as stage,
-                   count(*) as entered,
-                   count(*) filter (where status = 'ok') as survived,
-                   count(*) filter (where status = 'rejected') as rejected,
-                   count(*) filter (where status = 'harness_error') as harness_errors
-            from task_descriptions where {where} group by all
-            union all
-            -- (a step of its own where reference sets were checked against)
-            select {key}, 2, 'decontamination', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from task_decontamination where {where} group by all
-            having count(*) filter (where reference_sets <> '') > 0
-            union all
-            select {key}, 3, 'environment', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from task_environments where {where} group by all
-            union all
-            select {key}, 4, 'completion test', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from completion_tests where {where} group by all
-            union all
-            select {key}, 5, 'soundness', count(*),
-                   count(*) filter (where status = 'ok'),
-                   count(*) filter (where status = 'rejected'),
-                   count(*) filter (where status = 'harness_error')
-            from task_soundness where {where} group by all having count(*) > 0
-            union all
-            select {key}, 6, 'solver filter', count(*),
-                   count(*) filter (where kept),
-                   count(*) filter (where not kept and scored_attempts > 0),
-                   count(*) filter (where scored_attempts = 0)
-            from filtered_dataset where {where} group by all
-        )
-        select * from stages order by batch, stage_order
-    """,
-    "funnel_reasons": """
-        select {key} as batch, stage_order, stage, reason, count(*) as tasks,
-               any_value(detail) as example
-        from (
-            select batch, 1 as stage_order, 'describe' as stage,
-                   split_part(reject_reason, ': ', 1) as reason, reject_reason as detail
-            from task_descriptions where status <> 'ok'
-            union all
-            select batch, 2, 'decontamination', split_part(reject_reason, ': ', 1),
-                   reject_reason
-            from task_decontamination where status <> 'ok'
-            union all
-            select batch, 3, 'environment', split_part(reject_reason, ': ', 1), reject_reason
-            from task_environments where status <> 'ok'
-            union all
-            select batch, 4, 'completion test', split_part(reject_reason, ': ', 1),
-                   reject_reason
-            from completion_tests where status <> 'ok'
-            union all
-            select batch, 5, 'soundness', split_part(reject_reason, ': ', 1), reject_reason
-            from task_soundness where status <> 'ok'
-            union all
-            select batch, 6, 'solver filter', split_part(drop_reason, ': ', 1), drop_reason
-            from filtered_dataset where not kept
-        )
-        where {where}
-        group by all order by batch, stage_order, tasks desc
-    """,
+    # The funnel: how many tasks entered and survived each step, and why the others did not.
+    "funnel": funnel_sql(),
+    "funnel_reasons": funnel_reasons_sql(),
     # Category x complexity: how many were described, reached the filter, were kept.
     "category_mix": """
         with described as (
@@ -385,15 +317,10 @@ def render_stats_sql(name: str, *, key: str = "batch", where: str = "true") -> s
 
 STATS_VIEWS: dict[str, str] = {
     "funnel": render_stats_sql("funnel"),
-    "funnel_overall": """
-        select stage_order, stage, sum(entered)::BIGINT as entered,
-               sum(survived)::BIGINT as survived, sum(rejected)::BIGINT as rejected,
-               sum(harness_errors)::BIGINT as harness_errors
-        from funnel group by stage_order, stage order by stage_order
-    """,
+    "funnel_overall": funnel_overall_sql(),
     **{name: render_stats_sql(name) for name in STATS_TEMPLATES if name != "funnel"},
     # Per batch, solver and cell: what was drawn, described, scored, kept, learnable, and the
-    # pass rates' distribution (sampling/views.py; what stage I's frontier draw reads); per batch,
+    # pass rates' distribution (frontier_views.py; what the describe stage's draw reads); per batch,
     # what the draw expected before it next to what was measured after.
     "cell_batches": CELL_BATCHES_SQL,
     "frontier_batches": FRONTIER_BATCHES_SQL,

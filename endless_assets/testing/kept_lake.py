@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.models import Task, score_task, task_seed
+from endless_assets.solver_id import SolverId
 from endless_assets.stages.rows import filtered_row
 from endless_assets.store.catalog import rebuild_catalog
 from endless_assets.store.columns import frame
@@ -35,11 +36,8 @@ def write_kept(
     """Write `tasks` as kept `filtered_dataset` rows (one partition per batch), scored from
     `rewards` (the solver's attempts; default one success), and rebuild the catalog. The tasks
     as stored, with their scores."""
-    policy, model = solver
     attempts = [{"reward": r, "n_turns": 2} for r in (rewards or [1])]
-    score = score_task(
-        attempts, solver_model=f"{policy}/{model}" if model else policy, solver_policy=policy
-    )
+    score = score_task(attempts, solver=SolverId(*solver))
     score = dataclasses.replace(score, kept=True, drop_reason="")
     scored = [t.model_copy(update={"score": score}) for t in tasks]
     by_batch: dict[str, list[dict]] = defaultdict(list)

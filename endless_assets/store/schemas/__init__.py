@@ -14,7 +14,7 @@ import polars as pl
 from endless_assets.store.schemas.base import DRIFT_STATUSES, STATUSES, TERMINATIONS
 from endless_assets.store.schemas.checks import ContaminationRecheck, TaskDecontamination
 from endless_assets.store.schemas.costs import BatchCosts
-from endless_assets.store.schemas.draws import CellHistory, TaskDraws
+from endless_assets.store.schemas.draws import CellBatches, CellHistory, TaskDraws
 from endless_assets.store.schemas.outcomes import (
     DriftRevalidation,
     FilteredDataset,
@@ -30,6 +30,7 @@ __all__ = [
     "TABLES",
     "TERMINATIONS",
     "BatchCosts",
+    "CellBatches",
     "CellHistory",
     "CompletionTests",
     "ContaminationRecheck",
@@ -63,12 +64,12 @@ TABLES: dict[str, type[pa.DataFrameModel]] = {
 }
 
 
-def polars_schema(table: str) -> pl.Schema:
-    """The polars schema of a table, in declared column order (for empty frames)."""
-    model = TABLES[table]
+def polars_schema(table: str | type[pa.DataFrameModel]) -> pl.Schema:
+    """The polars schema of a table (by name, or its model), in declared column order."""
+    model = TABLES[table] if isinstance(table, str) else table
     columns = model.to_schema().columns
     return pl.Schema({name: col.dtype.type for name, col in columns.items()})
 
 
-def empty_frame(table: str) -> pl.DataFrame:
+def empty_frame(table: str | type[pa.DataFrameModel]) -> pl.DataFrame:
     return pl.DataFrame(schema=polars_schema(table))

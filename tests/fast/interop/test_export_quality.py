@@ -19,6 +19,7 @@ from endless_assets.interop.terminal_bench import export_terminal_bench
 from endless_assets.interop.trainer import export_rl
 from endless_assets.models import OK, REJECTED, Task, TaskScore
 from endless_assets.settings import Settings
+from endless_assets.solver_id import SolverId
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.decontamination import DecontaminationOutcome
 from endless_assets.stages.rows import completion_row, now, soundness_row
@@ -47,8 +48,7 @@ def scored_tasks(n: int = 2) -> list[Task]:
             curve=[2 / 3, 1.0, 1.0],
             pass_rate=2 / 3,
             mean_turns_solved=3.0,
-            solver_model="chat/test-model",
-            solver_policy="chat",
+            solver=SolverId("chat", "test-model"),
             kept=True,
         )
         tasks.append(task.model_copy(update={"score": score}))

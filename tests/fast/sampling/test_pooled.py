@@ -19,9 +19,9 @@ from endless_assets.sampling.policy import EXPLORE_BELOW, batch_rng, draw
 from endless_assets.sampling.pooled import Pooled
 from endless_assets.sampling.posterior import posterior
 from endless_assets.sampling.simulation import frontier, per_cell, simulate, uniform
-from endless_assets.sampling.views import FRONTIER_BATCHES_SQL
 from endless_assets.sampling.worlds import shaped_world
 from endless_assets.sampling.worth import signal, signals
+from endless_assets.store.frontier_views import FRONTIER_BATCHES_SQL
 
 CATEGORIES = [f"c{i}" for i in range(8)]
 CELLS = family_cells(CATEGORIES)  # 8 categories x 6 levels

@@ -27,9 +27,8 @@ from endless_assets.sampling import (
     read_history,
     task_costs,
 )
-from endless_assets.sampling.evolve import child_seed, proposals_frame
-from endless_assets.sampling.history import HISTORY_COLUMNS, CellHistory, schema
-from endless_assets.sampling.policy import DRAW_COLUMNS
+from endless_assets.sampling.evolve import child_seed
+from endless_assets.sampling.history import CellHistory
 from endless_assets.sampling.simulation import (
     constant_world,
     frontier,
@@ -37,8 +36,9 @@ from endless_assets.sampling.simulation import (
     simulate,
     uniform,
 )
-from endless_assets.sampling.views import CELL_BATCHES_SQL
+from endless_assets.store.frontier_views import CELL_BATCHES_SQL
 from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import TaskDraws, polars_schema
 
 SOLVER = "chat/hidden-skill"
 CELLS = family_cells(["alpha", "beta"])  # 12 cells
@@ -258,7 +258,7 @@ def test_history_counts_each_cell_from_the_three_tables():
         "logs",
         None,
     )
-    assert history.frame().schema == schema(HISTORY_COLUMNS)
+    assert history.frame().schema == polars_schema("cell_history")
     per_batch = cell_batches(descriptions, rollouts.filter(pl.col("task_id") != "t6"), filtered)
     assert per_batch.filter(pl.col("batch") == "2026-02-02")["solver"].to_list() == [""]
 
@@ -304,7 +304,7 @@ def test_the_history_read_from_lake_partitions_is_the_one_from_frames(tmp_path, 
 def test_the_draws_table_has_a_row_per_task_with_why_it_was_drawn(runs):
     d = runs[1].draws[-1]
     frame = d.frame()
-    assert frame.schema == schema(DRAW_COLUMNS) and frame.height == 48
+    assert TaskDraws.validate(frame).height == 48
     assert frame["index"].to_list() == list(range(48))
     exploit = frame.filter(pl.col("source") == "exploit")
     assert exploit["sample"].null_count() == 0 and exploit.height > 24
@@ -349,9 +349,6 @@ def test_evolve_moves_levels_the_right_way_and_carries_the_parent():
     assert [p.parent_task_id for p in favoured] == ["fail3"]
     assert propose(found, batch="2026-02-02", n=40, budget=1.0, exclude={"pass3"}) == [
         by_parent["fail3"]
-    ]
-    assert proposals_frame(proposals)["parent_task_id"].to_list() == [
-        p.parent_task_id for p in proposals
     ]
 
 

@@ -17,6 +17,7 @@ from endless_assets.definitions import defs
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
+from endless_assets.store.schemas import TABLES
 
 BATCH = "2026-03-14"
 ASSETS = [
@@ -58,6 +59,16 @@ def test_the_batch_matches_the_golden_rows(full_batch):
         golden_rows.GOLDEN.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
     expected = json.loads(golden_rows.GOLDEN.read_text())
     assert not golden_rows.differences(expected, actual)
+
+
+def test_every_table_the_batch_stored_holds_to_its_model(full_batch):
+    """What users read back, not only what the assets checked before writing: each table's
+    stored rows against its pandera model, the draw's tables (empty here) included."""
+    lake = Lake(full_batch[0])
+    stored = [t for t in TABLES if lake.partition_path(t, BATCH).exists()]
+    assert set(ASSETS[1:]) | {"task_draws", "cell_history"} <= set(stored)
+    for table in stored:
+        TABLES[table].validate(lake.read(table, BATCH), lazy=True)
 
 
 def test_every_table_asset_reports_its_row_count_and_column_schema(full_batch):

@@ -1,12 +1,15 @@
 """Catalog views of the frontier sampler: `cell_batches` in SQL over the lake's tables, the same
-rows and columns as `history.cell_batches` (`CELL_BATCH_COLUMNS`), which a test holds it to; and
+rows and columns (`schemas.draws.CellBatches`) as `sampling.history.cell_batches`, which a test
+holds it to; and
 `frontier_batches`, per batch what the draw expected before it next to what was measured after."""
 
 from __future__ import annotations
 
+from endless_assets.solver_id import SolverId
+
 # A procedural task's cell needs its truth's level as a JSON integer (or integer string) 1-6;
 # an LLM-written task's is its category and complexity; other tasks have none.
-CELL_BATCHES_SQL = """
+CELL_BATCHES_SQL = f"""
 with described as (
     select task_id, batch, status, generator, category, complexity, family,
            json_extract_string(truth, '$.level') as level_text
@@ -32,9 +35,7 @@ with described as (
               || coalesce(complexity, level::VARCHAR) as cell
     from cells
 ), attempts as (
-    select task_id,
-           case when coalesce(model, '') = '' then policy else policy || '/' || model end
-               as solver,
+    select task_id, {SolverId.sql()} as solver,
            count(reward) as scored_attempts,
            count(*) filter (where reward = 1) as task_successes,
            coalesce(sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)), 0) as rollout_tokens
