@@ -31,6 +31,7 @@ from endless_assets.sandbox.containers.startup import (
 )
 from endless_assets.sandbox.engine import disk, podman
 from endless_assets.sandbox.engine.client import TASK_KIND, ImageMissing, SandboxError, base_labels
+from endless_assets.sandbox.engine.provider import provider_for
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Capabilities root keeps inside the container (for the grader and the harness's own commands):
@@ -279,6 +280,7 @@ def task_container(
         extra = read_only.volumes(verifier_of.id, shared_volumes)
     try:
         podman.check_limits(client)
+        engine = provider_for(client)
         host_config = api.create_host_config(
             init=True,
             network_mode="none",
@@ -288,7 +290,7 @@ def task_container(
             pids_limit=limits.pids,
             cap_drop=["ALL"],
             cap_add=KEEP_CAPS,
-            security_opt=["no-new-privileges", podman.seccomp_option(client, PROFILE_JSON)],
+            security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],
             tmpfs=VERIFIER_TMPFS,
             privileged=False,
             log_config={"type": "none", "config": {}},
@@ -298,7 +300,7 @@ def task_container(
                     soft=limits.file_size_mb * 1024 * 1024,
                     hard=limits.file_size_mb * 1024 * 1024,
                 ),
-                *podman.ulimits(client),
+                *engine.ulimits(),
             ],
             **extra,
         )
@@ -329,7 +331,7 @@ def task_container(
         if layer:
             disk.check_attached(layer)
         attrs = await_command(client, created["Id"])
-        if read_only_paths and podman.is_podman(client):  # (its Docker API ignores them)
+        if read_only_paths and engine.remounts_read_only:
             read_only.remount(int((attrs.get("State") or {}).get("Pid") or 0), read_only_paths)
         if verifier_of is None:
             agent = _identity(client, created["Id"], attrs)

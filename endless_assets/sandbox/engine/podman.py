@@ -1,16 +1,17 @@
-"""Which engine answers a client (Docker or Podman), and what differs on Podman.
+"""Which engine answers a client (Docker or Podman), and how Podman differs.
 
 The sandbox talks to every engine through docker-py; Podman serves the same API on its own
 socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
-client (`engine_kind`: the version's components name "Podman Engine") and every difference is
-decided here, not by probes scattered through the sandbox:
+client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
+provider (provider.py), whose Podman side is implemented here:
 
 - the seccomp profile: Docker takes it inline (`seccomp=<json>`); Podman's API reads
   `seccomp=<path>` as a file on the engine's host, so the profile is written once to a file
   named by its hash (`seccomp_option`), which needs the engine on this host (a unix socket);
 - the base image: copied from the Docker engine on this host when that has it (`copy_image`:
   `docker save` streamed into Podman's load API, same image id), else built the same way as on
-  Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`);
+  Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`) by
+  `copy_from_docker`;
 - rlimits: rootful Podman raises every container's open files and processes, which fails where
   the engine's own hard limits are lower (`ulimits`);
 - builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
@@ -109,10 +110,6 @@ def check_limits(client: DockerClient) -> None:
         raise EngineUnsupported(known)
 
 
-def is_podman(client: DockerClient) -> bool:
-    return engine_kind(client) == PODMAN
-
-
 def short_name(tag: str) -> str:
     """An image tag as Docker lists it: without Podman's qualifier (QUALIFIERS)."""
     for prefix in QUALIFIERS:
@@ -131,9 +128,7 @@ class EngineUnsupported(SandboxError):
 
 
 def seccomp_option(client: DockerClient, profile_json: str) -> str:
-    """The `security_opt` entry that gives containers `profile_json` on this engine."""
-    if not is_podman(client):
-        return f"seccomp={profile_json}"
+    """The `security_opt` entry that gives Podman's containers `profile_json`."""
     if not engine_on_this_host(client):
         raise EngineUnsupported(
             "Podman reads the seccomp profile from a file on its own host, and this Podman "
@@ -178,8 +173,6 @@ def ulimits(client: DockerClient) -> list[docker.types.Ulimit]:
     rlimit type 7"); Docker's containers inherit the engine's. So on Podman: the engine's own
     hard limits (asked of the process behind its socket), at most Podman's defaults. The pids
     limit (Limits.pids) still caps a container's processes."""
-    if not is_podman(client):
-        return []
     pid = engine_pid(client)
     found = []
     for name, which, default in PODMAN_RLIMITS:
@@ -219,7 +212,7 @@ def local_docker() -> DockerClient | None:
         try:
             client = DockerClient(base_url=url, timeout=300)
             client.ping()
-            if not is_podman(client):
+            if engine_kind(client) == DOCKER:
                 return client
         except (docker.errors.DockerException, OSError, SandboxError):
             continue
@@ -290,6 +283,24 @@ def build(
         stream=True,
         timeout=timeout,
     )
+
+
+def copy_from_docker(client: DockerClient, tag: str, progress=print) -> str:
+    """Image `tag` copied onto `client`'s engine (Podman) from the Docker engine on this host,
+    if that has it (`docker save` streamed into the load API; same image id): its id there; ""
+    when no Docker engine here has it."""
+    source = local_docker()
+    if source is None:
+        return ""
+    try:
+        if not has_image(source, tag):
+            return ""
+        progress(f"base image: copying {tag} from Docker into {describe(client)}")
+        return copy_image(source, client, tag)
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"copying the base image {tag} from Docker failed: {exc}") from exc
+    finally:
+        source.close()
 
 
 def tag_imported(client: DockerClient, reply: object, tag: str) -> None:
