@@ -53,8 +53,9 @@ from endless_assets.sandbox.grading.verdict import (
     GraderLost,
     InterpreterMoved,
     Verdict,
-    _grader_for,
-    parse_verdict,
+    grader_for,
+    pytest_request,
+    reply_verdict,
     stop_agent_processes,
 )
 
@@ -126,32 +127,18 @@ def _verdict_in(
     with verifier_container(container, image, stop, **view) as box:
         prefix = "" if own_caches else PYCACHE
         try:
-            grader = _grader_for(box, pycache_prefix=prefix, preload=not spec.script)
+            grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
         except InterpreterMoved as exc:
             return _no_verdict(spec, str(exc), started)
         deadline = time.monotonic() + timeout + 60
         if not spec.script:
-            request = {
-                "id": secrets.token_hex(6),
-                "filename": spec.test_name,
-                "test": spec.test,
-                "timeout": timeout,
-                "agent_uid": uid,
-                "stop_agent": False,
-                "env": box.image_env,
-                "verifier": True,
-            }
+            flags = {"stop_agent": False, "verifier": True}
+            request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
             try:
                 reply = grader.ask(request, deadline=deadline)
             except GraderLost as exc:
                 return _lost(box, spec, exc, started)
-            return parse_verdict(
-                int(reply.get("exit_code", -1)),
-                reply.get("counts"),
-                reply.get("output", ""),
-                time.monotonic() - started,
-                timed_out=bool(reply.get("timed_out")),
-            )
+            return reply_verdict(reply, started)
         request = script_request(box, spec, timeout, own_caches=own_caches)
         try:
             reply = grader.ask(request, deadline=deadline)
