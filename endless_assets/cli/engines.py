@@ -30,7 +30,7 @@ def _sandbox(settings: Any):
                 memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
             ),
             engines=settings.engine_specs if settings.docker_hosts.strip() else (),
-            slots=settings.workers,
+            cpu_slots=settings.workers,
         )
         with _pool_warnings_on_stderr():
             return Sandbox(config)

@@ -189,7 +189,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             if self._closed:
                 return
             self._closed = True
-        self.hub.close_session(self)  # first: a session waiting for the slot need not wait more
+        self.hub.close_session(self)  # first: a session waiting for the place need not wait more
         self._end_episode(
             "the server is stopping" if self.hub.closing else "the client closed its session"
         )

@@ -8,7 +8,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,6 +83,8 @@ class TaskContainer:
         self.container = container
         self.client = client
         self.disk_layer = disk_layer  # where the disk budget's filesystem is mounted, if it is
+        # Held while grading here (grade.run_pytest): its sandbox's CPU slot (sandbox.CpuSlot).
+        self.cpu_slot: AbstractContextManager = nullcontext()
         # The container's resident grader (verdict.py), once started; closed with the container.
         self.grader: Closeable | None = None
         # Who the agent is here (identity.py), and the image's own environment (its ENV lines:

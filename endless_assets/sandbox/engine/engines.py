@@ -48,7 +48,7 @@ _SLOTS = re.compile(r"[0-9]+")
 @dataclass(frozen=True)
 class EngineSpec:
     url: str  # "" = DOCKER_HOST or the local socket
-    slots: int
+    capacity: int  # builds and containers at once on it (docker_hosts' `=N`, its "slots")
 
     @property
     def name(self) -> str:
@@ -169,10 +169,6 @@ class EnginePool:
     def up(self) -> list[Engine]:
         return [e for e in self.engines if e.up]
 
-    @property
-    def slots(self) -> int:
-        return sum(e.spec.slots for e in self.up)
-
     def _pick(self, image: str, only: list[Engine] | None) -> Engine:
         candidates = [e for e in (only if only is not None else self.engines) if e.up]
         if not candidates:
@@ -182,15 +178,15 @@ class EnginePool:
             )
 
         def key(e: Engine) -> tuple:
-            full = e.active >= e.spec.slots
-            return (full, not (image and image in e.images), e.active / e.spec.slots, e.placed)
+            full = e.active >= e.spec.capacity
+            return (full, not (image and image in e.images), e.active / e.spec.capacity, e.placed)
 
         return min(candidates, key=key)
 
     @contextmanager
     def lease(self, image: str = "", only: list[Engine] | None = None) -> Iterator[Engine]:
         """An engine for one build or container, held until the block ends: the one with the
-        most free slots, preferring one that holds `image`; among `only` when given."""
+        most free capacity, preferring one that holds `image`; among `only` when given."""
         with self._lock:
             engine = self._pick(image, only)
             engine.active += 1
@@ -239,7 +235,7 @@ class EnginePool:
 def _row(spec: EngineSpec, placed: int, up: bool, down_reason: str) -> dict:
     return {
         "engine": spec.name,
-        "slots": spec.slots,
+        "slots": spec.capacity,
         "placed": placed,
         "up": up,
         "down_reason": down_reason,

@@ -21,7 +21,13 @@ from endless_assets.sandbox.grading.verdict import (
 from endless_assets.sandbox.grading.verifier import grade_in_verifier
 
 
-def run_pytest(
+def run_pytest(container: TaskContainer, test_source: str, **options) -> Verdict:
+    """`_run_pytest` holding the container's CPU slot (its sandbox's: TaskContainer.cpu_slot)."""
+    with container.cpu_slot:
+        return _run_pytest(container, test_source, **options)
+
+
+def _run_pytest(
     container: TaskContainer,
     test_source: str,
     *,
