@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
 import docker.errors
@@ -279,9 +279,7 @@ class Sandbox:
         (`expect`), grader resident, when there is one (its labels are the warm pool's). Its
         start and its verdicts take a CPU slot; `hold_cpu`: its whole life does (checks that
         run commands back to back, no model waited on in between)."""
-        with ExitStack() as held:
-            if hold_cpu:
-                held.enter_context(self.cpu)
+        with self.cpu if hold_cpu else nullcontext():
             opened = self.warm.take(image) if warm else None
             stack, box = opened or self._open(image, labels)
             with stack:
@@ -299,28 +297,22 @@ class Sandbox:
         stack = ExitStack()
         try:
             with self.cpu:
-                box = self._open_on(stack, image, labels)
+                engine = stack.enter_context(self.pool.lease(image))
+                self._ensure_image(engine, image)
+                try:
+                    box = self._start(stack, engine, image, labels)
+                except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
+                    engine.images.discard(image)
+                    self._ensure_image(engine, image)
+                    box = self._start(stack, engine, image, labels)
+            with self._counted:
+                self.containers_started += 1
         except BaseException:
             with suppress(SandboxError):  # the engine that just failed may fail the removal too
                 stack.close()
             raise
         box.cpu_slot = self.cpu  # its verdicts take it (grade.run_pytest)
         return stack, box
-
-    def _open_on(
-        self, stack: ExitStack, image: str, labels: dict[str, str] | None
-    ) -> TaskContainer:
-        engine = stack.enter_context(self.pool.lease(image))
-        self._ensure_image(engine, image)
-        try:
-            box = self._start(stack, engine, image, labels)
-        except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
-            engine.images.discard(image)
-            self._ensure_image(engine, image)
-            box = self._start(stack, engine, image, labels)
-        with self._counted:
-            self.containers_started += 1
-        return box
 
     def _start(
         self, stack: ExitStack, engine: Engine, image: str, labels: dict[str, str] | None

@@ -1,9 +1,8 @@
 """What differs between the engines the sandbox drives (Docker, Podman), behind one interface.
 
-The provider of a client is chosen once (`provider_for`, by the engine's kind, podman.py) and
-asked; callers never branch on the engine's kind. Docker's is the plain Docker API; Podman's
-(podman.py) differs in the seccomp profile, rlimits, builds, read-only paths, base images and
-imports, each said where it is implemented.
+A client's provider is chosen by the engine's kind (`provider_for`; the kind is asked once per
+client, podman.py) and asked; callers never branch on the kind. Docker's is the plain Docker
+API; Podman's differs where podman.py says why.
 """
 
 from __future__ import annotations
@@ -19,23 +18,19 @@ from docker import DockerClient
 
 from endless_assets.sandbox.engine import podman
 
-Progress = Callable[[str], None]
+# A build's RUN steps' network: (Docker's network mode, Podman's network namespace to join,
+# the proxy build arguments); ("none", "", {}): none.
+BuildNetworkOptions = tuple[str, str, dict[str, str]]
 
 
 class Provider(Protocol):
-    """One engine kind's way of doing what the sandbox needs."""
-
     kind: str  # podman.DOCKER or podman.PODMAN
-    # Its API ignores HostConfig's ReadonlyPaths: the sandbox remounts them once started.
-    remounts_read_only: bool
-    # A build step runs in the cgroup it is given, not beneath it, and removes it afterwards.
-    build_steps_own_cgroup: bool
+    remounts_read_only: bool  # its API ignores ReadonlyPaths: remounted once started
+    build_steps_own_cgroup: bool  # a build step runs in (and removes) the cgroup it is given
 
-    def seccomp_option(self, profile_json: str) -> str:
-        """The `security_opt` entry that gives containers `profile_json`."""
+    def seccomp_option(self, profile_json: str) -> str: ...  # containers' `security_opt` entry
 
-    def ulimits(self) -> list[docker.types.Ulimit]:
-        """The rlimits containers need set explicitly."""
+    def ulimits(self) -> list[docker.types.Ulimit]: ...  # rlimits containers need set
 
     def build(
         self,
@@ -43,26 +38,18 @@ class Provider(Protocol):
         tag: str,
         timeout: float,
         params: dict[str, str],
-        network: tuple[str, str, dict[str, str]],
-    ) -> requests.Response:
-        """Build `context` (a tar with a Dockerfile) as `tag` with the limits in `params`;
-        `network`: (Docker's network mode, Podman's network namespace, proxy build arguments).
-        The response streams JSON chunks."""
+        network: BuildNetworkOptions,
+    ) -> requests.Response: ...  # a build of `context` (a tar), streaming JSON chunks
 
-    def network_namespace(self, gateway: str) -> str:
-        """What a build joins of container `gateway`'s network ("": its network mode)."""
+    def network_namespace(self, gateway: str) -> str: ...  # what a build joins of `gateway`
 
-    def base_from_elsewhere(self, tag: str, progress: Progress) -> str:
-        """Base image `tag` brought from another engine on this host: its id; "" if none."""
+    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str: ...
 
-    def tag_imported(self, reply: object, tag: str) -> None:
-        """Make sure the image an import made (its API reply `reply`) is tagged `tag`."""
+    def tag_imported(self, reply: object, tag: str) -> None: ...  # after an image import
 
 
 class DockerProvider:
-    kind = podman.DOCKER
-    remounts_read_only = False
-    build_steps_own_cgroup = False
+    kind, remounts_read_only, build_steps_own_cgroup = podman.DOCKER, False, False
 
     def __init__(self, client: DockerClient) -> None:
         self.client = client
@@ -75,10 +62,8 @@ class DockerProvider:
 
     def build(self, context, tag, timeout, params, network) -> requests.Response:
         """Docker's build endpoint (its legacy builder), asked as docker-py's `api.build` asks
-        it (the registry credentials for FROM, the client's proxy settings as build arguments)
-        with what `api.build` cannot pass: a cgroup parent and a CPU quota (`params`). The
-        network mode: `none` (a loopback interface only) or `container:<id>` (a build
-        gateway's, build_network.py, whose proxy variables are the build arguments)."""
+        it (registry credentials, the client's proxy settings as build arguments) with what
+        `api.build` cannot pass: a cgroup parent and a CPU quota (`params`)."""
         api = self.client.api
         mode, _, build_args = network
         query = {"t": tag, "rm": "1", "forcerm": "1", "networkmode": mode, **params}
@@ -93,22 +78,17 @@ class DockerProvider:
         )
 
     def network_namespace(self, gateway: str) -> str:
-        return ""
+        return ""  # the network mode `container:<gateway>` does it
 
-    def base_from_elsewhere(self, tag: str, progress: Progress) -> str:
+    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
         return ""  # built here
 
     def tag_imported(self, reply: object, tag: str) -> None:
         return None  # its import tags the image as asked
 
 
-class PodmanProvider:
-    kind = podman.PODMAN
-    remounts_read_only = True
-    build_steps_own_cgroup = True
-
-    def __init__(self, client: DockerClient) -> None:
-        self.client = client
+class PodmanProvider(DockerProvider):
+    kind, remounts_read_only, build_steps_own_cgroup = podman.PODMAN, True, True
 
     def seccomp_option(self, profile_json: str) -> str:
         return podman.seccomp_option(self.client, profile_json)
@@ -121,10 +101,9 @@ class PodmanProvider:
         return podman.build(self.client, context, tag, namespace, timeout, params, args)
 
     def network_namespace(self, gateway: str) -> str:
-        pid = self.client.api.inspect_container(gateway)["State"]["Pid"]
-        return f"/proc/{pid}/ns/net"
+        return f"/proc/{self.client.api.inspect_container(gateway)['State']['Pid']}/ns/net"
 
-    def base_from_elsewhere(self, tag: str, progress: Progress) -> str:
+    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
         return podman.copy_from_docker(self.client, tag, progress)
 
     def tag_imported(self, reply: object, tag: str) -> None:
@@ -132,7 +111,6 @@ class PodmanProvider:
 
 
 def provider_for(client: DockerClient) -> Provider:
-    """The provider of `client`'s engine (its kind is asked once per client). SandboxError if
-    the engine does not answer."""
-    podman_engine = podman.engine_kind(client) == podman.PODMAN
-    return PodmanProvider(client) if podman_engine else DockerProvider(client)
+    """The provider of `client`'s engine. SandboxError if the engine does not answer."""
+    is_podman = podman.engine_kind(client) == podman.PODMAN
+    return PodmanProvider(client) if is_podman else DockerProvider(client)
