@@ -34,7 +34,6 @@ from endless_assets.sandbox.containers.shell import ShellSession
 from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
 from endless_assets.sandbox.engine.engines import EngineSpec
-from endless_assets.sandbox.engine.podman import copy_from_docker
 from endless_assets.sandbox.engine.provider import DockerProvider, PodmanProvider, provider_for
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.image.images import build_task_image
@@ -97,12 +96,12 @@ def test_the_base_image_is_copied_from_docker_to_podman_with_its_id(on_podman, d
     `docker save` streamed into Podman's load API. (Under a tag of its own, so that nothing
     else here sees the base image change; absent on Docker, nothing is copied.)"""
     tag = f"endless-copytest:{secrets.token_hex(4)}"
-    assert copy_from_docker(on_podman.client, tag) == ""
+    assert PodmanProvider(on_podman.client).base_from_elsewhere(tag, print) == ""
     repository, _, version = tag.partition(":")
     sandbox = docker_sandbox
     sandbox.client.api.tag(sandbox.base.image_id, repository, version)
     try:
-        copied = copy_from_docker(on_podman.client, tag)
+        copied = PodmanProvider(on_podman.client).base_from_elsewhere(tag, print)
         assert copied == sandbox.base.image_id
         listed = {podman.short_name(t) for t in on_podman.client.images.get(tag).tags}
         assert tag in listed

@@ -3,15 +3,15 @@
 The sandbox talks to every engine through docker-py; Podman serves the same API on its own
 socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
 client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
-provider (provider.py), whose Podman side is implemented here:
+provider (provider.py), whose Podman side is `PodmanProvider`, here:
 
 - the seccomp profile: Docker takes it inline (`seccomp=<json>`); Podman's API reads
   `seccomp=<path>` as a file on the engine's host, so the profile is written once to a file
   named by its hash (`seccomp_option`), which needs the engine on this host (a unix socket);
-- the base image: copied from the Docker engine on this host when that has it (`copy_image`:
-  `docker save` streamed into Podman's load API, same image id), else built the same way as on
-  Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`) by
-  `copy_from_docker`;
+- the base image: copied from the Docker engine on this host when that has it
+  (`base_from_elsewhere`: `docker save` streamed into Podman's load API, same image id), else
+  built the same way as on Docker (debootstrap, then an import, which Podman leaves untagged:
+  `tag_imported`);
 - rlimits: rootful Podman raises every container's open files and processes, which fails where
   the engine's own hard limits are lower (`ulimits`);
 - builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -37,6 +36,7 @@ import struct
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 
 import docker
 import docker.errors
@@ -118,23 +118,8 @@ def short_name(tag: str) -> str:
     return tag
 
 
-def engine_on_this_host(client: DockerClient) -> bool:
-    """Whether the engine answers on a unix socket (then it runs on this host)."""
-    return bool(socket_path(client))
-
-
 class EngineUnsupported(SandboxError):
     """What this engine cannot do for the sandbox, said in one sentence."""
-
-
-def seccomp_option(client: DockerClient, profile_json: str) -> str:
-    """The `security_opt` entry that gives Podman's containers `profile_json`."""
-    if not engine_on_this_host(client):
-        raise EngineUnsupported(
-            "Podman reads the seccomp profile from a file on its own host, and this Podman "
-            "engine is not on this host (a unix socket): run endless on the engine's host"
-        )
-    return f"seccomp={profile_file(profile_json)}"
 
 
 def profile_file(profile_json: str) -> str:
@@ -164,26 +149,6 @@ def profile_file(profile_json: str) -> str:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(staging)
     return path
-
-
-def ulimits(client: DockerClient) -> list[docker.types.Ulimit]:
-    """Limits this engine needs set explicitly. Rootful Podman raises every container's open
-    files and processes (to 1048576 and 4194304) unless told otherwise, which fails where the
-    engine's own hard limits are lower and it lacks CAP_SYS_RESOURCE (runc: "error setting
-    rlimit type 7"); Docker's containers inherit the engine's. So on Podman: the engine's own
-    hard limits (asked of the process behind its socket), at most Podman's defaults. The pids
-    limit (Limits.pids) still caps a container's processes."""
-    pid = engine_pid(client)
-    found = []
-    for name, which, default in PODMAN_RLIMITS:
-        try:
-            hard = resource.prlimit(pid, which)[1] if pid else resource.getrlimit(which)[1]
-        except OSError:
-            hard = resource.getrlimit(which)[1]
-        if hard == resource.RLIM_INFINITY or hard > default:
-            hard = default
-        found.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
-    return found
 
 
 def engine_pid(client: DockerClient) -> int:
@@ -240,84 +205,112 @@ def copy_image(source: DockerClient, target: DockerClient, tag: str) -> str:
     return target.images.get(tag).id
 
 
-def build(
-    client: DockerClient,
-    context: io.BytesIO,
-    tag: str,
-    namespace: str,
-    timeout: float,
-    limits: dict[str, str],
-    build_args: dict[str, str] | None = None,
-) -> requests.Response:
-    """Build `context` (a tar with a Dockerfile) as `tag` through Podman's own build endpoint;
-    its response streams JSON chunks, as Docker's build endpoint does. Podman's Docker API
-    runs every RUN step in the host's network namespace whatever `networkmode` says (4.3), so
-    a build without a network would reach the host; its own endpoint disables the network (a
-    namespace of its own with only loopback), or joins the network namespace at `namespace` (a
-    build gateway's, image/build_network.py, whose proxy variables are `build_args`). OCI isolation
-    (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`), and
-    `limits` (build_limits.BuildLimits.params: memory, swap, CPU quota; the endpoint takes no
-    process limit)."""
-    api = client.api
-    rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in ulimits(client)]
-    params = {
-        "t": tag,
-        "dockerfile": json.dumps(["Dockerfile"]),
-        "rm": "1",
-        "forcerm": "1",
-        "layers": "1",
-        "isolation": "1",  # buildah's IsolationOCI
-        "networkmode": "2" if namespace else "1",  # buildah's NetworkEnabled, NetworkDisabled
-        "nsoptions": json.dumps([{"Name": "network", "Host": False, "Path": namespace}]),
-        "outputformat": DOCKER_FORMAT,
-        "ulimits": json.dumps(rlimits),
-        **limits,
-    }
-    if build_args:
-        params["buildargs"] = json.dumps(build_args)
-    return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
-        api._url("/libpod/build"),
-        params=params,
-        data=context,
-        headers={"Content-Type": "application/x-tar"},
-        stream=True,
-        timeout=timeout,
-    )
-
-
-def copy_from_docker(client: DockerClient, tag: str, progress=print) -> str:
-    """Image `tag` copied onto `client`'s engine (Podman) from the Docker engine on this host,
-    if that has it (`docker save` streamed into the load API; same image id): its id there; ""
-    when no Docker engine here has it."""
-    source = local_docker()
-    if source is None:
-        return ""
-    try:
-        if not has_image(source, tag):
-            return ""
-        progress(f"base image: copying {tag} from Docker into {describe(client)}")
-        return copy_image(source, client, tag)
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"copying the base image {tag} from Docker failed: {exc}") from exc
-    finally:
-        source.close()
-
-
-def tag_imported(client: DockerClient, reply: object, tag: str) -> None:
-    """Tag the image an import made (Podman's import API ignores the repository and tag it is
-    given); its id is in the reply (`{"status": "sha256:..."}` lines)."""
-    if has_image(client, tag):
-        return
-    found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))
-    if not found:
-        raise docker.errors.APIError(f"the import named no image: {str(reply)[:300]}")
-    repository, _, version = tag.rpartition(":")
-    client.api.tag(found[-1], repository, version)
-
-
 def describe(client: DockerClient) -> str:
     """A few words naming the engine, for messages ("podman 4.3.1")."""
     try:
         return f"{engine_kind(client)} {client.version().get('Version', '?')}"
     except (docker.errors.DockerException, OSError, SandboxError):
         return "an engine that does not answer"
+
+
+class PodmanProvider:
+    """Podman's side of provider.Provider (see the module's docstring)."""
+
+    kind, remounts_read_only, build_steps_own_cgroup = PODMAN, True, True
+
+    def __init__(self, client: DockerClient) -> None:
+        self.client = client
+
+    def seccomp_option(self, profile_json: str) -> str:
+        """Podman's API reads `seccomp=<path>` as a file on the engine's host."""
+        if not socket_path(self.client):
+            raise EngineUnsupported(
+                "Podman reads the seccomp profile from a file on its own host, and this Podman "
+                "engine is not on this host (a unix socket): run endless on the engine's host"
+            )
+        return f"seccomp={profile_file(profile_json)}"
+
+    def ulimits(self) -> list[docker.types.Ulimit]:
+        """Rootful Podman raises every container's open files and processes (to 1048576 and
+        4194304) unless told otherwise, which fails where the engine's own hard limits are lower
+        and it lacks CAP_SYS_RESOURCE (runc: "error setting rlimit type 7"); Docker's
+        containers inherit the engine's. So: the engine's own hard limits (asked of the process
+        behind its socket), at most Podman's defaults. The pids limit (Limits.pids) still caps
+        a container's processes."""
+        pid = engine_pid(self.client)
+        found = []
+        for name, which, default in PODMAN_RLIMITS:
+            try:
+                hard = resource.prlimit(pid, which)[1] if pid else resource.getrlimit(which)[1]
+            except OSError:
+                hard = resource.getrlimit(which)[1]
+            if hard == resource.RLIM_INFINITY or hard > default:
+                hard = default
+            found.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
+        return found
+
+    def build(self, context, tag, timeout, params, network) -> requests.Response:
+        """Through Podman's own build endpoint (its response streams JSON chunks, as Docker's
+        does). Podman's Docker API runs every RUN step in the host's network namespace whatever
+        `networkmode` says (4.3), so a build without a network would reach the host; its own
+        endpoint disables the network (a namespace of its own with only loopback), or joins the
+        network namespace `network` names (a build gateway's, image/build_network.py, with its
+        proxy variables as build arguments). OCI isolation (runc, as containers), Docker's image
+        format, the engine's rlimits (`ulimits`), and `params` (build_limits.BuildLimits.params:
+        memory, swap, CPU quota; the endpoint takes no process limit)."""
+        _, namespace, build_args = network
+        api = self.client.api
+        rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in self.ulimits()]
+        query = {
+            "t": tag,
+            "dockerfile": json.dumps(["Dockerfile"]),
+            "rm": "1",
+            "forcerm": "1",
+            "layers": "1",
+            "isolation": "1",  # buildah's IsolationOCI
+            "networkmode": "2" if namespace else "1",  # buildah's NetworkEnabled, NetworkDisabled
+            "nsoptions": json.dumps([{"Name": "network", "Host": False, "Path": namespace}]),
+            "outputformat": DOCKER_FORMAT,
+            "ulimits": json.dumps(rlimits),
+            **params,
+        }
+        if build_args:
+            query["buildargs"] = json.dumps(build_args)
+        return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
+            api._url("/libpod/build"),
+            params=query,
+            data=context,
+            headers={"Content-Type": "application/x-tar"},
+            stream=True,
+            timeout=timeout,
+        )
+
+    def network_namespace(self, gateway: str) -> str:
+        return f"/proc/{self.client.api.inspect_container(gateway)['State']['Pid']}/ns/net"
+
+    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
+        """Image `tag` copied from the Docker engine on this host, if that has it (`docker save`
+        streamed into the load API; same image id): its id here; "" when none has it."""
+        source = local_docker()
+        if source is None:
+            return ""
+        try:
+            if not has_image(source, tag):
+                return ""
+            progress(f"base image: copying {tag} from Docker into {describe(self.client)}")
+            return copy_image(source, self.client, tag)
+        except (docker.errors.DockerException, OSError) as exc:
+            raise SandboxError(f"copying the base image {tag} from Docker failed: {exc}") from exc
+        finally:
+            source.close()
+
+    def tag_imported(self, reply: object, tag: str) -> None:
+        """Podman's import API ignores the repository and tag it is given: the image's id is in
+        the reply (`{"status": "sha256:..."}` lines)."""
+        if has_image(self.client, tag):
+            return
+        found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))
+        if not found:
+            raise docker.errors.APIError(f"the import named no image: {str(reply)[:300]}")
+        repository, _, version = tag.rpartition(":")
+        self.client.api.tag(found[-1], repository, version)

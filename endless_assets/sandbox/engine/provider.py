@@ -17,6 +17,7 @@ import requests
 from docker import DockerClient
 
 from endless_assets.sandbox.engine import podman
+from endless_assets.sandbox.engine.podman import PodmanProvider
 
 # A build's RUN steps' network: (Docker's network mode, Podman's network namespace to join,
 # the proxy build arguments); ("none", "", {}): none.
@@ -85,29 +86,6 @@ class DockerProvider:
 
     def tag_imported(self, reply: object, tag: str) -> None:
         return None  # its import tags the image as asked
-
-
-class PodmanProvider(DockerProvider):
-    kind, remounts_read_only, build_steps_own_cgroup = podman.PODMAN, True, True
-
-    def seccomp_option(self, profile_json: str) -> str:
-        return podman.seccomp_option(self.client, profile_json)
-
-    def ulimits(self) -> list[docker.types.Ulimit]:
-        return podman.ulimits(self.client)
-
-    def build(self, context, tag, timeout, params, network) -> requests.Response:
-        _, namespace, args = network
-        return podman.build(self.client, context, tag, namespace, timeout, params, args)
-
-    def network_namespace(self, gateway: str) -> str:
-        return f"/proc/{self.client.api.inspect_container(gateway)['State']['Pid']}/ns/net"
-
-    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
-        return podman.copy_from_docker(self.client, tag, progress)
-
-    def tag_imported(self, reply: object, tag: str) -> None:
-        podman.tag_imported(self.client, reply, tag)
 
 
 def provider_for(client: DockerClient) -> Provider:
