@@ -147,11 +147,7 @@ class ServedEpisode:
         with self._outcome:
             self.graded.set()
         self.result = Finished(self.record)
-        try:
-            if self.on_end is not None:
-                self.on_end(self)
-        finally:
-            self.ended.set()
+        self._ended()
         return self.result
 
     def abandon(self, *, wait: bool = True, reason: str = "") -> None:
@@ -245,11 +241,14 @@ class ServedEpisode:
                 self._finish()
         finally:
             self.record.seconds = time.monotonic() - self.started
-            try:
-                if self.on_end is not None:
-                    self.on_end(self)
-            finally:
-                self.ended.set()
+            self._ended()
+
+    def _ended(self) -> None:
+        try:
+            if self.on_end is not None:
+                self.on_end(self)
+        finally:
+            self.ended.set()
 
     def _fail(self, exc: BaseException) -> None:
         self.record.termination, self.record.reward = "harness_error", None

@@ -30,7 +30,13 @@ from endless_assets.sandbox.containers.startup import (
     remove_by_name,
 )
 from endless_assets.sandbox.engine import disk, podman
-from endless_assets.sandbox.engine.client import TASK_KIND, ImageMissing, SandboxError, base_labels
+from endless_assets.sandbox.engine.client import (
+    TASK_KIND,
+    ImageMissing,
+    SandboxError,
+    base_labels,
+    engine_failure,
+)
 from endless_assets.sandbox.engine.provider import provider_for
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -136,12 +142,10 @@ class TaskContainer:
         started = time.monotonic()
         env = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
         env.update(environment or {})
-        try:
+        with engine_failure(f"docker exec failed in {self.container.short_id}"):
             code, out = self.container.exec_run(
                 cmd, user=user, environment=env, workdir=workdir, demux=False
             )
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"docker exec failed in {self.container.short_id}: {exc}") from exc
         text = (out or b"").decode("utf-8", errors="replace")
         return ExecResult(int(code if code is not None else -1), text, time.monotonic() - started)
 
@@ -178,10 +182,8 @@ class TaskContainer:
                 info.uid, info.gid, info.mtime = uid, gid, now
                 tar.addfile(info, io.BytesIO(data))
         buffer.seek(0)
-        try:
+        with engine_failure(f"copying files into {directory} failed"):
             ok = self.container.put_archive(directory, buffer.getvalue())
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"copying files into {directory} failed: {exc}") from exc
         if not ok:
             raise SandboxError(f"copying files into {directory} failed")
 
@@ -190,12 +192,10 @@ class TaskContainer:
         if self.grader is not None:
             self.grader.close()
             self.grader = None
-        try:
+        with engine_failure(f"restarting container {self.container.short_id}"):
             self.container.restart(timeout=0)
             if self.disk_layer:  # its overlay was mounted again, through the budget's filesystem
                 disk.check_attached(self.disk_layer)
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
         self.halted = False
 
     def awake(self) -> None:
@@ -210,12 +210,10 @@ class TaskContainer:
         if self.grader is not None:
             self.grader.close()
             self.grader = None
-        try:
+        with engine_failure(f"stopping container {self.container.short_id}"):
             with suppress(docker.errors.APIError):  # (not running already)
                 self.container.kill()
             self.container.wait(timeout=60)
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"stopping container {self.container.short_id}: {exc}") from exc
         self.halted = True
 
     def raise_if_exited(self) -> None:

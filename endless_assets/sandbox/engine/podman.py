@@ -44,7 +44,7 @@ import docker.types
 import requests
 from docker import DockerClient
 
-from endless_assets.sandbox.engine.client import SandboxError, socket_path
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure, socket_path
 
 DOCKER = "docker"
 PODMAN = "podman"
@@ -72,10 +72,8 @@ def engine_kind(client: DockerClient) -> str:
         known = _kinds.get(client)
     if known is not None:
         return known
-    try:
+    with engine_failure("the engine does not say what it is"):
         version = client.version()
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"the engine does not say what it is: {exc}") from exc
     names = [str(c.get("Name", "")) for c in version.get("Components") or []]
     kind = PODMAN if any(name.startswith("Podman") for name in names) else DOCKER
     with _guard:
@@ -90,10 +88,8 @@ def check_limits(client: DockerClient) -> None:
     with _guard:
         known = _limits.get(client)
     if known is None:
-        try:
+        with engine_failure("the engine does not describe itself"):
             info = client.info()
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"the engine does not describe itself: {exc}") from exc
         missing = [k for k in ("MemoryLimit", "PidsLimit") if info.get(k) is False]
         rootless = any("rootless" in str(o) for o in info.get("SecurityOptions") or [])
         known = ""

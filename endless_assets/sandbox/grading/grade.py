@@ -21,13 +21,7 @@ from endless_assets.sandbox.grading.verdict import (
 from endless_assets.sandbox.grading.verifier import grade_in_verifier
 
 
-def run_pytest(container: TaskContainer, test_source: str, **options) -> Verdict:
-    """`_run_pytest` holding the container's CPU slot (its sandbox's: TaskContainer.cpu_slot)."""
-    with container.cpu_slot:
-        return _run_pytest(container, test_source, **options)
-
-
-def _run_pytest(
+def run_pytest(
     container: TaskContainer,
     test_source: str,
     *,
@@ -42,29 +36,32 @@ def _run_pytest(
     `agent_uid`: the container's agent's (identity.py) unless given. `learn`: the reference
     solution's episode; a verdict in a verifier container then reports what it changed in the
     system locations (`system_changes`) instead of holding them against it (verifier.py)."""
-    started = time.monotonic()
-    uid = container.agent.uid if agent_uid is None else agent_uid
-    spec = bundle.unpack(test_source)
-    if in_verifier(spec, uid, stop_agent):
-        spec = spec or bundle.Verifier(test=test_source, test_name=filename)
-        return grade_in_verifier(container, spec, uid, timeout, stop_agent, started, learn=learn)
-    name, test = (spec.test_name, spec.test) if spec else (filename, test_source)
-    # (root is graded here only before any agent command ran)
-    flags = {"stop_agent": stop_agent, "verifier": uid == 0}
-    request = pytest_request(container, name, test, timeout, uid, **flags)
-    try:
-        # A grader that cannot start (the agent's processes fill the pids limit) or dies before
-        # the test: the container is restarted (its files stay) and graded afresh. One lost once
-        # the test started was lost to what the test ran: 0, never a second chance.
-        reply = grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
-    except GraderLost as exc:
-        if exc.running and container.running():
-            reply = disturbed(exc)
-        elif isinstance(exc, GraderGone) and not exc.running:
-            reply = _regrade(container, request, timeout)
-        else:
-            raise
-    return reply_verdict(reply, started)
+    with container.cpu_slot:  # (its sandbox's CPU slot: TaskContainer.cpu_slot)
+        started = time.monotonic()
+        uid = container.agent.uid if agent_uid is None else agent_uid
+        spec = bundle.unpack(test_source)
+        if in_verifier(spec, uid, stop_agent):
+            spec = spec or bundle.Verifier(test=test_source, test_name=filename)
+            return grade_in_verifier(
+                container, spec, uid, timeout, stop_agent, started, learn=learn
+            )
+        name, test = (spec.test_name, spec.test) if spec else (filename, test_source)
+        # (root is graded here only before any agent command ran)
+        flags = {"stop_agent": stop_agent, "verifier": uid == 0}
+        request = pytest_request(container, name, test, timeout, uid, **flags)
+        try:
+            # A grader that cannot start (the agent's processes fill the pids limit) or dies before
+            # the test: the container is restarted (its files stay) and graded afresh. One lost once
+            # the test started was lost to what the test ran: 0, never a second chance.
+            reply = grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
+        except GraderLost as exc:
+            if exc.running and container.running():
+                reply = disturbed(exc)
+            elif isinstance(exc, GraderGone) and not exc.running:
+                reply = _regrade(container, request, timeout)
+            else:
+                raise
+        return reply_verdict(reply, started)
 
 
 def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:

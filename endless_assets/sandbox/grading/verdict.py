@@ -25,11 +25,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-import docker.errors
-
 from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.containers.shell_stream import FrameDecoder
-from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure
 from endless_assets.sandbox.grading import bundle, system_paths
 from endless_assets.sandbox.grading.grader_source import GRADER_SOURCE
 
@@ -193,7 +191,7 @@ class _Grader:
         command += [python, "-I", "-B"]
         if pycache_prefix:
             command += ["-X", f"pycache_prefix={pycache_prefix}"]
-        try:
+        with engine_failure("starting the grader failed"):
             exec_id = api.exec_create(
                 container.id,
                 [*command, "-c", GRADER_SOURCE, *([] if preload else ["--no-preload"])],
@@ -205,8 +203,6 @@ class _Grader:
                 workdir="/",
             )["Id"]
             raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
-        except (docker.errors.DockerException, OSError) as exc:  # the engine, or its socket
-            raise SandboxError(f"starting the grader failed: {exc}") from exc
         self._raw = raw
         self._sock: socket.socket = getattr(raw, "_sock", raw)
         self._sock.setblocking(True)

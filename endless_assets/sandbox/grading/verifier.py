@@ -44,7 +44,7 @@ import docker.errors
 
 from endless_assets.sandbox.containers.changes import change_key, container_changes
 from endless_assets.sandbox.containers.container import TaskContainer, task_container
-from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure
 from endless_assets.sandbox.grading import bundle, system_paths, verifier_view
 from endless_assets.sandbox.grading.script_route import script_request, script_verdict
 from endless_assets.sandbox.grading.system_paths import Finding
@@ -303,10 +303,8 @@ def verifier_container(
 def commit(container: TaskContainer, *, pause: bool = True) -> str:
     """Snapshot the container's files as an image; its id. `pause`: the engine pauses its
     processes meanwhile (False: the caller has paused them)."""
-    try:
+    with engine_failure(f"committing container {container.container.short_id}"):
         image = container.container.commit(
             repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=pause
         )
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"committing container {container.container.short_id}: {exc}") from exc
     return image.id
