@@ -119,7 +119,7 @@ def sweep(
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
     and release the disk budgets mounted for them; remove the engine locks of dead processes;
-    mark the runs whose process is gone failed and free their concurrency slots."""
+    mark the runs whose process is gone failed and free their Dagster pool slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals

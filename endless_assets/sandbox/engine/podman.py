@@ -3,24 +3,12 @@
 The sandbox talks to every engine through docker-py; Podman serves the same API on its own
 socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
 client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
-provider (provider.py), whose Podman side is `PodmanProvider`, here:
-
-- the seccomp profile: Docker takes it inline (`seccomp=<json>`); Podman's API reads
-  `seccomp=<path>` as a file on the engine's host, so the profile is written once to a file
-  named by its hash (`seccomp_option`), which needs the engine on this host (a unix socket);
-- the base image: copied from the Docker engine on this host when that has it
-  (`base_from_elsewhere`: `docker save` streamed into Podman's load API, same image id), else
-  built the same way as on Docker (debootstrap, then an import, which Podman leaves untagged:
-  `tag_imported`);
-- rlimits: rootful Podman raises every container's open files and processes, which fails where
-  the engine's own hard limits are lower (`ulimits`);
-- builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
-  and the build's memory and CPU limits (no process limit: build_cgroup.py is Docker's);
-- image names: Podman lists local images as `localhost/<name>` or
-  `docker.io/library/<name>` (`short_name`);
-- the disk budget: Podman's overlay layer has the shape of Docker's overlay2 (disk.py), but its
-  storage code may unmount the whole overlay directory (disk.check_attached);
-- CPU accounting: Podman's cgroups are named differently (snapshot.container_cpu_seconds).
+provider (provider.py). Podman's, `PodmanProvider`, says at each method how Podman differs (the
+seccomp profile, rlimits, builds, the base image, imports). Elsewhere: Podman lists local images
+as `localhost/<name>` or `docker.io/library/<name>` (`short_name`); its overlay layer has the
+shape of Docker's overlay2 (disk.py), but its storage code may unmount the whole overlay
+directory (disk.check_attached); its cgroups are named differently
+(snapshot.container_cpu_seconds).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The grader's program: the one text that runs inside a container (`python3 -I -B -c`), and in
-an exported task as tests/endless_grader.py.
-
-It is written in four parts, each a section of the one program (standard library only, nothing
-imported from the host's package), joined here in their order: the self-description, the fence,
-the script route, then the grader proper (grader.py, whose `main` runs it). A part may use what
-any part defines. They are read as package data, never imported on the host.
-"""
+"""The grader's program, the one text that runs inside a container (`python3 -I -B -c`) and in an
+exported task (tests/endless_grader.py): its parts, sections of one program (standard library
+and pytest only), joined in their order; read as package data, never imported on the host."""
 
 from __future__ import annotations
 
