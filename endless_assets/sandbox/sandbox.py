@@ -18,12 +18,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
-import docker.errors
 from docker import DockerClient
 
 from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
 from endless_assets.sandbox.containers.warm import Opened, WarmPool
-from endless_assets.sandbox.engine.client import ImageMissing, SandboxError
+from endless_assets.sandbox.engine.client import ImageMissing, SandboxError, engine_failure
 from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
 from endless_assets.sandbox.engine.leftovers import sweep_containers
 from endless_assets.sandbox.grading.verdict import start_grader
@@ -199,7 +198,7 @@ class Sandbox:
         base = self.base
         self._bring(engine, base.tag)
         try:
-            with engine_errors(engine):
+            with engine_failure(f"engine {engine.name}"):  # (retried elsewhere)
                 result = build_task_image(
                     engine.client,
                     dockerfile,
@@ -317,7 +316,7 @@ class Sandbox:
     def _start(
         self, stack: ExitStack, engine: Engine, image: str, labels: dict[str, str] | None
     ) -> TaskContainer:
-        with engine_errors(engine):
+        with engine_failure(f"engine {engine.name}"):
             return stack.enter_context(
                 task_container(engine.client, image, limits=self.config.limits, labels=labels)
             )
@@ -340,16 +339,3 @@ def _holds(engine: Engine, tag: str) -> bool:
         return engine.has_image(tag)
     except SandboxError:
         return False
-
-
-@contextmanager
-def engine_errors(engine: Engine) -> Iterator[None]:
-    """What an engine raises that is not yet a SandboxError (a refused connection, an API
-    error docker-py passes on) as one: the engine's failure, retried elsewhere, never the
-    task's."""
-    try:
-        yield
-    except SandboxError:
-        raise
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"engine {engine.name}: {type(exc).__name__}: {exc}") from exc

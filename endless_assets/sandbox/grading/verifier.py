@@ -130,20 +130,17 @@ def _verdict_in(
             grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
         except InterpreterMoved as exc:
             return _no_verdict(spec, str(exc), started)
-        deadline = time.monotonic() + timeout + 60
-        if not spec.script:
+        if spec.script:
+            request = script_request(box, spec, timeout, own_caches=own_caches)
+        else:
             flags = {"stop_agent": False, "verifier": True}
             request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
-            try:
-                reply = grader.ask(request, deadline=deadline)
-            except GraderLost as exc:
-                return _lost(box, spec, exc, started)
-            return reply_verdict(reply, started)
-        request = script_request(box, spec, timeout, own_caches=own_caches)
         try:
-            reply = grader.ask(request, deadline=deadline)
+            reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
         except GraderLost as exc:
             return _lost(box, spec, exc, started)
+        if not spec.script:
+            return reply_verdict(reply, started)
     return script_verdict(spec.script, reply, time.monotonic() - started)
 
 
