@@ -68,7 +68,7 @@ class CpuSlot:
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self._free = threading.BoundedSemaphore(count) if count > 0 else None
+        self._free = threading.BoundedSemaphore(count if count > 0 else 1 << 30)
         self._mine = threading.local()
         self._lock = threading.Lock()
         self.holders = self.peak = self.taken = 0
@@ -78,8 +78,7 @@ class CpuSlot:
         depth = getattr(self._mine, "depth", 0)
         if depth == 0:
             started = time.monotonic()
-            if self._free is not None:
-                self._free.acquire()
+            self._free.acquire()
             with self._lock:
                 self.waited += time.monotonic() - started
                 self.holders += 1
@@ -92,8 +91,7 @@ class CpuSlot:
         if self._mine.depth == 0:
             with self._lock:
                 self.holders -= 1
-            if self._free is not None:
-                self._free.release()
+            self._free.release()
 
 
 _swept: set[str] = set()

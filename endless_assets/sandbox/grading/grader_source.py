@@ -7,12 +7,6 @@ from __future__ import annotations
 from importlib import resources
 
 PARTS = ("grader_describe.py", "grader_fence.py", "grader_script.py", "grader.py")
-
-
-def grader_source() -> str:
-    """The parts, joined in their order."""
-    files = resources.files(__package__)
-    return "\n".join(files.joinpath(name).read_text(encoding="utf-8") for name in PARTS)
-
-
-GRADER_SOURCE = grader_source()
+GRADER_SOURCE = "\n".join(
+    resources.files(__package__).joinpath(name).read_text(encoding="utf-8") for name in PARTS
+)
