@@ -3,7 +3,7 @@
 The setting `docker_hosts` lists engine URLs (`unix://`, `tcp://`, `ssh://`), each with an
 optional slot count: `unix:///run/a.sock=4,ssh://me@gpu1=8`. Empty: one engine, `docker_host`
 (DOCKER_HOST, else the local socket), as before. Work is placed on the engine with the most free
-slots, preferring one that already holds the image (a task image is built where it is used).
+capacity, preferring one that already holds the image (a task image is built where it is used).
 
 An engine that stops answering is drained: `recover()` (called before any retry of work that
 failed on an engine) pings every engine and takes the silent ones out of placement, so the
@@ -41,8 +41,8 @@ from endless_assets.sandbox.engine.lock import engine_lock
 
 log = logging.getLogger(__name__)
 
-MAX_SLOTS = 1024  # slots of one engine: containers at once, far above what one machine runs
-_SLOTS = re.compile(r"[0-9]+")
+MAX_CAPACITY = 1024  # of one engine: containers at once, far above what one machine runs
+_CAPACITY = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class EngineSpec:
         return self.url or "local"
 
 
-def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
+def parse_hosts(text: str, default_capacity: int) -> tuple[EngineSpec, ...]:
     """`docker_hosts` as engine specs. ValueError naming the entry that is wrong, and how."""
     specs: list[EngineSpec] = []
     seen: dict[str, str] = {}  # engine_key -> the URL as written first
@@ -63,19 +63,19 @@ def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
         entry = raw.strip()
         if not entry:
             continue
-        url, sep, slots_text = (part.strip() for part in entry.partition("="))
+        url, sep, number = (part.strip() for part in entry.partition("="))
         if not url:
             raise ValueError(f"{entry!r} has no engine URL before its '='")
-        if "=" in slots_text:
+        if "=" in number:
             raise ValueError(f"{entry!r} has more than one '=' (an engine URL, then =slots)")
-        slots = default_slots
+        capacity = default_capacity
         if sep:
-            if not _SLOTS.fullmatch(slots_text) or not 1 <= int(slots_text) <= MAX_SLOTS:
+            if not _CAPACITY.fullmatch(number) or not 1 <= int(number) <= MAX_CAPACITY:
                 raise ValueError(
                     f"{entry!r}: the slot count after '=' must be a whole number from 1 to "
-                    f"{MAX_SLOTS}"
+                    f"{MAX_CAPACITY}"
                 )
-            slots = int(slots_text)
+            capacity = int(number)
         try:
             key = engine_key(url)
         except Exception as exc:  # DockerException, or ValueError for a bad port
@@ -85,7 +85,7 @@ def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
                 raise ValueError(f"{url!r} is listed twice")
             raise ValueError(f"{seen[key]!r} and {url!r} are one engine, listed twice")
         seen[key] = url
-        specs.append(EngineSpec(url, slots))
+        specs.append(EngineSpec(url, capacity))
     if text.strip() and not specs:
         raise ValueError("it lists no engine URL")
     return tuple(specs)
