@@ -7,7 +7,6 @@ are copied in only after the loop ends (see sandbox/grading/verdict.py). Infrast
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from dataclasses import asdict, dataclass, field
@@ -145,8 +144,7 @@ def run_episode(
     """
     started = time.monotonic()
     try:
-        with contextlib.ExitStack() as stack:
-            container = stack.enter_context(sandbox.container(image, labels=labels, warm=warm))
+        with sandbox.container(image, labels=labels, warm=warm) as container:
             return run_episode_in(container, task, policy, completion_test, limits, started)
     except SandboxError as exc:
         return _harness_error(task, policy, exc, started)

@@ -212,8 +212,7 @@ class ServedEpisode:
     def _run(self) -> None:
         task = self.task
         try:
-            with contextlib.ExitStack() as stack:
-                box = stack.enter_context(self.sandbox.container(self.image, self.labels))
+            with self.sandbox.container(self.image, self.labels) as box:
                 with self._box_lock:
                     self._box = box
                 if self.abandoned:  # left while the container started
