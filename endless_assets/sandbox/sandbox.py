@@ -2,7 +2,7 @@
 
 The engines are a pool (engines.py): with one engine (the default) everything happens there, as
 it always did; with `docker_hosts`, each build and each container goes to the engine with the
-most free slots, and a task image is built on the engine that runs it, from the recipe its first
+most free capacity, and a task image is built on the engine that runs it, from the recipe its first
 build left here (the same tag everywhere: the base image is copied between engines, id intact).
 An engine that holds the recipe's base already keeps it, whoever built it: a base built from the
 same recipe is the same base, and nothing here removes an image another process may use. An

@@ -224,9 +224,9 @@ class EnginePool:
         raise SandboxError("no sandbox engine answers: " + ", ".join(e.name for e in self.engines))
 
     def report(self) -> list[dict]:
-        """Per engine: its URL (credentials never appear in engine URLs we accept), slots,
-        work placed, and whether it is up (an engine that did not answer at set-up, last);
-        for run metadata."""
+        """Per engine: its URL (credentials never appear in engine URLs we accept), capacity
+        (as `slots`), work placed, and whether it is up (an engine that did not answer at
+        set-up, last); for run metadata."""
         rows = [_row(e.spec, e.placed, e.up, e.down_reason) for e in self.engines]
         unused = [s for s in self.specs if s.name in self.unused]
         return rows + [_row(s, 0, False, self.unused[s.name]) for s in unused]
