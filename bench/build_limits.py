@@ -104,7 +104,7 @@ def main() -> None:
     times = []
     for _ in range(100):
         wall0 = time.perf_counter()
-        group = build_cgroup.BuildCgroup(found, BuildLimits.of(LIMITS), on_podman=False)
+        group = build_cgroup.BuildCgroup(found, BuildLimits.of(LIMITS), own_cgroup=False)
         group.create()
         group.remove(with_parent, wait=True)
         times.append(time.perf_counter() - wall0)

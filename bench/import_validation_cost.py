@@ -71,8 +71,8 @@ def timed_context(owner, name: str) -> None:
 def main() -> None:
     for name in ("grade_in_verifier", "commit", "tampering", "_script_request"):
         timed(verifier, name)
-    timed(verifier, "_grader_for", "grader start (verifier)")
-    timed(verdict, "_grader_for", "grader start (agent's container)")
+    timed(verifier, "grader_for", "grader start (verifier)")
+    timed(verdict, "grader_for", "grader start (agent's container)")
     timed(verdict._Grader, "ask", "grader request")
     timed(container.TaskContainer, "restart")
     timed_context(verifier, "task_container")

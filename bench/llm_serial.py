@@ -43,7 +43,7 @@ from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.generation.procedural import ProceduralGenerator
-from endless_assets.sandbox.sandbox import Sandbox, engine_slots
+from endless_assets.sandbox.sandbox import CpuSlot, Sandbox
 from endless_assets.settings import Settings
 from endless_assets.testing.model_server import ModelServer
 from endless_assets.testing.tiny_model import TinyModel, build
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, sandbox: Sandbox, task, image: str, root: Path
             episode_seconds=settings.episode_seconds,
             output_cap=settings.output_cap,
         )
-        sandbox.slots = engine_slots(max(1, settings.workers))
+        sandbox.cpu = CpuSlot(max(1, settings.workers))
         probe = make_policy()
 
         def attempt(idx: int) -> Rollout:

@@ -26,7 +26,6 @@ import argparse
 import multiprocessing
 import random
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -59,25 +58,6 @@ def serve(turns: int, latency: float, jitter: float, urls: multiprocessing.Queue
         urls.put(server.max_in_flight)
 
 
-class TimedSlots:
-    """The docker-slots semaphore, also adding up how long episodes queued for it."""
-
-    def __init__(self, slots: int) -> None:
-        self._semaphore = threading.BoundedSemaphore(slots)
-        self._lock = threading.Lock()
-        self.waited = 0.0
-
-    def __enter__(self) -> TimedSlots:
-        started = time.monotonic()
-        self._semaphore.acquire()
-        with self._lock:
-            self.waited += time.monotonic() - started
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._semaphore.release()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=48)
@@ -102,10 +82,9 @@ def main() -> None:
         target=serve, args=(args.turns, args.latency, args.jitter, urls, stop), daemon=True
     )
     server.start()
-    sandbox = Sandbox(SandboxConfig(warm=args.warm))
+    sandbox = Sandbox(SandboxConfig(warm=args.warm, cpu_slots=args.docker_slots))
     image = sandbox.base.tag
-    slots = TimedSlots(args.docker_slots)
-    sandbox.slots = slots  # type: ignore[assignment]
+    slots = sandbox.cpu  # (it adds up how long episodes waited for it)
     limits = EpisodeLimits(max_turns=args.turns + 1, command_timeout=30)
     try:
         base_url = urls.get(timeout=30)

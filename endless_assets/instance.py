@@ -128,7 +128,7 @@ def engine_slots(settings: Any) -> list[int]:
     """Slots of each sandbox engine: the pool of `docker_hosts` (each with its own slot count),
     else the one engine (`docker_host`, else the local socket) with `workers` slots: one Docker
     step keeps it as busy as it should be."""
-    return [spec.slots for spec in settings.engine_specs]
+    return [spec.capacity for spec in settings.engine_specs]
 
 
 def sizing(settings: Any) -> Sizing:

@@ -7,10 +7,8 @@ are copied in only after the loop ends (see sandbox/grading/verdict.py). Infrast
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -140,18 +138,14 @@ def run_episode(
     """One episode in a fresh container of `image`, graded, and the container removed; `warm`:
     a container the sandbox started ahead (`Sandbox.expect`), when it has one.
 
-    The sandbox's slots (`Sandbox.slots`) bound the CPU-heavy moments (starting the container,
-    running pytest) across concurrent episodes, so many episodes can wait on a model while a
-    small machine stays responsive.
+    The sandbox's CPU slot (sandbox.CpuSlot, taken by the sandbox) bounds the CPU-heavy moments
+    (starting the container, running pytest) across concurrent episodes, so many episodes can
+    wait on a model while a small machine stays responsive.
     """
     started = time.monotonic()
     try:
-        with contextlib.ExitStack() as stack:
-            with sandbox.slots:
-                container = stack.enter_context(sandbox.container(image, labels=labels, warm=warm))
-            return run_episode_in(
-                container, task, policy, completion_test, limits, started, sandbox.slots
-            )
+        with sandbox.container(image, labels=labels, warm=warm) as container:
+            return run_episode_in(container, task, policy, completion_test, limits, started)
     except SandboxError as exc:
         return _harness_error(task, policy, exc, started)
 
@@ -163,15 +157,13 @@ def run_episode_in(
     completion_test: str,
     limits: EpisodeLimits = EpisodeLimits(),
     started: float | None = None,
-    slots: AbstractContextManager[Any] | None = None,
     *,
     learn: bool = False,
     rollout: Rollout | None = None,
 ) -> Rollout:
     """One episode in an existing container (the caller owns and removes it), then graded.
     `learn`: the reference solution's episode in stage III (grade.run_pytest). `rollout`: the
-    record to fill in, when the caller reads its turns as they happen (a served episode).
-    `slots`: held while the verdict runs (the sandbox's, `Sandbox.slots`)."""
+    record to fill in, when the caller reads its turns as they happen (a served episode)."""
     started = time.monotonic() if started is None else started
     if rollout is None:
         rollout = Rollout(task.task_id, policy.name, policy.model, reward=None, termination="done")
@@ -191,10 +183,7 @@ def run_episode_in(
             queue_clock(queued),
         ):
             rollout.termination = _loop(shell, policy, rollout, limits, started, queued)
-        with slots or contextlib.nullcontext():
-            verdict = run_pytest(
-                container, completion_test, timeout=limits.test_timeout, learn=learn
-            )
+        verdict = run_pytest(container, completion_test, timeout=limits.test_timeout, learn=learn)
         rollout.verdict = verdict
         rollout.reward = 1 if verdict.passed else 0
     except (SandboxError, PolicyUnavailable) as exc:

@@ -59,8 +59,8 @@ def check(
 
 
 def _dead_runs(fix: bool) -> list:
-    """Runs of the DAGSTER_HOME instance whose process is gone (they hold their pool slots),
-    as findings; with `fix`, marked failed and their slots freed."""
+    """Runs of the DAGSTER_HOME instance whose process is gone (they hold their Dagster pool
+    slots), as findings; with `fix`, marked failed and their pool slots freed."""
     from endless_assets.cli.runs import dead_runs_found, reap_dead_runs
     from endless_assets.store.check import Finding
 
@@ -71,8 +71,9 @@ def _dead_runs(fix: bool) -> list:
         Finding(
             "dead run",
             run_id,
-            f"still in progress, but its process ({owner}) is gone: it holds its pool slots",
-            fixed="marked failed, slots freed" if fix else "",
+            f"still in progress, but its process ({owner}) is gone: it holds its Dagster "
+            "pool slots",
+            fixed="marked failed, pool slots freed" if fix else "",
         )
         for run_id, owner in found
     ]

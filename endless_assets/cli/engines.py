@@ -30,7 +30,7 @@ def _sandbox(settings: Any):
                 memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
             ),
             engines=settings.engine_specs if settings.docker_hosts.strip() else (),
-            slots=settings.workers,
+            cpu_slots=settings.workers,
         )
         with _pool_warnings_on_stderr():
             return Sandbox(config)
@@ -119,7 +119,7 @@ def sweep(
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone), on every engine,
     and release the disk budgets mounted for them; remove the engine locks of dead processes;
-    mark the runs whose process is gone failed and free their concurrency slots."""
+    mark the runs whose process is gone failed and free their Dagster pool slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals

@@ -1,5 +1,5 @@
 """Runs whose process is gone, seen from the command line: `endless run` (before it launches),
-`endless sweep` and `endless check --fix` mark them failed and free their slots
+`endless sweep` and `endless check --fix` mark them failed and free their Dagster pool slots
 (runs/dead_runs.py); `endless check` lists them."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def _home() -> Path | None:
 
 def reap_dead_runs() -> int:
     """Mark failed the runs of the DAGSTER_HOME instance whose process is gone and free their
-    slots, one line each on stderr; how many. (The instance is opened as it is: `endless run`
-    has made it; the other commands leave a missing one alone.)"""
+    Dagster pool slots, one line each on stderr; how many. (The instance is opened as it is:
+    `endless run` has made it; the other commands leave a missing one alone.)"""
     import dagster as dg
 
     from endless_assets.runs import dead_runs
@@ -34,7 +34,8 @@ def reap_dead_runs() -> int:
         reaped = dead_runs.reap(instance)
     for one in reaped:
         err.print(
-            f"run {one.run_id}: its process ({one.owner}) is gone: marked failed, its slots freed",
+            f"run {one.run_id}: its process ({one.owner}) is gone: marked failed, its pool "
+            "slots freed",
             highlight=False,
         )
     return len(reaped)

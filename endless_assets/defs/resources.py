@@ -36,7 +36,7 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
                     a.strip() for a in s.build_network_allow.split(",") if a.strip()
                 ),
                 warm=s.warm_containers,
-                slots=max(1, s.workers),
+                cpu_slots=max(1, s.workers),
             )
         )
 

@@ -111,8 +111,7 @@ class StageRun:
 
     def image(self, task: Task) -> str:
         """The tag of the task's image as stage II built it (a cache hit, or rebuilt)."""
-        with self.sandbox.slots:
-            build = self.sandbox.build(task.dockerfile or "", task.context_files)
+        build = self.sandbox.build(task.dockerfile or "", task.context_files)
         if not build.ok:
             raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")
         return build.tag

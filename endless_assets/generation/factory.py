@@ -20,5 +20,5 @@ def make_generator(settings: Settings, base_image: str) -> TaskGenerator:
 def task_parallelism(generator: TaskGenerator, settings: Settings) -> int:
     """Tasks a stage works on at once. A generator that waits on a model asks for more than
     `workers` (its `parallelism`), so requests overlap; Docker work stays bounded by
-    the sandbox's slots (`Sandbox.slots`)."""
+    the sandbox's CPU slots (`Sandbox.cpu`)."""
     return max(1, generator.parallelism(settings))

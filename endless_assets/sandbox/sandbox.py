@@ -2,27 +2,27 @@
 
 The engines are a pool (engines.py): with one engine (the default) everything happens there, as
 it always did; with `docker_hosts`, each build and each container goes to the engine with the
-most free slots, and a task image is built on the engine that runs it, from the recipe its first
+most free capacity, and a task image is built on the engine that runs it, from the recipe its first
 build left here (the same tag everywhere: the base image is copied between engines, id intact).
 An engine that holds the recipe's base already keeps it, whoever built it: a base built from the
 same recipe is the same base, and nothing here removes an image another process may use. An
 image removed under the work (`endless prune` elsewhere) is brought back and the work retried.
+The sandbox takes its own CPU slot (`CpuSlot`) for builds, container starts and verdicts.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
+from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any
 
-import docker.errors
 from docker import DockerClient
 
 from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
 from endless_assets.sandbox.containers.warm import Opened, WarmPool
-from endless_assets.sandbox.engine.client import ImageMissing, SandboxError
+from endless_assets.sandbox.engine.client import ImageMissing, SandboxError, engine_failure
 from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
 from endless_assets.sandbox.engine.leftovers import sweep_containers
 from endless_assets.sandbox.grading.verdict import start_grader
@@ -43,10 +43,10 @@ class SandboxConfig:
     engines: tuple[EngineSpec, ...] = ()
     # Containers started ahead of demand (warm.py), at most this many at once; 0: none.
     warm: int = 0
-    # Builds, container starts and verdicts at once through this sandbox (the `workers`
-    # setting), so many episodes can wait on a model while a small machine stays responsive;
-    # 0: unbounded.
-    slots: int = 0
+    # CPU slots: builds, container starts and verdicts at once through this sandbox (the
+    # `workers` setting), so many episodes can wait on a model while a small machine stays
+    # responsive; 0: unbounded. (An engine's capacity is EngineSpec.capacity.)
+    cpu_slots: int = 0
 
     @property
     def engine_specs(self) -> tuple[EngineSpec, ...]:
@@ -60,9 +60,38 @@ class _Recipe:
     network: bool
 
 
-def engine_slots(count: int) -> AbstractContextManager[Any]:
-    """At most `count` holders at a time (a bounded semaphore); 0: no bound."""
-    return threading.BoundedSemaphore(count) if count > 0 else nullcontext()
+class CpuSlot:
+    """At most `count` threads at once in a sandbox's CPU-heavy moments: a build, a container's
+    start, a verdict, and the whole life of a container asked for with `hold_cpu`. The Sandbox
+    takes it itself (callers never do); the thread holding it may enter it again. 0: no bound.
+    `waited`: seconds spent waiting for it; `taken`: how often; `peak`: the most holders at once."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._free = threading.BoundedSemaphore(count if count > 0 else 1 << 30)
+        self._mine = threading.local()
+        self._lock = threading.Lock()
+        self.holders = self.peak = self.taken = 0
+        self.waited = 0.0
+
+    def __enter__(self) -> None:
+        depth = getattr(self._mine, "depth", 0)
+        if depth == 0:
+            started = time.monotonic()
+            self._free.acquire()
+            with self._lock:
+                self.waited += time.monotonic() - started
+                self.holders += 1
+                self.taken += 1
+                self.peak = max(self.peak, self.holders)
+        self._mine.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._mine.depth -= 1
+        if self._mine.depth == 0:
+            with self._lock:
+                self.holders -= 1
+            self._free.release()
 
 
 _swept: set[str] = set()
@@ -78,9 +107,9 @@ class Sandbox:
         self._base_recipes: dict[str, str | None] = {}  # base tag -> its recipe
         self._base_lock = threading.Lock()
         self.warm = WarmPool(self._open_warm, self.config.warm)
-        # Held around the CPU-heavy moments (a build, a container's start, a verdict) by every
-        # stage that works through this sandbox.
-        self.slots: AbstractContextManager[Any] = engine_slots(self.config.slots)
+        # Taken here for builds, container starts and verdicts; a caller holds it only to keep
+        # it across several of them (a soundness lane's containers).
+        self.cpu = CpuSlot(self.config.cpu_slots)
         self.containers_started = 0  # task containers this sandbox started (warm ones included)
         self._counted = threading.Lock()
         for engine in self.pool.up:
@@ -150,7 +179,7 @@ class Sandbox:
         network = network and self.config.build_network
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
-        with self.pool.lease(tag) as engine:
+        with self.cpu, self.pool.lease(tag) as engine:
             result = self._build_on(engine, dockerfile, context_files, network)
         if result.ok:
             with _recipes_lock:
@@ -167,7 +196,7 @@ class Sandbox:
         base = self.base
         self._bring(engine, base.tag)
         try:
-            with engine_errors(engine):
+            with engine_failure(f"engine {engine.name}"):  # (retried elsewhere)
                 result = build_task_image(
                     engine.client,
                     dockerfile,
@@ -236,14 +265,22 @@ class Sandbox:
 
     @contextmanager
     def container(
-        self, image: str, labels: dict[str, str] | None = None, *, warm: bool = False
+        self,
+        image: str,
+        labels: dict[str, str] | None = None,
+        *,
+        warm: bool = False,
+        hold_cpu: bool = False,
     ) -> Iterator[TaskContainer]:
         """A fresh container of `image`, removed when the block ends. `warm`: one started ahead
-        (`expect`), grader resident, when there is one (its labels are the warm pool's)."""
-        opened = self.warm.take(image) if warm else None
-        stack, box = opened or self._open(image, labels)
-        with stack:
-            yield box
+        (`expect`), grader resident, when there is one (its labels are the warm pool's). Its
+        start and its verdicts take a CPU slot; `hold_cpu`: its whole life does (checks that
+        run commands back to back, no model waited on in between)."""
+        with self.cpu if hold_cpu else nullcontext():
+            opened = self.warm.take(image) if warm else None
+            stack, box = opened or self._open(image, labels)
+            with stack:
+                yield box
 
     def expect(self, image: str, count: int = 1) -> None:
         """`count` containers of `image` will be asked for with warm=True: start them now."""
@@ -256,37 +293,40 @@ class Sandbox:
     def _open(self, image: str, labels: dict[str, str] | None) -> Opened:
         stack = ExitStack()
         try:
-            engine = stack.enter_context(self.pool.lease(image))
-            self._ensure_image(engine, image)
-            try:
-                box = self._start(stack, engine, image, labels)
-            except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
-                engine.images.discard(image)
+            with self.cpu:
+                engine = stack.enter_context(self.pool.lease(image))
                 self._ensure_image(engine, image)
-                box = self._start(stack, engine, image, labels)
+                try:
+                    box = self._start(stack, engine, image, labels)
+                except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
+                    engine.images.discard(image)
+                    self._ensure_image(engine, image)
+                    box = self._start(stack, engine, image, labels)
             with self._counted:
                 self.containers_started += 1
         except BaseException:
             with suppress(SandboxError):  # the engine that just failed may fail the removal too
                 stack.close()
             raise
+        box.cpu_slot = self.cpu  # its verdicts take it (grade.run_pytest)
         return stack, box
 
     def _start(
         self, stack: ExitStack, engine: Engine, image: str, labels: dict[str, str] | None
     ) -> TaskContainer:
-        with engine_errors(engine):
+        with engine_failure(f"engine {engine.name}"):
             return stack.enter_context(
                 task_container(engine.client, image, limits=self.config.limits, labels=labels)
             )
 
     def _open_warm(self, image: str) -> Opened:
-        stack, box = self._open(image, {"role": "warm"})
-        try:
-            start_grader(box)  # as an episode does before the agent's first command
-        except BaseException:
-            stack.close()
-            raise
+        with self.cpu:
+            stack, box = self._open(image, {"role": "warm"})
+            try:
+                start_grader(box)  # as an episode does before the agent's first command
+            except BaseException:
+                stack.close()
+                raise
         return stack, box
 
 
@@ -297,16 +337,3 @@ def _holds(engine: Engine, tag: str) -> bool:
         return engine.has_image(tag)
     except SandboxError:
         return False
-
-
-@contextmanager
-def engine_errors(engine: Engine) -> Iterator[None]:
-    """What an engine raises that is not yet a SandboxError (a refused connection, an API
-    error docker-py passes on) as one: the engine's failure, retried elsewhere, never the
-    task's."""
-    try:
-        yield
-    except SandboxError:
-        raise
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"engine {engine.name}: {type(exc).__name__}: {exc}") from exc

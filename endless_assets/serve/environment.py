@@ -189,7 +189,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             if self._closed:
                 return
             self._closed = True
-        self.hub.close_session(self)  # first: a session waiting for the slot need not wait more
+        self.hub.close_session(self)  # first: a session waiting for the place need not wait more
         self._end_episode(
             "the server is stopping" if self.hub.closing else "the client closed its session"
         )
@@ -306,31 +306,23 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         termination, reward = episode.termination, episode.reward
         if termination == "abandoned":  # (idle, or the server stopped under a pending step)
             reason = episode.abandon_reason or "the session closed before the episode ended"
-            return TerminalObservation(
-                text=f"[episode abandoned, no reward: {reason}. Reset to start another.]",
-                done=True,
-                reward=None,
-                termination=termination,
-                metadata={"abandoned": reason},
-                **fields,
+            text = f"[episode abandoned, no reward: {reason}. Reset to start another.]"
+            reward, fields["metadata"] = None, {"abandoned": reason}
+        elif reward is None:
+            reason = fields["infra_error"] = episode.infra_error or "unknown"
+            text, fields["metadata"] = (
+                f"[infra error, no reward: {reason}]",
+                {"infra_error": reason},
             )
-        if reward is None:
-            reason = episode.infra_error or "unknown"
-            return TerminalObservation(
-                text=f"[infra error, no reward: {reason}]",
-                done=True,
-                reward=None,
-                termination=termination,
-                infra_error=reason,
-                metadata={"infra_error": reason},
-                **fields,
+        else:
+            verdict = fields["verdict"] = (
+                episode.record.verdict.summary() if episode.record.verdict else ""
             )
-        verdict = episode.record.verdict.summary() if episode.record.verdict else ""
+            text = f"{before}[episode over ({termination}); verdict: {verdict}; reward {reward}]"
         return TerminalObservation(
-            text=f"{before}[episode over ({termination}); verdict: {verdict}; reward {reward}]",
+            text=text,
             done=True,
-            reward=float(reward),
+            reward=None if reward is None else float(reward),
             termination=termination,
-            verdict=verdict,
             **fields,
         )

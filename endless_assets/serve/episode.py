@@ -107,7 +107,7 @@ class ServedEpisode:
         on_end: Callable[[ServedEpisode], None] | None = None,
     ) -> None:
         """`on_end`: called from the episode's thread once its container is gone.
-        The sandbox's slots are held while the container starts and while the verdict runs, as
+        The sandbox takes its CPU slot while the container starts and while the verdict runs, as
         in stage IV (a small machine stays responsive when many resets come at once)."""
         self.on_end = on_end
         self.sandbox, self.image, self.task, self.limits = sandbox, image, task, limits
@@ -147,11 +147,7 @@ class ServedEpisode:
         with self._outcome:
             self.graded.set()
         self.result = Finished(self.record)
-        try:
-            if self.on_end is not None:
-                self.on_end(self)
-        finally:
-            self.ended.set()
+        self._ended()
         return self.result
 
     def abandon(self, *, wait: bool = True, reason: str = "") -> None:
@@ -216,9 +212,7 @@ class ServedEpisode:
     def _run(self) -> None:
         task = self.task
         try:
-            with contextlib.ExitStack() as stack:
-                with self.sandbox.slots:  # (as stage IV's starts)
-                    box = stack.enter_context(self.sandbox.container(self.image, self.labels))
+            with self.sandbox.container(self.image, self.labels) as box:
                 with self._box_lock:
                     self._box = box
                 if self.abandoned:  # left while the container started
@@ -231,7 +225,6 @@ class ServedEpisode:
                         task.completion_test or "",
                         self.limits,
                         self.started,
-                        self.sandbox.slots,
                         rollout=self.record,
                     )
                 except Exception as exc:  # what the loop does not turn into a harness error
@@ -247,11 +240,14 @@ class ServedEpisode:
                 self._finish()
         finally:
             self.record.seconds = time.monotonic() - self.started
-            try:
-                if self.on_end is not None:
-                    self.on_end(self)
-            finally:
-                self.ended.set()
+            self._ended()
+
+    def _ended(self) -> None:
+        try:
+            if self.on_end is not None:
+                self.on_end(self)
+        finally:
+            self.ended.set()
 
     def _fail(self, exc: BaseException) -> None:
         self.record.termination, self.record.reward = "harness_error", None

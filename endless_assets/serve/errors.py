@@ -26,6 +26,6 @@ class NotNow(RequestError, RuntimeError):
 
 
 class Unavailable(RequestError, RuntimeError):
-    """The server cannot take the request now (every session slot is taken, it is stopping)."""
+    """The server cannot take the request now (every session place is taken, it is stopping)."""
 
     status = 503

@@ -7,11 +7,11 @@ connection drops, so that a trainer busy generating for longer than that loses a
 so at its next step), never its session.
 
 Sessions are bounded twice: OpenEnv's server refuses a WebSocket session past
-`max_concurrent_envs` (its CAPACITY_REACHED error), and a session takes one of the hub's slots
-at its first reset (so that OpenEnv's stateless HTTP routes, which make an environment per
-request, are bounded too). A session holds its slot until it closes; an episode holds a
-container of the engine pool (the engine with the most free slots, the image built there if it
-is not) from its reset until it ends.
+`max_concurrent_envs` (its CAPACITY_REACHED error), and a session takes one of the hub's session
+places at its first reset (so that OpenEnv's stateless HTTP routes, which make an environment per
+request, are bounded too). A session holds its place until it closes; an episode holds a
+container of the engine pool (the engine with the most free capacity, the image built there if
+it is not) from its reset until it ends.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Session(Protocol):
 
 
 class ServerBusy(Unavailable):
-    """Every session slot is taken."""
+    """Every session place is taken."""
 
 
 class Hub:
@@ -57,13 +57,13 @@ class Hub:
         max_sessions: int,
         episodes: EpisodeLog | None = None,
     ) -> None:
-        """Container starts and verdicts at once are bounded by the sandbox's slots (the
+        """Container starts and verdicts at once are bounded by the sandbox's CPU slots (the
         `workers` setting, as in stage IV)."""
         self.sandbox, self.tasks, self.limits = sandbox, tasks, limits
         self.max_sessions = max_sessions
         self.episodes = episodes
         self._images = ImageCache(sandbox)
-        self._slots = threading.BoundedSemaphore(max_sessions)
+        self._places = threading.BoundedSemaphore(max_sessions)  # one per open session
         self._sessions: set[Session] = set()
         self._running: set[ServedEpisode] = set()  # episodes whose container is not gone yet
         self._lock = threading.Lock()
@@ -73,10 +73,10 @@ class Hub:
 
     # -- sessions ------------------------------------------------------------------------------
     def open_session(self, session: Session) -> None:
-        """Take a slot for `session`; ServerBusy when every one is taken, or when stopping."""
+        """Take a place for `session`; ServerBusy when every one is taken, or when stopping."""
         if self.closing:
             raise ServerBusy("the server is stopping: no new episode starts")
-        if not self._slots.acquire(blocking=False):
+        if not self._places.acquire(blocking=False):
             raise ServerBusy(
                 f"the server holds its limit of {self.max_sessions} session(s) (endless serve "
                 "--max-sessions): close one, or retry later"
@@ -89,7 +89,7 @@ class Hub:
             if session not in self._sessions:
                 return
             self._sessions.discard(session)
-        self._slots.release()
+        self._places.release()
 
     def start_reaper(self, idle_seconds: float) -> threading.Thread:
         """A thread that abandons the episodes of sessions idle for `idle_seconds`, checked every

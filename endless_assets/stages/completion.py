@@ -48,10 +48,9 @@ def check_completion_test(
 
     `reference_required=False` (the LLM path) records a failing reference solution instead of
     rejecting the task: stage IV's solver then decides whether the task is solvable.
-    A slot of the sandbox (`Sandbox.slots`) is held while a container exists, not while the
-    generator writes.
+    The container holds its CPU slot for its whole life (`hold_cpu`), not while the generator
+    writes.
     """
-    slot = sandbox.slots
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
     task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)
@@ -59,7 +58,7 @@ def check_completion_test(
     def check(test: str) -> Failed | None:
         outcome.completion_test = test
         noop = oracle = None
-        with slot, sandbox.container(image_tag, labels=labels) as box:
+        with sandbox.container(image_tag, labels=labels, hold_cpu=True) as box:
             initial = run_pytest(box, test, timeout=sandbox.config.test_timeout, stop_agent=False)
             if initial.status == "failed":
                 noop = run_episode_in(box, task, NoopPolicy(), test, limits)

@@ -83,7 +83,6 @@ def revalidate(
     no longer holds; an engine failure is a harness error. `network`: may RUN steps reach the
     network (as when the task was built; the sandbox's configuration still decides)."""
     started = time.monotonic()
-    slots = sandbox.slots
     outcome = DriftOutcome(
         task.task_id,
         HARNESS_ERROR,
@@ -94,8 +93,7 @@ def revalidate(
     dockerfile = fresh_dockerfile(task.dockerfile or "", uuid.uuid4().hex[:16])
     try:
         outcome.base_image_id = sandbox.base.image_id
-        with slots:
-            build = sandbox.build(dockerfile, task.context_files, network=network)
+        build = sandbox.build(dockerfile, task.context_files, network=network)
         outcome.build_seconds = build.seconds
         if not build.ok:
             outcome.status, outcome.reason = DRIFTED, f"build_failed: {build.log[-1500:]}"

@@ -42,8 +42,8 @@ def build_environment(
 ) -> EnvironmentOutcome:
     """Write (or take) the environment, build it, and run the initial-state test in it.
 
-    A slot of the sandbox (`Sandbox.slots`) is held around each build and container only, so
-    many tasks can wait on a model while few use Docker at a time. `build_network`: may RUN steps
+    The sandbox takes a CPU slot for each build, container start and verdict only, so many tasks
+    can wait on a model while few use Docker at a time. `build_network`: may RUN steps
     reach the network (None: as the generator says).
 
     What the task did is a rejection: a step of its Dockerfile failed (`build_failed`), its
@@ -52,7 +52,6 @@ def build_environment(
     is a harness error, always.
     """
     network = generator.needs_build_network if build_network is None else build_network
-    slot = sandbox.slots
     outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch}
 
@@ -64,8 +63,7 @@ def build_environment(
         context = encode_context(env.context_files, draft.binary_files, draft.executable_files)
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
         outcome.context_files = context
-        with slot:
-            build = sandbox.build(dockerfile, context, network=network)
+        build = sandbox.build(dockerfile, context, network=network)
         outcome.build_seconds += build.seconds
         if not build.ok:
             log = build.log[-FEEDBACK_LIMIT:]
@@ -76,10 +74,7 @@ def build_environment(
             )
         outcome.image_tag, outcome.image_id = build.tag, build.image_id
         try:
-            with (
-                slot,
-                sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box,
-            ):
+            with sandbox.container(build.tag, labels={**labels, "role": "initial-test"}) as box:
                 verdict = _initial_verdict(box, env.initial_test, sandbox)
         except ContainerExited as exc:
             outcome.log("container", str(exc))

@@ -5,7 +5,7 @@ Which attempts run and which are reused is attempts.py's business; each scored a
 persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
 flight. Episodes run `Settings.episode_workers` at a time (16 for a chat model, which mostly
 waits on its endpoint) while at most `workers` of them start a container or run pytest at once
-(the sandbox's slots), so a 2-core machine stays responsive.
+(the sandbox's CPU slots), so a 2-core machine stays responsive.
 """
 
 from __future__ import annotations

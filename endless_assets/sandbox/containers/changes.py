@@ -28,9 +28,11 @@ from __future__ import annotations
 import os
 import stat
 
-import docker.errors
-
-from endless_assets.sandbox.engine.client import DockerClient, SandboxError, engine_address
+from endless_assets.sandbox.engine.client import (
+    DockerClient,
+    engine_address,
+    engine_failure,
+)
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -53,10 +55,8 @@ def container_changes(client: DockerClient, container_id: str, upper: str = "") 
             return upper_changes(upper)
         except (OSError, OverflowError):
             pass  # (gone, or too large to walk here): the engine's own answer
-    try:
+    with engine_failure(f"docker diff of {container_id[:12]}"):
         return client.api.diff(container_id) or []
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"docker diff of {container_id[:12]}: {exc}") from exc
 
 
 def upper_changes(upper: str) -> list[dict]:

@@ -8,7 +8,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,7 +30,14 @@ from endless_assets.sandbox.containers.startup import (
     remove_by_name,
 )
 from endless_assets.sandbox.engine import disk, podman
-from endless_assets.sandbox.engine.client import TASK_KIND, ImageMissing, SandboxError, base_labels
+from endless_assets.sandbox.engine.client import (
+    TASK_KIND,
+    ImageMissing,
+    SandboxError,
+    base_labels,
+    engine_failure,
+)
+from endless_assets.sandbox.engine.provider import provider_for
 
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Capabilities root keeps inside the container (for the grader and the harness's own commands):
@@ -82,6 +89,8 @@ class TaskContainer:
         self.container = container
         self.client = client
         self.disk_layer = disk_layer  # where the disk budget's filesystem is mounted, if it is
+        # Held while grading here (grade.run_pytest): its sandbox's CPU slot (sandbox.CpuSlot).
+        self.cpu_slot: AbstractContextManager = nullcontext()
         # The container's resident grader (verdict.py), once started; closed with the container.
         self.grader: Closeable | None = None
         # Who the agent is here (identity.py), and the image's own environment (its ENV lines:
@@ -133,12 +142,10 @@ class TaskContainer:
         started = time.monotonic()
         env = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
         env.update(environment or {})
-        try:
+        with engine_failure(f"docker exec failed in {self.container.short_id}"):
             code, out = self.container.exec_run(
                 cmd, user=user, environment=env, workdir=workdir, demux=False
             )
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"docker exec failed in {self.container.short_id}: {exc}") from exc
         text = (out or b"").decode("utf-8", errors="replace")
         return ExecResult(int(code if code is not None else -1), text, time.monotonic() - started)
 
@@ -175,10 +182,8 @@ class TaskContainer:
                 info.uid, info.gid, info.mtime = uid, gid, now
                 tar.addfile(info, io.BytesIO(data))
         buffer.seek(0)
-        try:
+        with engine_failure(f"copying files into {directory} failed"):
             ok = self.container.put_archive(directory, buffer.getvalue())
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"copying files into {directory} failed: {exc}") from exc
         if not ok:
             raise SandboxError(f"copying files into {directory} failed")
 
@@ -187,12 +192,10 @@ class TaskContainer:
         if self.grader is not None:
             self.grader.close()
             self.grader = None
-        try:
+        with engine_failure(f"restarting container {self.container.short_id}"):
             self.container.restart(timeout=0)
             if self.disk_layer:  # its overlay was mounted again, through the budget's filesystem
                 disk.check_attached(self.disk_layer)
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"restarting container {self.container.short_id}: {exc}") from exc
         self.halted = False
 
     def awake(self) -> None:
@@ -207,12 +210,10 @@ class TaskContainer:
         if self.grader is not None:
             self.grader.close()
             self.grader = None
-        try:
+        with engine_failure(f"stopping container {self.container.short_id}"):
             with suppress(docker.errors.APIError):  # (not running already)
                 self.container.kill()
             self.container.wait(timeout=60)
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"stopping container {self.container.short_id}: {exc}") from exc
         self.halted = True
 
     def raise_if_exited(self) -> None:
@@ -279,6 +280,7 @@ def task_container(
         extra = read_only.volumes(verifier_of.id, shared_volumes)
     try:
         podman.check_limits(client)
+        engine = provider_for(client)
         host_config = api.create_host_config(
             init=True,
             network_mode="none",
@@ -288,7 +290,7 @@ def task_container(
             pids_limit=limits.pids,
             cap_drop=["ALL"],
             cap_add=KEEP_CAPS,
-            security_opt=["no-new-privileges", podman.seccomp_option(client, PROFILE_JSON)],
+            security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],
             tmpfs=VERIFIER_TMPFS,
             privileged=False,
             log_config={"type": "none", "config": {}},
@@ -298,7 +300,7 @@ def task_container(
                     soft=limits.file_size_mb * 1024 * 1024,
                     hard=limits.file_size_mb * 1024 * 1024,
                 ),
-                *podman.ulimits(client),
+                *engine.ulimits(),
             ],
             **extra,
         )
@@ -329,7 +331,7 @@ def task_container(
         if layer:
             disk.check_attached(layer)
         attrs = await_command(client, created["Id"])
-        if read_only_paths and podman.is_podman(client):  # (its Docker API ignores them)
+        if read_only_paths and engine.remounts_read_only:
             read_only.remount(int((attrs.get("State") or {}).get("Pid") or 0), read_only_paths)
         if verifier_of is None:
             agent = _identity(client, created["Id"], attrs)

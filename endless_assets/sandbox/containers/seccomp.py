@@ -127,5 +127,5 @@ def profile() -> dict:
 
 
 PROFILE_JSON = json.dumps(profile(), separators=(",", ":"))
-# Docker's form (the profile inline); podman.seccomp_option gives each engine its own.
+# Docker's form (the profile inline); each engine's provider (provider.py) gives its own.
 SECURITY_OPT = f"seccomp={PROFILE_JSON}"

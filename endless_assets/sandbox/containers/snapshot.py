@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from endless_assets.models import AGENT_HOME, AGENT_USER
 from endless_assets.sandbox.containers.container import ROOT_PATH, ExecResult, TaskContainer
 from endless_assets.sandbox.containers.shell import AGENT_PATH, ShellSession
 from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.usage import cgroup_cpu
 
 AGENT_UID = 1000  # our tasks' agent (`user`); a container that knows another says so
 STATE_DIR = "/root/.endless-snapshot"  # root-only (/root is 0700): the agent cannot read it
@@ -309,17 +309,9 @@ def container_cpu_seconds(box: TaskContainer) -> float | None:
         (f"/sys/fs/cgroup/libpod_parent/libpod-{cid}/cpu.stat", 1e-6),
         (f"/sys/fs/cgroup/machine.slice/libpod-{cid}.scope/cpu.stat", 1e-6),
     ):
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        if path.endswith("cpu.stat"):
-            for line in text.splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) * scale
-            continue
-        return int(text.strip()) * scale
+        seconds = cgroup_cpu(path, scale)
+        if seconds is not None:
+            return seconds
     return None
 
 

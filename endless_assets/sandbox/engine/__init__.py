@@ -1,2 +1,2 @@
-"""The engines: Docker or Podman clients, the engine pool, retries of work an engine broke,
-leftovers of dead processes, disk budgets."""
+"""The engines: clients and their Docker or Podman provider, the engine pool, retries of work
+an engine broke, leftovers of dead processes, disk budgets."""

@@ -3,11 +3,13 @@ processes left)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import docker
@@ -32,6 +34,15 @@ class ImageMissing(SandboxError):
     """An image that was there is not (another process removed it: `endless prune`, a user's
     `docker rmi`): the engine's image store changed under the work, which is tried again once
     the image is back (rebuilt from its recipe, or copied)."""
+
+
+@contextlib.contextmanager
+def engine_failure(what: str) -> Iterator[None]:
+    """What the engine, or the connection to it, raises in the block: SandboxError("what: ...")."""
+    try:
+        yield
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"{what}: {exc}") from exc
 
 
 class RetriesExhausted(SandboxError):
@@ -174,8 +185,3 @@ def owner_alive(owner: str) -> bool:
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's container: not ours to judge
     return processes.running(int(pid))
-
-
-def project_containers(client: DockerClient) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": f"{PROJECT_LABEL}={PROJECT}"})
-    return [c.name for c in found]

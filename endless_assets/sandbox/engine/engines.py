@@ -3,7 +3,7 @@
 The setting `docker_hosts` lists engine URLs (`unix://`, `tcp://`, `ssh://`), each with an
 optional slot count: `unix:///run/a.sock=4,ssh://me@gpu1=8`. Empty: one engine, `docker_host`
 (DOCKER_HOST, else the local socket), as before. Work is placed on the engine with the most free
-slots, preferring one that already holds the image (a task image is built where it is used).
+capacity, preferring one that already holds the image (a task image is built where it is used).
 
 An engine that stops answering is drained: `recover()` (called before any retry of work that
 failed on an engine) pings every engine and takes the silent ones out of placement, so the
@@ -41,21 +41,21 @@ from endless_assets.sandbox.engine.lock import engine_lock
 
 log = logging.getLogger(__name__)
 
-MAX_SLOTS = 1024  # slots of one engine: containers at once, far above what one machine runs
-_SLOTS = re.compile(r"[0-9]+")
+MAX_CAPACITY = 1024  # of one engine: containers at once, far above what one machine runs
+_CAPACITY = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
 class EngineSpec:
     url: str  # "" = DOCKER_HOST or the local socket
-    slots: int
+    capacity: int  # builds and containers at once on it (docker_hosts' `=N`, its "slots")
 
     @property
     def name(self) -> str:
         return self.url or "local"
 
 
-def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
+def parse_hosts(text: str, default_capacity: int) -> tuple[EngineSpec, ...]:
     """`docker_hosts` as engine specs. ValueError naming the entry that is wrong, and how."""
     specs: list[EngineSpec] = []
     seen: dict[str, str] = {}  # engine_key -> the URL as written first
@@ -63,19 +63,19 @@ def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
         entry = raw.strip()
         if not entry:
             continue
-        url, sep, slots_text = (part.strip() for part in entry.partition("="))
+        url, sep, number = (part.strip() for part in entry.partition("="))
         if not url:
             raise ValueError(f"{entry!r} has no engine URL before its '='")
-        if "=" in slots_text:
+        if "=" in number:
             raise ValueError(f"{entry!r} has more than one '=' (an engine URL, then =slots)")
-        slots = default_slots
+        capacity = default_capacity
         if sep:
-            if not _SLOTS.fullmatch(slots_text) or not 1 <= int(slots_text) <= MAX_SLOTS:
+            if not _CAPACITY.fullmatch(number) or not 1 <= int(number) <= MAX_CAPACITY:
                 raise ValueError(
                     f"{entry!r}: the slot count after '=' must be a whole number from 1 to "
-                    f"{MAX_SLOTS}"
+                    f"{MAX_CAPACITY}"
                 )
-            slots = int(slots_text)
+            capacity = int(number)
         try:
             key = engine_key(url)
         except Exception as exc:  # DockerException, or ValueError for a bad port
@@ -85,7 +85,7 @@ def parse_hosts(text: str, default_slots: int) -> tuple[EngineSpec, ...]:
                 raise ValueError(f"{url!r} is listed twice")
             raise ValueError(f"{seen[key]!r} and {url!r} are one engine, listed twice")
         seen[key] = url
-        specs.append(EngineSpec(url, slots))
+        specs.append(EngineSpec(url, capacity))
     if text.strip() and not specs:
         raise ValueError("it lists no engine URL")
     return tuple(specs)
@@ -169,10 +169,6 @@ class EnginePool:
     def up(self) -> list[Engine]:
         return [e for e in self.engines if e.up]
 
-    @property
-    def slots(self) -> int:
-        return sum(e.spec.slots for e in self.up)
-
     def _pick(self, image: str, only: list[Engine] | None) -> Engine:
         candidates = [e for e in (only if only is not None else self.engines) if e.up]
         if not candidates:
@@ -182,15 +178,15 @@ class EnginePool:
             )
 
         def key(e: Engine) -> tuple:
-            full = e.active >= e.spec.slots
-            return (full, not (image and image in e.images), e.active / e.spec.slots, e.placed)
+            full = e.active >= e.spec.capacity
+            return (full, not (image and image in e.images), e.active / e.spec.capacity, e.placed)
 
         return min(candidates, key=key)
 
     @contextmanager
     def lease(self, image: str = "", only: list[Engine] | None = None) -> Iterator[Engine]:
         """An engine for one build or container, held until the block ends: the one with the
-        most free slots, preferring one that holds `image`; among `only` when given."""
+        most free capacity, preferring one that holds `image`; among `only` when given."""
         with self._lock:
             engine = self._pick(image, only)
             engine.active += 1
@@ -228,9 +224,9 @@ class EnginePool:
         raise SandboxError("no sandbox engine answers: " + ", ".join(e.name for e in self.engines))
 
     def report(self) -> list[dict]:
-        """Per engine: its URL (credentials never appear in engine URLs we accept), slots,
-        work placed, and whether it is up (an engine that did not answer at set-up, last);
-        for run metadata."""
+        """Per engine: its URL (credentials never appear in engine URLs we accept), capacity
+        (as `slots`), work placed, and whether it is up (an engine that did not answer at
+        set-up, last); for run metadata."""
         rows = [_row(e.spec, e.placed, e.up, e.down_reason) for e in self.engines]
         unused = [s for s in self.specs if s.name in self.unused]
         return rows + [_row(s, 0, False, self.unused[s.name]) for s in unused]
@@ -239,7 +235,7 @@ class EnginePool:
 def _row(spec: EngineSpec, placed: int, up: bool, down_reason: str) -> dict:
     return {
         "engine": spec.name,
-        "slots": spec.slots,
+        "slots": spec.capacity,
         "placed": placed,
         "up": up,
         "down_reason": down_reason,

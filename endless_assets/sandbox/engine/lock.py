@@ -45,6 +45,7 @@ from endless_assets.sandbox.engine.client import (
     PROJECT,
     PROJECT_LABEL,
     SandboxError,
+    engine_failure,
     owner_tag,
 )
 
@@ -119,11 +120,9 @@ def acquire(
 
 def release(client: DockerClient, container_id: str) -> None:
     """Give the lock back (its container removed; gone already: nothing to do)."""
-    with suppress(docker.errors.NotFound):
-        try:
+    with engine_failure(f"releasing the engine lock {container_id[:12]}"):
+        with suppress(docker.errors.NotFound):  # (a NotFound is a DockerException too)
             client.api.remove_container(container_id, force=True)
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"releasing the engine lock {container_id[:12]}: {exc}") from exc
 
 
 def describe(holder: dict) -> str:
@@ -233,12 +232,10 @@ _load_guard = threading.Lock()
 def _load_image(client: DockerClient) -> None:
     """Load `endless-lock:1` (the same bytes, so the same image id, every time)."""
     with _load_guard:
-        try:
+        with engine_failure(f"loading {LOCK_IMAGE} failed"):
             for chunk in client.api.load_image(lock_image_archive(_arch(client))) or []:
                 if isinstance(chunk, dict) and chunk.get("error"):
                     raise SandboxError(f"loading {LOCK_IMAGE}: {chunk['error']}")
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"loading {LOCK_IMAGE} failed: {exc}") from exc
 
 
 def _arch(client: DockerClient) -> str:

@@ -1,32 +1,20 @@
-"""Which engine answers a client (Docker or Podman), and what differs on Podman.
+"""Which engine answers a client (Docker or Podman), and how Podman differs.
 
 The sandbox talks to every engine through docker-py; Podman serves the same API on its own
 socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
-client (`engine_kind`: the version's components name "Podman Engine") and every difference is
-decided here, not by probes scattered through the sandbox:
-
-- the seccomp profile: Docker takes it inline (`seccomp=<json>`); Podman's API reads
-  `seccomp=<path>` as a file on the engine's host, so the profile is written once to a file
-  named by its hash (`seccomp_option`), which needs the engine on this host (a unix socket);
-- the base image: copied from the Docker engine on this host when that has it (`copy_image`:
-  `docker save` streamed into Podman's load API, same image id), else built the same way as on
-  Docker (debootstrap, then an import, which Podman leaves untagged: `tag_imported`);
-- rlimits: rootful Podman raises every container's open files and processes, which fails where
-  the engine's own hard limits are lower (`ulimits`);
-- builds: through Podman's own endpoint (`build`), whose RUN steps get no network when asked
-  and the build's memory and CPU limits (no process limit: build_cgroup.py is Docker's);
-- image names: Podman lists local images as `localhost/<name>` or
-  `docker.io/library/<name>` (`short_name`);
-- the disk budget: Podman's overlay layer has the shape of Docker's overlay2 (disk.py), but its
-  storage code may unmount the whole overlay directory (disk.check_attached);
-- CPU accounting: Podman's cgroups are named differently (snapshot.container_cpu_seconds).
+client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
+provider (provider.py). Podman's, `PodmanProvider`, says at each method how Podman differs (the
+seccomp profile, rlimits, builds, the base image, imports). Elsewhere: Podman lists local images
+as `localhost/<name>` or `docker.io/library/<name>` (`short_name`); its overlay layer has the
+shape of Docker's overlay2 (disk.py), but its storage code may unmount the whole overlay
+directory (disk.check_attached); its cgroups are named differently
+(snapshot.container_cpu_seconds).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -36,6 +24,7 @@ import struct
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable
 
 import docker
 import docker.errors
@@ -43,7 +32,7 @@ import docker.types
 import requests
 from docker import DockerClient
 
-from endless_assets.sandbox.engine.client import SandboxError, socket_path
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure, socket_path
 
 DOCKER = "docker"
 PODMAN = "podman"
@@ -71,10 +60,8 @@ def engine_kind(client: DockerClient) -> str:
         known = _kinds.get(client)
     if known is not None:
         return known
-    try:
+    with engine_failure("the engine does not say what it is"):
         version = client.version()
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"the engine does not say what it is: {exc}") from exc
     names = [str(c.get("Name", "")) for c in version.get("Components") or []]
     kind = PODMAN if any(name.startswith("Podman") for name in names) else DOCKER
     with _guard:
@@ -89,10 +76,8 @@ def check_limits(client: DockerClient) -> None:
     with _guard:
         known = _limits.get(client)
     if known is None:
-        try:
+        with engine_failure("the engine does not describe itself"):
             info = client.info()
-        except (docker.errors.DockerException, OSError) as exc:
-            raise SandboxError(f"the engine does not describe itself: {exc}") from exc
         missing = [k for k in ("MemoryLimit", "PidsLimit") if info.get(k) is False]
         rootless = any("rootless" in str(o) for o in info.get("SecurityOptions") or [])
         known = ""
@@ -109,10 +94,6 @@ def check_limits(client: DockerClient) -> None:
         raise EngineUnsupported(known)
 
 
-def is_podman(client: DockerClient) -> bool:
-    return engine_kind(client) == PODMAN
-
-
 def short_name(tag: str) -> str:
     """An image tag as Docker lists it: without Podman's qualifier (QUALIFIERS)."""
     for prefix in QUALIFIERS:
@@ -121,25 +102,8 @@ def short_name(tag: str) -> str:
     return tag
 
 
-def engine_on_this_host(client: DockerClient) -> bool:
-    """Whether the engine answers on a unix socket (then it runs on this host)."""
-    return bool(socket_path(client))
-
-
 class EngineUnsupported(SandboxError):
     """What this engine cannot do for the sandbox, said in one sentence."""
-
-
-def seccomp_option(client: DockerClient, profile_json: str) -> str:
-    """The `security_opt` entry that gives containers `profile_json` on this engine."""
-    if not is_podman(client):
-        return f"seccomp={profile_json}"
-    if not engine_on_this_host(client):
-        raise EngineUnsupported(
-            "Podman reads the seccomp profile from a file on its own host, and this Podman "
-            "engine is not on this host (a unix socket): run endless on the engine's host"
-        )
-    return f"seccomp={profile_file(profile_json)}"
 
 
 def profile_file(profile_json: str) -> str:
@@ -171,28 +135,6 @@ def profile_file(profile_json: str) -> str:
     return path
 
 
-def ulimits(client: DockerClient) -> list[docker.types.Ulimit]:
-    """Limits this engine needs set explicitly. Rootful Podman raises every container's open
-    files and processes (to 1048576 and 4194304) unless told otherwise, which fails where the
-    engine's own hard limits are lower and it lacks CAP_SYS_RESOURCE (runc: "error setting
-    rlimit type 7"); Docker's containers inherit the engine's. So on Podman: the engine's own
-    hard limits (asked of the process behind its socket), at most Podman's defaults. The pids
-    limit (Limits.pids) still caps a container's processes."""
-    if not is_podman(client):
-        return []
-    pid = engine_pid(client)
-    found = []
-    for name, which, default in PODMAN_RLIMITS:
-        try:
-            hard = resource.prlimit(pid, which)[1] if pid else resource.getrlimit(which)[1]
-        except OSError:
-            hard = resource.getrlimit(which)[1]
-        if hard == resource.RLIM_INFINITY or hard > default:
-            hard = default
-        found.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
-    return found
-
-
 def engine_pid(client: DockerClient) -> int:
     """The pid of the process serving the engine's unix socket (SO_PEERCRED); 0 if unknown."""
     path = socket_path(client)
@@ -219,7 +161,7 @@ def local_docker() -> DockerClient | None:
         try:
             client = DockerClient(base_url=url, timeout=300)
             client.ping()
-            if not is_podman(client):
+            if engine_kind(client) == DOCKER:
                 return client
         except (docker.errors.DockerException, OSError, SandboxError):
             continue
@@ -247,66 +189,112 @@ def copy_image(source: DockerClient, target: DockerClient, tag: str) -> str:
     return target.images.get(tag).id
 
 
-def build(
-    client: DockerClient,
-    context: io.BytesIO,
-    tag: str,
-    namespace: str,
-    timeout: float,
-    limits: dict[str, str],
-    build_args: dict[str, str] | None = None,
-) -> requests.Response:
-    """Build `context` (a tar with a Dockerfile) as `tag` through Podman's own build endpoint;
-    its response streams JSON chunks, as Docker's build endpoint does. Podman's Docker API
-    runs every RUN step in the host's network namespace whatever `networkmode` says (4.3), so
-    a build without a network would reach the host; its own endpoint disables the network (a
-    namespace of its own with only loopback), or joins the network namespace at `namespace` (a
-    build gateway's, image/build_network.py, whose proxy variables are `build_args`). OCI isolation
-    (runc, as containers), Docker's image format, the engine's rlimits (see `ulimits`), and
-    `limits` (build_limits.BuildLimits.params: memory, swap, CPU quota; the endpoint takes no
-    process limit)."""
-    api = client.api
-    rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in ulimits(client)]
-    params = {
-        "t": tag,
-        "dockerfile": json.dumps(["Dockerfile"]),
-        "rm": "1",
-        "forcerm": "1",
-        "layers": "1",
-        "isolation": "1",  # buildah's IsolationOCI
-        "networkmode": "2" if namespace else "1",  # buildah's NetworkEnabled, NetworkDisabled
-        "nsoptions": json.dumps([{"Name": "network", "Host": False, "Path": namespace}]),
-        "outputformat": DOCKER_FORMAT,
-        "ulimits": json.dumps(rlimits),
-        **limits,
-    }
-    if build_args:
-        params["buildargs"] = json.dumps(build_args)
-    return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
-        api._url("/libpod/build"),
-        params=params,
-        data=context,
-        headers={"Content-Type": "application/x-tar"},
-        stream=True,
-        timeout=timeout,
-    )
-
-
-def tag_imported(client: DockerClient, reply: object, tag: str) -> None:
-    """Tag the image an import made (Podman's import API ignores the repository and tag it is
-    given); its id is in the reply (`{"status": "sha256:..."}` lines)."""
-    if has_image(client, tag):
-        return
-    found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))
-    if not found:
-        raise docker.errors.APIError(f"the import named no image: {str(reply)[:300]}")
-    repository, _, version = tag.rpartition(":")
-    client.api.tag(found[-1], repository, version)
-
-
 def describe(client: DockerClient) -> str:
     """A few words naming the engine, for messages ("podman 4.3.1")."""
     try:
         return f"{engine_kind(client)} {client.version().get('Version', '?')}"
     except (docker.errors.DockerException, OSError, SandboxError):
         return "an engine that does not answer"
+
+
+class PodmanProvider:
+    """Podman's side of provider.Provider (see the module's docstring)."""
+
+    kind, remounts_read_only, build_steps_own_cgroup = PODMAN, True, True
+
+    def __init__(self, client: DockerClient) -> None:
+        self.client = client
+
+    def seccomp_option(self, profile_json: str) -> str:
+        """Podman's API reads `seccomp=<path>` as a file on the engine's host."""
+        if not socket_path(self.client):
+            raise EngineUnsupported(
+                "Podman reads the seccomp profile from a file on its own host, and this Podman "
+                "engine is not on this host (a unix socket): run endless on the engine's host"
+            )
+        return f"seccomp={profile_file(profile_json)}"
+
+    def ulimits(self) -> list[docker.types.Ulimit]:
+        """Rootful Podman raises every container's open files and processes (to 1048576 and
+        4194304) unless told otherwise, which fails where the engine's own hard limits are lower
+        and it lacks CAP_SYS_RESOURCE (runc: "error setting rlimit type 7"); Docker's
+        containers inherit the engine's. So: the engine's own hard limits (asked of the process
+        behind its socket), at most Podman's defaults. The pids limit (Limits.pids) still caps
+        a container's processes."""
+        pid = engine_pid(self.client)
+        found = []
+        for name, which, default in PODMAN_RLIMITS:
+            try:
+                hard = resource.prlimit(pid, which)[1] if pid else resource.getrlimit(which)[1]
+            except OSError:
+                hard = resource.getrlimit(which)[1]
+            if hard == resource.RLIM_INFINITY or hard > default:
+                hard = default
+            found.append(docker.types.Ulimit(name=name, soft=hard, hard=hard))
+        return found
+
+    def build(self, context, tag, timeout, params, network) -> requests.Response:
+        """Through Podman's own build endpoint (its response streams JSON chunks, as Docker's
+        does). Podman's Docker API runs every RUN step in the host's network namespace whatever
+        `networkmode` says (4.3), so a build without a network would reach the host; its own
+        endpoint disables the network (a namespace of its own with only loopback), or joins the
+        network namespace `network` names (a build gateway's, image/build_network.py, with its
+        proxy variables as build arguments). OCI isolation (runc, as containers), Docker's image
+        format, the engine's rlimits (`ulimits`), and `params` (build_limits.BuildLimits.params:
+        memory, swap, CPU quota; the endpoint takes no process limit)."""
+        _, namespace, build_args = network
+        api = self.client.api
+        rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in self.ulimits()]
+        query = {
+            "t": tag,
+            "dockerfile": json.dumps(["Dockerfile"]),
+            "rm": "1",
+            "forcerm": "1",
+            "layers": "1",
+            "isolation": "1",  # buildah's IsolationOCI
+            "networkmode": "2" if namespace else "1",  # buildah's NetworkEnabled, NetworkDisabled
+            "nsoptions": json.dumps([{"Name": "network", "Host": False, "Path": namespace}]),
+            "outputformat": DOCKER_FORMAT,
+            "ulimits": json.dumps(rlimits),
+            **params,
+        }
+        if build_args:
+            query["buildargs"] = json.dumps(build_args)
+        return api._post(  # docker-py has no call for it; its own plumbing, as api.build does
+            api._url("/libpod/build"),
+            params=query,
+            data=context,
+            headers={"Content-Type": "application/x-tar"},
+            stream=True,
+            timeout=timeout,
+        )
+
+    def network_namespace(self, gateway: str) -> str:
+        return f"/proc/{self.client.api.inspect_container(gateway)['State']['Pid']}/ns/net"
+
+    def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
+        """Image `tag` copied from the Docker engine on this host, if that has it (`docker save`
+        streamed into the load API; same image id): its id here; "" when none has it."""
+        source = local_docker()
+        if source is None:
+            return ""
+        try:
+            if not has_image(source, tag):
+                return ""
+            progress(f"base image: copying {tag} from Docker into {describe(self.client)}")
+            return copy_image(source, self.client, tag)
+        except (docker.errors.DockerException, OSError) as exc:
+            raise SandboxError(f"copying the base image {tag} from Docker failed: {exc}") from exc
+        finally:
+            source.close()
+
+    def tag_imported(self, reply: object, tag: str) -> None:
+        """Podman's import API ignores the repository and tag it is given: the image's id is in
+        the reply (`{"status": "sha256:..."}` lines)."""
+        if has_image(self.client, tag):
+            return
+        found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))
+        if not found:
+            raise docker.errors.APIError(f"the import named no image: {str(reply)[:300]}")
+        repository, _, version = tag.rpartition(":")
+        self.client.api.tag(found[-1], repository, version)

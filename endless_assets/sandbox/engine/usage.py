@@ -72,18 +72,20 @@ def _daemons_cpu() -> tuple[float, bool]:
     return total, seen
 
 
+def cgroup_cpu(path: str, scale: float) -> float | None:
+    """The CPU seconds a cgroup's file says (cpuacct.usage, or cpu.stat's usage_usec, `scale`
+    seconds each); None where it cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    if not path.endswith("cpu.stat"):
+        return int(text.strip()) * scale
+    usage = [
+        v for k, _, v in (line.partition(" ") for line in text.splitlines()) if k == "usage_usec"
+    ]
+    return int(usage[0]) * scale if usage else None
+
+
 def _containers_cpu() -> float:
-    total = 0.0
-    for path, scale in PARENTS:
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            continue
-        if path.endswith("cpu.stat"):
-            for line in text.splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    total += int(value) * scale
-        else:
-            total += int(text.strip()) * scale
-    return total
+    return sum(cgroup_cpu(path, scale) or 0.0 for path, scale in PARENTS)

@@ -12,11 +12,11 @@ from endless_assets.sandbox.grading.verdict import (
     GraderGone,
     GraderLost,
     Verdict,
-    _grader_for,
-    _in_verifier,
-    _regrade,
     disturbed,
-    parse_verdict,
+    grader_for,
+    in_verifier,
+    pytest_request,
+    reply_verdict,
 )
 from endless_assets.sandbox.grading.verifier import grade_in_verifier
 
@@ -36,38 +36,46 @@ def run_pytest(
     `agent_uid`: the container's agent's (identity.py) unless given. `learn`: the reference
     solution's episode; a verdict in a verifier container then reports what it changed in the
     system locations (`system_changes`) instead of holding them against it (verifier.py)."""
-    started = time.monotonic()
-    uid = container.agent.uid if agent_uid is None else agent_uid
-    spec = bundle.unpack(test_source)
-    if _in_verifier(spec, uid, stop_agent):
-        spec = spec or bundle.Verifier(test=test_source, test_name=filename)
-        return grade_in_verifier(container, spec, uid, timeout, stop_agent, started, learn=learn)
-    request: dict = {
-        "id": secrets.token_hex(6),
-        "filename": spec.test_name if spec else filename,
-        "test": spec.test if spec else test_source,
-        "timeout": timeout,
-        "agent_uid": uid,
-        "stop_agent": stop_agent,
-        "env": container.image_env,
-        "verifier": uid == 0,  # root is graded here only before any agent command ran
-    }
+    with container.cpu_slot:  # (its sandbox's CPU slot: TaskContainer.cpu_slot)
+        started = time.monotonic()
+        uid = container.agent.uid if agent_uid is None else agent_uid
+        spec = bundle.unpack(test_source)
+        if in_verifier(spec, uid, stop_agent):
+            spec = spec or bundle.Verifier(test=test_source, test_name=filename)
+            return grade_in_verifier(
+                container, spec, uid, timeout, stop_agent, started, learn=learn
+            )
+        name, test = (spec.test_name, spec.test) if spec else (filename, test_source)
+        # (root is graded here only before any agent command ran)
+        flags = {"stop_agent": stop_agent, "verifier": uid == 0}
+        request = pytest_request(container, name, test, timeout, uid, **flags)
+        try:
+            # A grader that cannot start (the agent's processes fill the pids limit) or dies before
+            # the test: the container is restarted (its files stay) and graded afresh. One lost once
+            # the test started was lost to what the test ran: 0, never a second chance.
+            reply = grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
+        except GraderLost as exc:
+            if exc.running and container.running():
+                reply = disturbed(exc)
+            elif isinstance(exc, GraderGone) and not exc.running:
+                reply = _regrade(container, request, timeout)
+            else:
+                raise
+        return reply_verdict(reply, started)
+
+
+def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
+    """The grader died before the test started. Nothing but the agent's processes could have
+    caused it (the OOM killer picks the largest process when they fill the memory limit; the
+    agent cannot signal root), so: restart the container (every process dies, the files stay),
+    grade with a new grader. If that one is lost too, once its test started or before (nothing
+    of the agent's runs any more), grading was disturbed: an error verdict (reward 0). An engine
+    or container that is gone raises SandboxError (a harness error)."""
+    container.restart()
+    retry = dict(request, id=secrets.token_hex(6))
     try:
-        # A grader that cannot start (the agent's processes fill the pids limit) or dies before
-        # the test: the container is restarted (its files stay) and graded afresh. One lost once
-        # the test started was lost to what the test ran: 0, never a second chance.
-        reply = _grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
+        return grader_for(container).ask(retry, deadline=time.monotonic() + timeout + 60)
     except GraderLost as exc:
-        if exc.running and container.running():
-            reply = disturbed(exc)
-        elif isinstance(exc, GraderGone) and not exc.running:
-            reply = _regrade(container, request, timeout)
-        else:
+        if not container.running():
             raise
-    return parse_verdict(
-        int(reply.get("exit_code", -1)),
-        reply.get("counts"),
-        reply.get("output", ""),
-        time.monotonic() - started,
-        timed_out=bool(reply.get("timed_out")),
-    )
+        return disturbed(exc)

@@ -24,21 +24,13 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
-from importlib import resources
-
-import docker.errors
 
 from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.containers.shell_stream import FrameDecoder
-from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure
 from endless_assets.sandbox.grading import bundle, system_paths
+from endless_assets.sandbox.grading.grader_source import GRADER_SOURCE
 
-# One program, read as package data (it runs inside the container, never imported here): the
-# self-description and the script route first, then the grader proper (see grader.py's `_op`).
-GRADER_SOURCE = "\n".join(
-    resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-    for name in ("grader_describe.py", "grader_fence.py", "grader_script.py", "grader.py")
-)
 OUTPUT_TAIL = 8000
 CLEAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 ROOT_HOME = "/root"  # the grader's HOME: set, so that nothing looks root up at its start (NSS)
@@ -119,6 +111,32 @@ def parse_verdict(
     )
 
 
+def pytest_request(
+    box: TaskContainer, filename: str, test: str, timeout: float, uid: int, **flags: bool
+) -> dict:
+    """What the grader gets to run `test` as `uid` (flags: `stop_agent`, `verifier`)."""
+    return {
+        "id": secrets.token_hex(6),
+        "filename": filename,
+        "test": test,
+        "timeout": timeout,
+        "agent_uid": uid,
+        "env": box.image_env,
+        **flags,
+    }
+
+
+def reply_verdict(reply: dict, started: float) -> Verdict:
+    """The grader's reply to a pytest request -> a verdict (`parse_verdict`)."""
+    return parse_verdict(
+        int(reply.get("exit_code", -1)),
+        reply.get("counts"),
+        reply.get("output", ""),
+        time.monotonic() - started,
+        timed_out=bool(reply.get("timed_out")),
+    )
+
+
 class InterpreterMoved(SandboxError):
     """A later grader's interpreter has another prefix or path than the first one had."""
 
@@ -149,23 +167,6 @@ def disturbed(exc: GraderLost) -> dict:
     return {"exit_code": 3, "counts": None, "output": f"{DISTURBED}: {exc}"}
 
 
-def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
-    """The grader died before the test started. Nothing but the agent's processes could have
-    caused it (the OOM killer picks the largest process when they fill the memory limit; the
-    agent cannot signal root), so: restart the container (every process dies, the files stay),
-    grade with a new grader. If that one is lost too, once its test started or before (nothing
-    of the agent's runs any more), grading was disturbed: an error verdict (reward 0). An engine
-    or container that is gone raises SandboxError (a harness error)."""
-    container.restart()
-    retry = dict(request, id=secrets.token_hex(6))
-    try:
-        return _grader_for(container).ask(retry, deadline=time.monotonic() + timeout + 60)
-    except GraderLost as exc:
-        if not container.running():
-            raise
-        return disturbed(exc)
-
-
 class _Grader:
     """The client end of one container's grader process."""
 
@@ -190,7 +191,7 @@ class _Grader:
         command += [python, "-I", "-B"]
         if pycache_prefix:
             command += ["-X", f"pycache_prefix={pycache_prefix}"]
-        try:
+        with engine_failure("starting the grader failed"):
             exec_id = api.exec_create(
                 container.id,
                 [*command, "-c", GRADER_SOURCE, *([] if preload else ["--no-preload"])],
@@ -202,8 +203,6 @@ class _Grader:
                 workdir="/",
             )["Id"]
             raw = api.exec_start(exec_id, socket=True, detach=False, tty=False)
-        except (docker.errors.DockerException, OSError) as exc:  # the engine, or its socket
-            raise SandboxError(f"starting the grader failed: {exc}") from exc
         self._raw = raw
         self._sock: socket.socket = getattr(raw, "_sock", raw)
         self._sock.setblocking(True)
@@ -297,10 +296,10 @@ def stop_agent(container: TaskContainer, agent_uid: int | None = None) -> None:
 
 def stop_agent_processes(container: TaskContainer, uid: int) -> None:
     request = {"id": secrets.token_hex(6), "op": "stop", "agent_uid": uid}
-    _grader_for(container).ask(request, deadline=time.monotonic() + 60)
+    grader_for(container).ask(request, deadline=time.monotonic() + 60)
 
 
-def _in_verifier(spec: bundle.Verifier | None, uid: int, stop_agent: bool) -> bool:
+def in_verifier(spec: bundle.Verifier | None, uid: int, stop_agent: bool) -> bool:
     """Is this verdict given in a verifier container (a task's own script; a root agent's)?"""
     return (spec is not None and bool(spec.script)) or (uid == 0 and stop_agent)
 
@@ -311,13 +310,11 @@ def start_grader(container: TaskContainer, test_source: str | None = None) -> No
     (not in a verifier container, which starts a grader of its own)."""
     preload = True
     if test_source is not None:
-        preload = not _in_verifier(bundle.unpack(test_source), container.agent.uid, True)
-    _grader_for(container, preload=preload)
+        preload = not in_verifier(bundle.unpack(test_source), container.agent.uid, True)
+    grader_for(container, preload=preload)
 
 
-def _grader_for(
-    container: TaskContainer, pycache_prefix: str = "", preload: bool = True
-) -> _Grader:
+def grader_for(container: TaskContainer, pycache_prefix: str = "", preload: bool = True) -> _Grader:
     """The container's resident grader, started on first use. `preload=False` where it will
     run no pytest of ours (a task's own script grades; the verdict is a verifier container's):
     it does not import pytest ahead."""

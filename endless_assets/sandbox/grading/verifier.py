@@ -44,7 +44,7 @@ import docker.errors
 
 from endless_assets.sandbox.containers.changes import change_key, container_changes
 from endless_assets.sandbox.containers.container import TaskContainer, task_container
-from endless_assets.sandbox.engine.client import SandboxError
+from endless_assets.sandbox.engine.client import SandboxError, engine_failure
 from endless_assets.sandbox.grading import bundle, system_paths, verifier_view
 from endless_assets.sandbox.grading.script_route import script_request, script_verdict
 from endless_assets.sandbox.grading.system_paths import Finding
@@ -53,8 +53,9 @@ from endless_assets.sandbox.grading.verdict import (
     GraderLost,
     InterpreterMoved,
     Verdict,
-    _grader_for,
-    parse_verdict,
+    grader_for,
+    pytest_request,
+    reply_verdict,
     stop_agent_processes,
 )
 
@@ -126,37 +127,20 @@ def _verdict_in(
     with verifier_container(container, image, stop, **view) as box:
         prefix = "" if own_caches else PYCACHE
         try:
-            grader = _grader_for(box, pycache_prefix=prefix, preload=not spec.script)
+            grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
         except InterpreterMoved as exc:
             return _no_verdict(spec, str(exc), started)
-        deadline = time.monotonic() + timeout + 60
-        if not spec.script:
-            request = {
-                "id": secrets.token_hex(6),
-                "filename": spec.test_name,
-                "test": spec.test,
-                "timeout": timeout,
-                "agent_uid": uid,
-                "stop_agent": False,
-                "env": box.image_env,
-                "verifier": True,
-            }
-            try:
-                reply = grader.ask(request, deadline=deadline)
-            except GraderLost as exc:
-                return _lost(box, spec, exc, started)
-            return parse_verdict(
-                int(reply.get("exit_code", -1)),
-                reply.get("counts"),
-                reply.get("output", ""),
-                time.monotonic() - started,
-                timed_out=bool(reply.get("timed_out")),
-            )
-        request = script_request(box, spec, timeout, own_caches=own_caches)
+        if spec.script:
+            request = script_request(box, spec, timeout, own_caches=own_caches)
+        else:
+            flags = {"stop_agent": False, "verifier": True}
+            request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
         try:
-            reply = grader.ask(request, deadline=deadline)
+            reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
         except GraderLost as exc:
             return _lost(box, spec, exc, started)
+        if not spec.script:
+            return reply_verdict(reply, started)
     return script_verdict(spec.script, reply, time.monotonic() - started)
 
 
@@ -316,10 +300,8 @@ def verifier_container(
 def commit(container: TaskContainer, *, pause: bool = True) -> str:
     """Snapshot the container's files as an image; its id. `pause`: the engine pauses its
     processes meanwhile (False: the caller has paused them)."""
-    try:
+    with engine_failure(f"committing container {container.container.short_id}"):
         image = container.container.commit(
             repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=pause
         )
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"committing container {container.container.short_id}: {exc}") from exc
     return image.id

@@ -3,8 +3,8 @@
 No Docker Hub is needed: the root filesystem comes from `debootstrap` against Debian's mirror
 (the host's default, or ENDLESS_DEBIAN_MIRROR) and is imported with `docker import`. The image is
 tagged by a hash of its recipe and rebuilt only when the recipe changes. On Podman it is copied
-from the Docker engine on this host when that has it (podman.copy_image: same image, same id),
-else built the same way.
+from the Docker engine on this host when that has it (the provider's `base_from_elsewhere`: same
+image, same id), else built the same way.
 
 Two recipes, the same packages on two Debian releases: `bookworm` (Python 3.11, the default) and
 `trixie` (Python 3.13, what Terminal-Bench's python-3-13 images run; floating-point sums differ
@@ -31,9 +31,9 @@ import docker.errors
 from docker import DockerClient
 
 from endless_assets.models import content_hash
-from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import KIND_LABEL, PROJECT, PROJECT_LABEL, SandboxError
 from endless_assets.sandbox.engine.lock import engine_lock
+from endless_assets.sandbox.engine.provider import provider_for
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +173,11 @@ def image_id_of(client: DockerClient, tag: str) -> str:
 
 def _build(client: DockerClient, chosen: Recipe, tag: str, progress, started: float) -> BaseImage:
     """Build the base image of `chosen` (the caller holds the engine's lock)."""
-    if podman.is_podman(client):
-        copied = copy_from_docker(client, tag, progress)
-        if copied:
-            seconds = time.monotonic() - started
-            progress(f"base image ready: {tag}, copied from Docker ({seconds:.0f} s)")
-            return BaseImage(tag, copied, built=True, seconds=seconds)
+    copied = provider_for(client).base_from_elsewhere(tag, progress)
+    if copied:
+        seconds = time.monotonic() - started
+        progress(f"base image ready: {tag}, copied from Docker ({seconds:.0f} s)")
+        return BaseImage(tag, copied, built=True, seconds=seconds)
     rootfs_tag = f"endless-rootfs:{recipe_hash(chosen.name)}"
     try:
         client.images.get(rootfs_tag)
@@ -209,24 +208,6 @@ def _build(client: DockerClient, chosen: Recipe, tag: str, progress, started: fl
         raise SandboxError(f"base image build failed on the engine: {exc}") from exc
     progress(f"base image ready: {tag} ({time.monotonic() - started:.0f} s)")
     return BaseImage(tag, image.id, built=True, seconds=time.monotonic() - started)
-
-
-def copy_from_docker(client: DockerClient, tag: str, progress=log.info) -> str:
-    """Image `tag` copied onto `client`'s engine (Podman) from the Docker engine on this host,
-    if that has it (`docker save` streamed into the load API; same image id): its id there; ""
-    when no Docker engine here has it."""
-    source = podman.local_docker()
-    if source is None:
-        return ""
-    try:
-        if not podman.has_image(source, tag):
-            return ""
-        progress(f"base image: copying {tag} from Docker into {podman.describe(client)}")
-        return podman.copy_image(source, client, tag)
-    except (docker.errors.DockerException, OSError) as exc:
-        raise SandboxError(f"copying the base image {tag} from Docker failed: {exc}") from exc
-    finally:
-        source.close()
 
 
 def _install_later(root: str, recipe: Recipe, progress) -> None:
@@ -286,8 +267,7 @@ def _import_rootfs(client: DockerClient, rootfs_tag: str, progress, recipe: Reci
         repository, _, version = rootfs_tag.partition(":")
         try:
             reply = client.api.import_image_from_file(tar_path, repository=repository, tag=version)
-            if podman.is_podman(client):  # its import leaves the image untagged
-                podman.tag_imported(client, reply, rootfs_tag)
+            provider_for(client).tag_imported(reply, rootfs_tag)
         except docker.errors.APIError as exc:
             raise SandboxError(f"docker import of the root filesystem failed: {exc}") from exc
 

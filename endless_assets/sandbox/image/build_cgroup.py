@@ -33,6 +33,7 @@ from docker import DockerClient
 
 from endless_assets import processes
 from endless_assets.sandbox.engine import podman
+from endless_assets.sandbox.engine.provider import provider_for
 from endless_assets.sandbox.image.build_limits import BuildLimits, ensure_gone
 
 log = logging.getLogger(__name__)
@@ -128,10 +129,10 @@ class BuildCgroup:
     """One build's cgroup parent: `pids.max` and the memory limit set where the engine will put
     the build's containers. Use `build_cgroup(...)`."""
 
-    def __init__(self, hierarchies: Hierarchies, limits: BuildLimits, *, on_podman: bool) -> None:
+    def __init__(self, hierarchies: Hierarchies, limits: BuildLimits, *, own_cgroup: bool) -> None:
         self.hierarchies = hierarchies
         self.limits = limits
-        self.on_podman = on_podman
+        self.own_cgroup = own_cgroup  # each step runs in its own (Podman's buildah)
         self.name = f"{PREFIX}-{_namespace()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
     @property
@@ -140,7 +141,7 @@ class BuildCgroup:
         runs each step in the cgroup it is given, not beneath it, and removes that cgroup after
         the step (the next step would then run in a new one, without our limits): it gets a
         child of ours."""
-        return f"/{self.name}/step" if self.on_podman else f"/{self.name}"
+        return f"/{self.name}/step" if self.own_cgroup else f"/{self.name}"
 
     def _path(self, mount: str, *names: str) -> str:
         return os.path.join(mount, self.name, *names)
@@ -189,7 +190,7 @@ class BuildCgroup:
     def containers(self) -> list[str]:
         """The ids of the containers still under the parent (Docker names each child so; a
         Podman build's steps are no containers of the engine's)."""
-        if self.on_podman:
+        if self.own_cgroup:
             return []
         with contextlib.suppress(OSError):
             top = self._path(self.hierarchies.pids)
@@ -240,7 +241,7 @@ def build_cgroup(client: DockerClient, limits: BuildLimits) -> Iterator[BuildCgr
         yield None
         return
     sweep(found)
-    group = BuildCgroup(found, limits, on_podman=podman.is_podman(client))
+    group = BuildCgroup(found, limits, own_cgroup=provider_for(client).build_steps_own_cgroup)
     try:
         group.create()
     except OSError as exc:

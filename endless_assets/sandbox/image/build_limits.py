@@ -2,8 +2,8 @@
 the whole build a wall-clock budget.
 
 Memory and CPU go through the build API (`BuildLimits.params`), which every engine takes;
-docker-py's `api.build` cannot pass a CPU quota or a cgroup parent, so Docker's endpoint is
-asked here (`docker_build`), as docker-py would ask it otherwise. The API has no process limit:
+docker-py's `api.build` cannot pass a CPU quota or a cgroup parent, so each engine's endpoint
+is asked by its provider (engine/provider.py). The API has no process limit:
 that comes from a cgroup parent made for each build where the engine is on this host
 (build_cgroup.py). A build past its budget is cut off (`Budget`): closing the connection makes
 the engine cancel it, and the container of the step it was running is made sure gone
@@ -13,8 +13,6 @@ the engine cancel it, and the container of the step it was running is made sure 
 from __future__ import annotations
 
 import contextlib
-import io
-import json
 import logging
 import threading
 import time
@@ -97,43 +95,6 @@ def _remove(client: DockerClient, cid: str) -> None:
             raise
         with contextlib.suppress(docker.errors.NotFound):
             client.api.wait(cid, timeout=WORK_SECONDS, condition="removed")
-
-
-def docker_build(
-    client: DockerClient,
-    context: io.BytesIO,
-    tag: str,
-    network: str,
-    timeout: float,
-    params: dict[str, str],
-    build_args: dict[str, str] | None = None,
-) -> requests.Response:
-    """Docker's build endpoint (its legacy builder), asked as docker-py's `api.build` asks it
-    (the registry credentials for FROM, the client's proxy settings as build arguments) with
-    what `api.build` cannot pass: a cgroup parent and a CPU quota (`params`). `network`: the
-    RUN steps' `networkmode` (`none`: a loopback interface only; `container:<id>`: a build
-    gateway's, build_network.py, whose proxy variables are `build_args`)."""
-    api = client.api
-    query = {
-        "t": tag,
-        "rm": "1",
-        "forcerm": "1",
-        "networkmode": network,
-        **params,
-    }
-    proxies = {**api._proxy_configs.get_environment(), **(build_args or {})}
-    if proxies:
-        query["buildargs"] = json.dumps(proxies)
-    headers = {"Content-Type": "application/tar"}
-    api._set_auth_headers(headers)
-    return api._post(
-        api._url("/build"),
-        params=query,
-        data=context,
-        headers=headers,
-        stream=True,
-        timeout=timeout,
-    )
 
 
 class Budget:

@@ -40,6 +40,7 @@ from docker import DockerClient
 from endless_assets import processes
 from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import base_labels
+from endless_assets.sandbox.engine.provider import provider_for
 from endless_assets.sandbox.image.build_relay import Policy, Relay, engine_networks
 
 log = logging.getLogger(__name__)
@@ -151,10 +152,8 @@ def build_network(
             _warn(client, why)
             yield None
             return
-        gateway, namespace = started[0], ""
-        if podman.is_podman(client):
-            pid = client.api.inspect_container(gateway)["State"]["Pid"]
-            namespace = f"/proc/{pid}/ns/net"
+        gateway = started[0]
+        namespace = provider_for(client).network_namespace(gateway)
         yield BuildNetwork(f"container:{gateway}", namespace, dict(PROXY_ARGS), relay)
     finally:
         if relay is not None:
@@ -181,7 +180,7 @@ def _start_gateway(
         pids_limit=200,
         auto_remove=True,
         log_config={"type": "none", "config": {}},
-        ulimits=podman.ulimits(client),
+        ulimits=provider_for(client).ulimits(),
     )
     try:
         created = api.create_container(

@@ -146,7 +146,7 @@ class Relay:
         self.policy = policy
         self.ready = threading.Event()
         self.refused: list[str] = []  # "host:port: why" of every connection it did not make
-        self._slots = threading.BoundedSemaphore(CONNECTIONS)
+        self._connections = threading.BoundedSemaphore(CONNECTIONS)
         self._open: set[socket.socket] = set()
         self._guard = threading.Lock()
         self._closed = False
@@ -198,7 +198,7 @@ class Relay:
         self.ready.set()  # (closed with everything else by close())
 
     def _serve(self, conn: socket.socket) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._connections.acquire(blocking=False):
             self._answer(conn, "503 Service Unavailable", f"more than {CONNECTIONS} at once")
             self._forget(conn)
             return
@@ -210,7 +210,7 @@ class Relay:
         except OSError:
             pass
         finally:
-            self._slots.release()
+            self._connections.release()
             self._forget(conn, *([upstream] if upstream is not None else []))
 
     def _open_upstream(self, conn: socket.socket) -> socket.socket | None:

@@ -19,9 +19,9 @@ from docker import DockerClient
 
 from endless_assets.models import content_hash
 from endless_assets.sandbox.containers.container import Limits
-from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import RetriesExhausted, SandboxError, wait_for_engine
 from endless_assets.sandbox.engine.podman import short_name
+from endless_assets.sandbox.engine.provider import provider_for
 from endless_assets.sandbox.image import build_cgroup, build_limits
 from endless_assets.sandbox.image.build_limits import Budget, BuildLimits
 from endless_assets.sandbox.image.build_network import BuildNetwork, GatewayFault, build_network
@@ -297,12 +297,8 @@ def _stream(
     running: list[str] = []  # the build containers it started (Docker names them)
     finished = False
     try:
-        if podman.is_podman(client):  # (its Docker API would give RUN steps the host network)
-            namespace, args = (network.namespace, network.build_args) if network else ("", {})
-            response = podman.build(client, context, tag, namespace, timeout, params, args)
-        else:
-            mode, args = (network.mode, network.build_args) if network else ("none", {})
-            response = build_limits.docker_build(client, context, tag, mode, timeout, params, args)
+        how = (network.mode, network.namespace, network.build_args) if network else ("none", "", {})
+        response = provider_for(client).build(context, tag, timeout, params, how)
         with Budget(response, deadline) as clock:
             try:
                 for chunk in client.api._stream_helper(response, decode=True):

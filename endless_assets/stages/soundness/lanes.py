@@ -121,7 +121,7 @@ class LaneRun:
         probes: bool = True,
     ) -> None:
         self.task, self.image, self.sandbox, self.limits = task, image, sandbox, limits
-        self.slots = sandbox.slots
+        self.cpu_slot = sandbox.cpu  # held for a lane's whole life, across its containers
         self.engine_retries = max(0, engine_retries)
         self.probes = probes  # False: the controls only
         self.test = task.completion_test or ""
@@ -159,7 +159,7 @@ class LaneRun:
 
         def again(job: Job) -> None:
             with Lane(self, -1) as lane:
-                lane.stack.enter_context(self.slots)
+                lane.stack.enter_context(self.cpu_slot)
                 result = lane.run(job)
             passed[job.name].confirmed = bool(result.passed)
             if not result.passed:
@@ -178,12 +178,12 @@ class LaneRun:
             with Lane(self, index) as lane:
                 if index == 0:
                     try:
-                        lane.stack.enter_context(self.slots)
+                        lane.stack.enter_context(self.cpu_slot)
                     finally:
                         lane0_has_slot.set()
                 else:
                     lane0_has_slot.wait()
-                    lane.stack.enter_context(self.slots)
+                    lane.stack.enter_context(self.cpu_slot)
                 try:
                     for policy in _control_order(index):
                         name = f"{policy}#{index + 1}"

@@ -193,8 +193,8 @@ def check_soundness(
     """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
     stage III settled) in containers of `image_tag`; see the module's docstring.
 
-    A slot of the sandbox (`Sandbox.slots`) is held by each lane while its container exists,
-    as stage III holds it; lanes take one slot each. `reference_required=False` (the LLM path)
+    Each lane holds a CPU slot of the sandbox (`Sandbox.cpu`) for its whole life, as stage III's
+    containers hold theirs; lanes take one slot each. `reference_required=False` (the LLM path)
     accepts a reference that fails every run (stage IV's solver decides solvability); a
     reference that passes some runs and fails others is flaky either way. `probes=False` runs
     the repeated controls only (e.g. to re-validate kept tasks on a rebuilt image).

@@ -25,7 +25,7 @@ from endless_assets.agent.policies import EpisodeTask
 from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading import verifier
-from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict, start_grader
+from endless_assets.sandbox.grading.verdict import grader_for, parse_verdict, start_grader
 
 GO, PLANTED, LATE = "/tmp/.go", "/tmp/.planted", "/tmp/.late.sh"
 LATE_SCRIPT = f"while [ ! -e {GO} ]; do sleep 0.01; done\n{PLANT_SITECUSTOMIZE}\ntouch {PLANTED}\n"
@@ -71,7 +71,7 @@ def check_then_snapshot(box: TaskContainer, test: str) -> int:
     request = {"id": "late", "filename": "test_outputs.py", "test": test, "timeout": 60}
     request.update(agent_uid=0, stop_agent=False, verifier=True, env=box.image_env)
     with verifier.verifier_container(box, verifier.commit(box), lambda: None) as checked:
-        grader = _grader_for(checked, verifier.PYCACHE)
+        grader = grader_for(checked, verifier.PYCACHE)
         reply = grader.ask(request, deadline=time.monotonic() + 120)
     verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
     return 1 if verdict.passed else 0
@@ -161,7 +161,7 @@ def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sand
             box.exec_root(["sh", "-c", PLANT_SLEEP])
             image = verifier.commit(box)
             with verifier.verifier_container(box, image, box.restart) as checked:
-                grader = _grader_for(checked, verifier.PYCACHE, preload=False)
+                grader = grader_for(checked, verifier.PYCACHE, preload=False)
                 request = script_request(checked, spec, 60, own_caches=False)
                 reply = grader.ask(request, deadline=time.monotonic() + 120)
         naive.append(script_verdict(spec.script, reply, 0.0).passed)

@@ -35,8 +35,8 @@ from endless_assets.sandbox.containers.shell import ShellSession
 from endless_assets.sandbox.engine import podman
 from endless_assets.sandbox.engine.client import OWNER_LABEL, PROJECT_LABEL, owner_tag
 from endless_assets.sandbox.engine.engines import EngineSpec
+from endless_assets.sandbox.engine.provider import DockerProvider, PodmanProvider, provider_for
 from endless_assets.sandbox.grading.grade import run_pytest
-from endless_assets.sandbox.image.base_image import copy_from_docker
 from endless_assets.sandbox.image.images import build_task_image
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
 from endless_assets.store.catalog import query
@@ -66,7 +66,7 @@ def podman_url() -> str:
 @pytest.fixture(scope="module")
 def docker_sandbox(sandbox) -> Sandbox:
     """The session's sandbox, which is Docker's (unless DOCKER_HOST names Podman itself)."""
-    if podman.is_podman(sandbox.client):
+    if provider_for(sandbox.client).kind == podman.PODMAN:
         pytest.skip("the session's engine is Podman itself: no Docker engine beside it")
     return sandbox
 
@@ -75,7 +75,7 @@ def docker_sandbox(sandbox) -> Sandbox:
 def on_podman(podman_url, docker_sandbox) -> Sandbox:
     """A sandbox on Podman whose base image came from the session's Docker engine."""
     box = Sandbox(SandboxConfig(docker_host=podman_url))
-    assert podman.is_podman(box.client)
+    assert isinstance(provider_for(box.client), PodmanProvider)
     assert box.base.image_id == docker_sandbox.base.image_id
     return box
 
@@ -85,9 +85,11 @@ def own_containers(client) -> list[str]:
     return [c.name for c in client.containers.list(all=True, filters={"label": labels})]
 
 
-def test_the_engine_kind_names_podman_and_docker(on_podman, docker_sandbox):
+def test_the_engine_kind_chooses_the_podman_or_the_docker_provider(on_podman, docker_sandbox):
     assert podman.engine_kind(on_podman.client) == podman.PODMAN
     assert podman.engine_kind(docker_sandbox.client) == podman.DOCKER
+    assert isinstance(provider_for(on_podman.client), PodmanProvider)
+    assert isinstance(provider_for(docker_sandbox.client), DockerProvider)
 
 
 def test_the_base_image_is_copied_from_docker_to_podman_with_its_id(on_podman, docker_sandbox):
@@ -95,12 +97,12 @@ def test_the_base_image_is_copied_from_docker_to_podman_with_its_id(on_podman, d
     `docker save` streamed into Podman's load API. (Under a tag of its own, so that nothing
     else here sees the base image change; absent on Docker, nothing is copied.)"""
     tag = f"endless-copytest:{secrets.token_hex(4)}"
-    assert copy_from_docker(on_podman.client, tag) == ""
+    assert PodmanProvider(on_podman.client).base_from_elsewhere(tag, print) == ""
     repository, _, version = tag.partition(":")
     sandbox = docker_sandbox
     sandbox.client.api.tag(sandbox.base.image_id, repository, version)
     try:
-        copied = copy_from_docker(on_podman.client, tag)
+        copied = PodmanProvider(on_podman.client).base_from_elsewhere(tag, print)
         assert copied == sandbox.base.image_id
         listed = {podman.short_name(t) for t in on_podman.client.images.get(tag).tags}
         assert tag in listed
@@ -290,7 +292,7 @@ def test_a_pool_of_docker_and_podman_spreads_containers_and_grades_on_both(
     test = f"def test_where():\n    assert open('/home/user/where').read() == '{nonce}\\n'\n"
     with contextlib.ExitStack() as stack:
         boxes = [stack.enter_context(pool_box.container(build.tag)) for _ in range(4)]
-        kinds = sorted(podman.is_podman(box.client) for box in boxes)
+        kinds = sorted(provider_for(box.client).kind == podman.PODMAN for box in boxes)
         verdicts = [run_pytest(box, test, stop_agent=False) for box in boxes]
     assert kinds == [False, False, True, True]  # two containers on each engine
     assert all(v.passed for v in verdicts), [v.summary() for v in verdicts]

@@ -356,7 +356,7 @@ ROOT_ROUTES: dict[str, RootRoute] = {
 
 def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
     from endless_assets.sandbox.containers.shell import ShellSession
-    from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict
+    from endless_assets.sandbox.grading.verdict import grader_for, parse_verdict
     from endless_assets.sandbox.grading.verifier import PYCACHE, commit, verifier_container
 
     start_grader(box)
@@ -378,7 +378,7 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
         # machine it can lose one; a route that wins any of five tries is shown to work.
         for attempt in range(5):
             retry = dict(request, id=f"n{attempt}")
-            reply = _grader_for(box).ask(retry, deadline=time.monotonic() + 120)
+            reply = grader_for(box).ask(retry, deadline=time.monotonic() + 120)
             if parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0).passed:
                 break
     else:
@@ -386,7 +386,7 @@ def root_naive_reward(box: TaskContainer, route: RootRoute, test: str) -> int:
             prefix = "" if route.naive == "caches_read" else PYCACHE
             if route.naive == "moved_prefix":  # (no comparison with the first interpreter's)
                 verifier.interpreter = None
-            reply = _grader_for(verifier, prefix).ask(request, deadline=time.monotonic() + 120)
+            reply = grader_for(verifier, prefix).ask(request, deadline=time.monotonic() + 120)
     verdict = parse_verdict(reply["exit_code"], reply["counts"], reply["output"], 0.0)
     return 1 if verdict.passed else 0
 

@@ -36,7 +36,7 @@ from endless_assets.sandbox.grading import offline, offline_pytest, verdict, ver
 from endless_assets.sandbox.grading.bundle import Verifier, allow
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.grading.script_route import script_request, script_verdict
-from endless_assets.sandbox.grading.verdict import _grader_for, parse_verdict, start_grader
+from endless_assets.sandbox.grading.verdict import grader_for, parse_verdict, start_grader
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def todays_reward(box: TaskContainer, commands: list[str], completion_test: str)
     image = verifier.commit(box)
     prefix = "" if finding.own_caches else verifier.PYCACHE
     with verifier.verifier_container(box, image, box.halt, read_only=False) as checked:
-        grader = _grader_for(checked, prefix, preload=not spec.script)
+        grader = grader_for(checked, prefix, preload=not spec.script)
         deadline = time.monotonic() + 120
         if not spec.script:
             request = {"id": "t", "filename": spec.test_name, "test": spec.test, "timeout": 60}
