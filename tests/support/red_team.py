@@ -352,3 +352,11 @@ PLANT_SITECUSTOMIZE = (
     "d=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"stdlib\"])') && "
     + write("$d/sitecustomize.py", SITECUSTOMIZE)
 )
+
+
+# A task's own script, as Harbor's tasks write it: the reward from pytest's exit status.
+SCRIPT = (
+    "#!/bin/bash\ncd / && python3 -m pytest -q /tests/test_outputs.py\n"
+    "if [ $? -eq 0 ]; then r=1; else r=0; fi\nmkdir -p /logs/verifier\n"
+    "echo $r > /logs/verifier/reward.txt\n"
+)

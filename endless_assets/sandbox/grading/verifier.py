@@ -44,7 +44,12 @@ import docker.errors
 
 from endless_assets.sandbox.containers.changes import change_key, container_changes
 from endless_assets.sandbox.containers.container import TaskContainer, task_container
-from endless_assets.sandbox.engine.client import SandboxError, engine_failure
+from endless_assets.sandbox.engine.client import (
+    OWNER_LABEL,
+    SandboxError,
+    engine_failure,
+    owner_tag,
+)
 from endless_assets.sandbox.grading import bundle, system_paths, verifier_view
 from endless_assets.sandbox.grading.script_route import script_request, script_verdict
 from endless_assets.sandbox.grading.system_paths import Finding
@@ -242,15 +247,25 @@ def snapshot(
                 container.client.api.unpause(container.id)
 
 
+# A freeze the OCI runtime could not finish in time ("unable to freeze": a loaded machine, many
+# processes starting) is engine trouble, not the agent's: tried this many times, backing off.
+PAUSE_TRIES = 4
+
+
 def _pause(container: TaskContainer) -> bool:
     """Pause the container; False if it is not running (it stopped: no process can act)."""
-    try:
-        container.client.api.pause(container.id)
-        return True
-    except (docker.errors.DockerException, OSError) as exc:
-        if not container.running():
-            return False
-        raise SandboxError(f"pausing container {container.container.short_id}: {exc}") from exc
+    for attempt in range(PAUSE_TRIES):
+        try:
+            container.client.api.pause(container.id)
+            return True
+        except (docker.errors.DockerException, OSError) as exc:
+            if not container.running():
+                return False
+            if "freeze" not in str(exc) or attempt + 1 == PAUSE_TRIES:
+                short = container.container.short_id
+                raise SandboxError(f"pausing container {short}: {exc}") from exc
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager
@@ -298,10 +313,13 @@ def verifier_container(
 
 
 def commit(container: TaskContainer, *, pause: bool = True) -> str:
-    """Snapshot the container's files as an image; its id. `pause`: the engine pauses its
-    processes meanwhile (False: the caller has paused them)."""
+    """Snapshot the container's files as an image, labelled with the process that made it; its
+    id. `pause`: the engine pauses its processes meanwhile (False: the caller has paused them)."""
     with engine_failure(f"committing container {container.container.short_id}"):
         image = container.container.commit(
-            repository=VERIFIER_REPOSITORY, tag=secrets.token_hex(6), pause=pause
+            repository=VERIFIER_REPOSITORY,
+            tag=secrets.token_hex(6),
+            pause=pause,
+            changes=[f'LABEL {OWNER_LABEL}="{owner_tag()}"'],
         )
     return image.id

@@ -15,6 +15,7 @@ from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.sandbox.containers.container import AgentUnknown
 from endless_assets.sandbox.containers.identity import identity_dockerfile
 from endless_assets.sandbox.containers.shell import ShellSession
+from endless_assets.sandbox.engine.client import OWNER_LABEL, owner_tag
 from endless_assets.sandbox.grading import bundle
 from endless_assets.sandbox.grading.grade import run_pytest
 
@@ -71,7 +72,8 @@ def test_a_root_agents_relative_paths_work_and_it_is_graded_in_a_verifier_contai
         assert run_episode_in(box, task, NoopPolicy(), test, LIMITS).reward == 0
         oracle = run_episode_in(box, task, OraclePolicy(), test, LIMITS)
         assert oracle.reward == 1, oracle.verdict
-        left = sandbox.client.images.list(name="endless-verifier")
+        mine = {"label": f"{OWNER_LABEL}={owner_tag()}"}  # other workers' snapshots come and go
+        left = sandbox.client.images.list(name="endless-verifier", filters=mine)
     assert left == []  # every snapshot removed after its verdict
 
 

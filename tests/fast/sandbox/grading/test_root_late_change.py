@@ -136,7 +136,7 @@ PLANT_SLEEP = f"cat > /app/entry.sh <<'SLEEPEOF'\n{WATCHING_ENTRY}SLEEPEOF\n"
 
 
 def test_nothing_runs_in_a_root_agents_container_while_its_verdict_is_given(sandbox):
-    from test_reward_integrity import SCRIPT
+    from red_team import SCRIPT
 
     from endless_assets.sandbox.containers.identity import identity_dockerfile
     from endless_assets.sandbox.grading.bundle import Verifier, pack
@@ -189,7 +189,7 @@ def test_a_task_whose_image_makes_its_tests_and_logs_volumes_is_graded(sandbox):
     """The verifier empties a tests or reward directory that is a mount point (an image's
     VOLUME) instead of removing it, which the kernel refuses (EBUSY: a grader error, reward 0
     for every agent before)."""
-    from test_reward_integrity import SCRIPT
+    from red_team import SCRIPT
 
     from endless_assets.sandbox.containers.identity import identity_dockerfile
     from endless_assets.sandbox.grading.bundle import Verifier, pack

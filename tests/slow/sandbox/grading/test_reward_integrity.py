@@ -29,6 +29,7 @@ from red_team import (
     ANSWER,
     PLANT_SITECUSTOMIZE,
     ROUTES,
+    SCRIPT,
     SITECUSTOMIZE,
     Route,
     Scripted,
@@ -313,11 +314,6 @@ PLANT_PREFIX = (
     "e=$(dirname $py) && mkdir -p $e/lib/python3 && cp -a /usr/lib/$v $e/lib/ && "
     "cp -a /usr/lib/python3/dist-packages $e/lib/python3/ && "
     + write("$e/lib/$v/sitecustomize.py", SITECUSTOMIZE)
-)
-SCRIPT = (
-    "#!/bin/bash\ncd / && python3 -m pytest -q /tests/test_outputs.py\n"
-    "if [ $? -eq 0 ]; then r=1; else r=0; fi\nmkdir -p /logs/verifier\n"
-    "echo $r > /logs/verifier/reward.txt\n"
 )
 
 
