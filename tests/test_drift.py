@@ -25,6 +25,7 @@ from endless_assets.defs.drift import imported_drift_revalidation
 from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.jobs import (
+    asset_selection,
     drift_revalidation_schedule,
     imported_drift_revalidation_schedule,
 )
@@ -94,7 +95,7 @@ class Upstream:
 def materialize(data_dir, server, selection, upstream):
     return dg.materialize(
         [getattr(definitions, name) for name in [*PIPELINE, "drift_revalidation"]],
-        selection=selection,
+        selection=asset_selection(selection),
         partition_key=BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         resources={

@@ -21,6 +21,7 @@ import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.agent.policies import solution_command
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import asset_selection
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.report import stats_tables
@@ -111,7 +112,7 @@ def materialize(
     }
     return dg.materialize(
         [getattr(definitions, name) for name in ASSETS],
-        selection=selection,
+        selection=None if selection is None else asset_selection(selection),
         partition_key=day,
         instance=instance,
         resources={

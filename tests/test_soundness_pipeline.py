@@ -23,6 +23,7 @@ import pytest
 
 import endless_assets.definitions as definitions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import asset_selection
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.models import task_seed
 from endless_assets.store.catalog import query
@@ -51,7 +52,7 @@ def seed_of(batch: str, index: int) -> int:
 def materialize(data_dir, server, batch, tasks, selection=THROUGH_SOUNDNESS, **settings):
     return dg.materialize(
         [getattr(definitions, name) for name in EVERYTHING],
-        selection=selection,
+        selection=asset_selection(selection),
         partition_key=batch,
         instance=dg.DagsterInstance.ephemeral(),
         resources={

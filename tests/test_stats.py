@@ -15,6 +15,7 @@ import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.cli.app import app
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import asset_selection
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.store.catalog import query
 from endless_assets.store.lake import Lake
@@ -53,7 +54,7 @@ def _materialize(data_dir, selection: list[str] | None, **config) -> None:
             "pipeline": PipelineSettings(data_dir=str(data_dir), tasks=TASKS, **config),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
-        selection=selection,
+        selection=None if selection is None else asset_selection(selection),
     )
     assert result.success
 

@@ -17,6 +17,8 @@ OWNERS = ["team:endless"]
 # The stage of each table, as the funnel names it (a tag the catalog filters on).
 STAGES = {
     "task_descriptions": "describe",
+    "task_draws": "describe",
+    "cell_history": "describe",
     "task_decontamination": "decontamination",
     "contamination_recheck": "decontamination",
     "task_environments": "environment",

@@ -1,66 +1,16 @@
-"""Helpers shared by the stage assets: the stage runner with the asset's log, checks, metadata."""
+"""Helpers shared by the stage assets: their checks, and a stage's plain metadata as the UI's
+values."""
 
-import contextlib
-import json
-import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import dagster as dg
 import pandera.polars as pa
 import polars as pl
 
-from endless_assets.defs.resources import PipelineSettings
-from endless_assets.generation import TaskGenerator
-from endless_assets.settings import Settings
-from endless_assets.stages import runner
-from endless_assets.stages.runner import ENGINE_RETRIES
-from endless_assets.store.journal import Resumable
+from endless_assets.stages.stage_run import Counts, Markdown, StageResult
 from endless_assets.store.schemas import TABLES
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def run_parallel(
-    context: dg.AssetExecutionContext,
-    items: Sequence[T],
-    work: Callable[[T], R],
-    on_error: Callable[[T, BaseException], R],
-    *,
-    workers: int,
-    label: str,
-    engine_retries: int = ENGINE_RETRIES,
-    recover: Callable[[], list[str]] | None = None,
-) -> list[R]:
-    """stages/runner.py's `run_parallel`, its progress in the asset's log."""
-    return runner.run_parallel(
-        items,
-        work,
-        on_error,
-        log=context.log,
-        workers=workers,
-        label=label,
-        engine_retries=engine_retries,
-        recover=recover,
-    )
-
-
-def resumable(
-    pipeline: PipelineSettings,
-    settings: Settings,
-    table: str,
-    batch: str,
-    generator: TaskGenerator,
-    *,
-    key: str = "task_id",
-    made_from: object = None,
-) -> Resumable:
-    """stages/runner.py's `resumable`, journaled in the pipeline's lake."""
-    return runner.resumable(
-        pipeline.lake().data_dir, settings, table, batch, generator, key=key, made_from=made_from
-    )
 
 
 def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:
@@ -139,22 +89,6 @@ def invariants(
     )
 
 
-def status_metadata(frame: pl.DataFrame, *, status_col: str = "status") -> dict[str, Any]:
-    """Row counts by status and the top rejection reasons."""
-    statuses = Counter(frame[status_col].to_list()) if len(frame) else Counter()
-    meta: dict[str, Any] = {
-        "rows": len(frame),
-        "ok": statuses.get("ok", 0),
-        "rejected": statuses.get("rejected", 0),
-        "harness_errors": statuses.get("harness_error", 0),
-    }
-    if "reject_reason" in frame.columns and len(frame):
-        reasons = Counter(r.split(": ", 1)[0] for r in frame["reject_reason"].to_list() if r)
-        if reasons:
-            meta["reject_reasons"] = counts_table(reasons, "reason")
-    return meta
-
-
 def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMetadataValue:
     """A count per key (most common first) as a metadata table the UI shows with its schema."""
     return dg.MetadataValue.table(
@@ -188,47 +122,30 @@ def engines_table(report: list[dict[str, Any]]) -> dg.TableMetadataValue:
     )
 
 
-def timing_metadata(seconds: list[float], wall: float) -> dict[str, Any]:
-    meta: dict[str, Any] = {"wall_seconds": round(wall, 2)}
-    if seconds:
-        meta["median_task_seconds"] = round(statistics.median(seconds), 3)
-        meta["max_task_seconds"] = round(max(seconds), 3)
-        if wall > 0:
-            meta["tasks_per_minute"] = round(len(seconds) / wall * 60, 1)
-    return meta
+def ui_metadata(plain: dict[str, Any]) -> dict[str, Any]:
+    """A stage's metadata (stages/stage_run.py) as Dagster shows it: counts and frames as
+    tables, markdown rendered, numbers and text as they are."""
+    shown: dict[str, Any] = {}
+    for key, value in plain.items():
+        if isinstance(value, Counts):
+            value = counts_table(value.counts, value.key, value.count)
+        elif isinstance(value, pl.DataFrame):
+            value = frame_table(value)
+        elif isinstance(value, Markdown):
+            value = dg.MetadataValue.md(str(value))
+        shown[key] = value
+    return shown
 
 
-def usage_metadata(frame: pl.DataFrame) -> dict[str, Any]:
-    if not len(frame) or "requests" not in frame.columns:
-        return {}
-    return {
-        "llm_requests": int(frame["requests"].sum()),
-        "tokens_in": int(frame["tokens_in"].sum()),
-        "tokens_out": int(frame["tokens_out"].sum()),
-    }
-
-
-def task_markdown(row: dict[str, Any]) -> str:
-    """A task rendered for the UI: instruction, truth, tests, solution."""
-    truth = row.get("truth") or "{}"
-    with contextlib.suppress(TypeError, ValueError):
-        truth = json.dumps(json.loads(truth), indent=2, ensure_ascii=False)
-    parts = [
-        f"### {row.get('task_id', '')} — {row.get('category', '')} ({row.get('complexity', '')})",
-        f"*{row.get('scenario', '')}* · family `{row.get('family', '')}`",
-        "",
-        "**Instruction**",
-        "",
-        str(row.get("instruction", "")),
-        "",
-        "**Truth (privileged)**",
-        f"```json\n{truth[:3000]}\n```",
-    ]
-    for title, key, lang in (
-        ("Dockerfile", "dockerfile", "dockerfile"),
-        ("Completion test", "completion_test", "python"),
-        ("Reference solution", "reference_solution", "bash"),
-    ):
-        if row.get(key):
-            parts += [f"**{title}**", f"```{lang}\n{str(row[key])[:3000]}\n```"]
-    return "\n".join(parts)
+def stage_result(
+    context: dg.AssetExecutionContext, result: StageResult, prefix: Sequence[str] = ()
+) -> dg.MaterializeResult:
+    """A stage's table, validated against its schema (an invalid one fails the step: nothing is
+    written), with its schema check, its invariants check when it has one, and its metadata."""
+    table = result.frame()
+    checks = [validate(result.table, table, prefix, context=context)]
+    if result.violations is not None:
+        checks.append(invariants(result.table, result.violations, prefix))
+    return dg.MaterializeResult(
+        value=table, metadata=ui_metadata(result.metadata), check_results=checks
+    )

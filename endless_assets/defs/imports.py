@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from endless_assets.defs.columns import table_asset
-from endless_assets.defs.common import schema_check_spec, status_metadata, task_markdown, validate
+from endless_assets.defs.common import schema_check_spec, ui_metadata, validate
 from endless_assets.defs.completion_tests import build_completion_tests
 from endless_assets.defs.dataset import build_filtered_dataset
 from endless_assets.defs.decontamination import (
@@ -25,15 +25,16 @@ from endless_assets.defs.environments import build_task_environments
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import build_solver_rollouts
 from endless_assets.defs.stage_spec import IMPORTED
-from endless_assets.generation import Usage
 from endless_assets.interop.harbor_import import ImportProblem
 from endless_assets.interop.imports import import_tasks
-from endless_assets.models import REJECTED, task_seed
-from endless_assets.stages.rows import description_row, failed_description_row
+from endless_assets.models import task_seed
+from endless_assets.stages.describe import Description
+from endless_assets.stages.stage_run import status_metadata, task_markdown
 from endless_assets.store.columns import frame
 
 TABLE = "task_descriptions"
 IMPORT_OP = "imported__task_descriptions"
+IMPORTER = ("imported", "", "")  # the generator a row that failed to import names
 
 
 class ImportConfig(dg.Config):
@@ -81,23 +82,13 @@ def imported_task_descriptions(
     rows = []
     for outcome in outcomes:
         if outcome.draft is not None:
-            rows.append(description_row(outcome.draft, Usage(), 0.0))
+            rows.append(Description(outcome.draft).row())
             continue
         context.log.warning(f"{outcome.directory}: not imported: {outcome.reason}")
-        rows.append(
-            failed_description_row(
-                batch,
-                outcome.index,
-                task_seed(batch, outcome.index),
-                "imported",
-                "",
-                "",
-                f"import_failed: {outcome.directory}: {outcome.reason}",
-                Usage(),
-                0.0,
-                REJECTED,
-            )
-        )
+        reason = f"import_failed: {outcome.directory}: {outcome.reason}"
+        seed = task_seed(batch, outcome.index)
+        failed = Description.failed(batch, outcome.index, seed, reason, generator=IMPORTER)
+        rows.append(failed.row())
     table = frame(TABLE, rows)
     check = validate(TABLE, table, IMPORTED.prefix)
     notes = Counter(note for outcome in outcomes for note in outcome.notes)
@@ -108,7 +99,7 @@ def imported_task_descriptions(
         "format": config.format,
         "imported": len(outcomes) - len(failed),
         "not_imported": len(failed),
-        **status_metadata(table),
+        **ui_metadata(status_metadata(rows)),
         **{f"tasks_with_{note.replace(' ', '_')}": n for note, n in notes.items()},
         "wall_seconds": round(time.monotonic() - started, 2),
     }

@@ -20,9 +20,15 @@ PIPELINE_ASSETS = [
     "filtered_dataset",
 ]
 
+
+def asset_selection(names) -> dg.AssetSelection:
+    """The assets of these definitions (stage I's with the draw tables it writes too)."""
+    return dg.AssetSelection.assets(*names).required_multi_asset_neighbors()
+
+
 daily_batch = dg.define_asset_job(
     name="daily_batch",
-    selection=dg.AssetSelection.assets(*PIPELINE_ASSETS),
+    selection=asset_selection(PIPELINE_ASSETS),
     description="Materialize one batch end to end: describe, build, validate, probe, solve, "
     "filter.",
 )
@@ -40,7 +46,7 @@ SHARDED_TAGS = {"endless/role": "sharded-batch-step"}
 
 batch_stage_one = dg.define_asset_job(
     name="batch_stage_one",
-    selection=dg.AssetSelection.assets(*STAGE_ONE_ASSETS),
+    selection=asset_selection(STAGE_ONE_ASSETS),
     tags=SHARDED_TAGS,
     description=f"{INTERNAL}`endless run` before the shard runs: the base image, every task "
     "description and its decontamination. To make a batch, launch daily_batch.",
