@@ -87,7 +87,7 @@ def column_schema(table: str) -> dg.TableSchema:
             dg.TableColumn(
                 name,
                 readable_type(column.dtype.type),
-                description=column.description,
+                description=(column.description or "").replace("<", "&lt;"),  # (markdown)
                 constraints=_constraints(column),
             )
             for name, column in TABLES[table].to_schema().columns.items()
