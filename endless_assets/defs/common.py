@@ -3,6 +3,7 @@ values."""
 
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -112,16 +113,6 @@ def frame_table(frame: pl.DataFrame) -> dg.TableMetadataValue:
     )
 
 
-def engines_table(report: list[dict[str, Any]]) -> dg.TableMetadataValue:
-    """The sandbox engines (engines.EnginePool.report): slots, work placed, up or drained."""
-    kinds = {"engine": "string", "slots": "int", "placed": "int", "up": "bool"}
-    kinds["down_reason"] = "string"
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord({k: r[k] for k in kinds}) for r in report],
-        schema=dg.TableSchema(columns=[dg.TableColumn(k, t) for k, t in kinds.items()]),
-    )
-
-
 def ui_metadata(plain: dict[str, Any]) -> dict[str, Any]:
     """A stage's metadata (stages/stage_run.py) as Dagster shows it: counts and frames as
     tables, markdown rendered, numbers and text as they are."""
@@ -133,6 +124,8 @@ def ui_metadata(plain: dict[str, Any]) -> dict[str, Any]:
             value = frame_table(value)
         elif isinstance(value, Markdown):
             value = dg.MetadataValue.md(str(value))
+        elif isinstance(value, Path):
+            value = dg.MetadataValue.path(str(value))
         shown[key] = value
     return shown
 

@@ -5,8 +5,7 @@ difficulty, the keep decision) and everything a trainer needs to rebuild and gra
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.columns import table_asset
-from endless_assets.defs.common import invariants_check_spec, schema_check_spec, stage_result
+from endless_assets.defs.common import stage_result
 from endless_assets.defs.costs import record_batch_costs
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
@@ -23,26 +22,15 @@ INPUTS = (
 
 
 def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=spec.key(TABLE),
-        ins=spec.ins(*INPUTS),
-        partitions_def=spec.partitions_def,
-        group_name=spec.group_name,
-        kinds={"python", "parquet"},
-        io_manager_key="lake_io_manager",
-        check_specs=[
-            schema_check_spec(TABLE, spec.prefix),
-            invariants_check_spec(
-                TABLE,
-                "every kept task was solved at least once and its pass rate is inside the keep "
-                "band",
-                spec.prefix,
-            ),
-        ],
+    @spec.asset(
+        TABLE,
+        INPUTS,
+        docker=False,
+        invariant="every kept task was solved at least once and its pass rate is inside the "
+        "keep band",
         description="One row per task that reached stage IV: successes, pass@n, pass rate "
         "(difficulty), kept or not and why, and the columns needed to rebuild and grade it; its "
         "materialization carries the batch's funnel.",
-        **table_asset(TABLE),
     )
     def filtered_dataset(
         context: dg.AssetExecutionContext, pipeline: PipelineSettings, **tables: pl.DataFrame

@@ -10,8 +10,7 @@ partition of `drift_revalidation`, so the table holds the latest check of every 
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.columns import table_asset
-from endless_assets.defs.common import schema_check_spec, stage_result
+from endless_assets.defs.common import stage_result
 from endless_assets.defs.environments import imported_build_network
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
@@ -23,19 +22,13 @@ TABLE = "drift_revalidation"
 def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
     """The drift asset of generated batches, or (IMPORTED) of imported ones."""
 
-    @dg.asset(
-        key=spec.key(TABLE),
-        ins=spec.ins("filtered_dataset", "task_soundness"),
-        partitions_def=spec.partitions_def,
+    @spec.asset(
+        TABLE,
+        ["filtered_dataset", "task_soundness"],
         group_name="drift",
-        kinds={"docker", "parquet"},
-        io_manager_key="lake_io_manager",
-        pool="docker",
-        check_specs=[schema_check_spec(TABLE, spec.prefix)],
         description="Drift re-validation: every kept task of the batch, its image rebuilt from its "
         "Dockerfile with no cached layer, the reference and the do-nothing control run "
         "`soundness_repeats` times again; the tasks that no longer validate are marked `drifted`.",
-        **table_asset(TABLE),
     )
     def drift_revalidation(
         context: dg.AssetExecutionContext,

@@ -5,20 +5,13 @@ the `endless` code location."""
 
 import dagster as dg
 
+from endless_assets.defs.dataset import INPUTS
 from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import IMPORTED
 
-PIPELINE_ASSETS = [
-    "base_image",
-    "task_descriptions",
-    "task_decontamination",
-    "task_environments",
-    "completion_tests",
-    "task_soundness",
-    "solver_rollouts",
-    "filtered_dataset",
-]
+# The batch's assets in order: the base image, the stage tables the filter reads, the filter.
+PIPELINE_ASSETS = ["base_image", *INPUTS, "filtered_dataset"]
 
 
 def asset_selection(names) -> dg.AssetSelection:

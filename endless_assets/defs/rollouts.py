@@ -4,8 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.columns import solver_version, table_asset
-from endless_assets.defs.common import schema_check_spec, stage_result
+from endless_assets.defs.columns import solver_version
+from endless_assets.defs.common import stage_result
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.stages.rollouts import TABLE, run_rollouts
@@ -14,20 +14,12 @@ from endless_assets.store import shards
 
 
 def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=spec.key(TABLE),
-        ins=spec.ins(
-            "task_descriptions", "task_environments", "completion_tests", "task_soundness"
-        ),
-        partitions_def=spec.partitions_def,
-        group_name=spec.group_name,
-        kinds={"docker", "parquet"},
-        io_manager_key="lake_io_manager",
-        pool="docker",
-        check_specs=[schema_check_spec(TABLE, spec.prefix)],
+    @spec.asset(
+        TABLE,
+        ["task_descriptions", "task_environments", "completion_tests", "task_soundness"],
+        code_version=solver_version(),
         description="Stage IV: one row per attempt (reward, termination, trajectory, failure "
         "analysis) for every task whose completion test was validated.",
-        **table_asset(TABLE, code_version=solver_version()),
     )
     def solver_rollouts(
         context: dg.AssetExecutionContext,

@@ -3,9 +3,9 @@ imported batches. The stage assets are built by factories from one of these spec
 families run the same code and write the same tables (the IO manager names a table by the last
 part of the asset key; the partition key is the batch).
 
-`StageSpec.asset` is the decorator the per-task stages (II, III, soundness) share and
-`StageSpec.run` starts their `StageRun` (stages/stage_run.py); each stage's module in stages/
-keeps what it checks: what enters, its work on one task, its invariants and its metadata."""
+`StageSpec.asset` is the decorator the stage assets share and `StageSpec.run` starts the
+`StageRun` of a per-task stage (stages/stage_run.py); each stage's module in stages/ keeps what
+it checks: what enters, its work on one task, its invariants and its metadata."""
 
 from __future__ import annotations
 
@@ -54,27 +54,29 @@ class StageSpec:
         table: str,
         inputs: Sequence[str],
         *,
-        invariant: str,
         description: str,
+        invariant: str | None = None,
         docker: bool = True,
+        group_name: str | None = None,
+        code_version: str | None = None,
     ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
-        """The decorator of a per-task stage asset: its table in the lake, partitioned by batch,
-        with its blocking schema and invariants checks; one that works in Docker (`docker`)
-        takes a slot of the docker pool."""
+        """The decorator of a stage asset: its table in the lake, partitioned by batch, with its
+        blocking schema check and, when it states an `invariant`, its invariants check; one that
+        works in Docker (`docker`) takes a slot of the docker pool."""
+        checks = [schema_check_spec(table, self.prefix)]
+        if invariant is not None:
+            checks.append(invariants_check_spec(table, invariant, self.prefix))
         return dg.asset(
             key=self.key(table),
             ins=self.ins(*inputs),
             partitions_def=self.partitions_def,
-            group_name=self.group_name,
+            group_name=group_name or self.group_name,
             kinds={"docker" if docker else "python", "parquet"},
             io_manager_key="lake_io_manager",
             **({"pool": "docker"} if docker else {}),
-            check_specs=[
-                schema_check_spec(table, self.prefix),
-                invariants_check_spec(table, invariant, self.prefix),
-            ],
+            check_specs=checks,
             description=description,
-            **table_asset(table),
+            **table_asset(table, code_version=code_version),
         )
 
 

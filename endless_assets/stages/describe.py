@@ -34,12 +34,13 @@ from endless_assets.stages.draws import (
 from endless_assets.stages.runner import Log, now, resumable, run_parallel
 from endless_assets.stages.stage_run import (
     Counts,
+    StageResult,
     status_metadata,
     task_markdown,
     timing_metadata,
     usage_metadata,
 )
-from endless_assets.store.columns import frame, task_columns
+from endless_assets.store.columns import task_columns
 from endless_assets.store.lake import Lake
 
 TABLE = "task_descriptions"
@@ -110,16 +111,11 @@ class Description:
 
 
 @dataclass
-class DescribeRun:
-    """What one run of stage I made: the rows of its three tables and its metadata."""
+class DescribeRun(StageResult):
+    """What one run of stage I made: its descriptions, and the rows of the draw's two tables."""
 
-    rows: list[dict[str, Any]]
-    draws: pl.DataFrame
-    history: pl.DataFrame
-    metadata: dict[str, Any]
-
-    def frame(self) -> pl.DataFrame:
-        return frame(TABLE, self.rows)
+    draws: pl.DataFrame = field(default_factory=pl.DataFrame)
+    history: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> DescribeRun:
@@ -190,7 +186,7 @@ def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> Des
     if ok_rows:
         metadata["sample_task"] = task_markdown(ok_rows[0])
         metadata["categories"] = Counts(Counter(r["category"] for r in ok_rows), "category")
-    return DescribeRun(rows, draws_frame(plan), history_frame(history), metadata)
+    return DescribeRun(TABLE, rows, None, metadata, draws_frame(plan), history_frame(history))
 
 
 def _round(value):

@@ -181,8 +181,8 @@ def revalidate(
                 reference_required=reference_required,
                 probes=False,
             )
-        finally:
-            _remove_image(sandbox, build.tag)
+        finally:  # the rebuilt image is of no further use: its tag is unique to this check
+            sandbox.remove_image(build.tag)
     except SandboxError as exc:
         outcome.reason = f"harness: {exc}"
         return _done(outcome, started)
@@ -199,8 +199,3 @@ def revalidate(
 def _done(outcome: DriftOutcome, started: float) -> DriftOutcome:
     outcome.seconds = time.monotonic() - started
     return outcome
-
-
-def _remove_image(sandbox: Sandbox, tag: str) -> None:
-    """The rebuilt image is of no further use: its tag is unique to this check."""
-    sandbox.remove_image(tag)

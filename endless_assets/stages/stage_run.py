@@ -16,7 +16,6 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.generation import TaskGenerator
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import HARNESS_ERROR, Task
@@ -40,11 +39,6 @@ class Counts:
 
 class Markdown(str):
     """Text the UI renders as markdown."""
-
-
-def stage_generator(settings: Settings, base_tag: str, imported: bool) -> TaskGenerator:
-    """The generator a stage repairs with: the configured one, or none for imported tasks."""
-    return CarriedGenerator() if imported else make_generator(settings, base_tag)
 
 
 @dataclass
@@ -78,7 +72,10 @@ class StageRun:
     ) -> None:
         self.settings, self.sandbox, self.lake, self.table = settings, sandbox, lake, table
         self.batch, self.log, self.imported = batch, log, imported
-        self.generator = stage_generator(settings, sandbox.base.tag, imported)
+        # The generator it repairs with: the configured one, none for imported tasks.
+        self.generator = (
+            CarriedGenerator() if imported else make_generator(settings, sandbox.base.tag)
+        )
         self.started = time.monotonic()
         self.meter = StageMeter(sandbox)
         self.entered = self.recovered = 0
