@@ -14,8 +14,10 @@ import dagster as dg
 import pytest
 
 from endless_assets.definitions import defs
-from endless_assets.defs.columns import generator_version, readable_type, solver_version
+from endless_assets.defs.columns import readable_type
 from endless_assets.defs.partitions import imported_batches
+from endless_assets.stages.describe import generator_version
+from endless_assets.stages.rollouts import solver_version
 from endless_assets.store.schemas import TABLES
 
 GRAPH = defs.resolve_asset_graph()

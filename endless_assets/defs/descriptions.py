@@ -3,11 +3,11 @@ it read as two more tables (stages/describe.py does the work)."""
 
 import dagster as dg
 
-from endless_assets.defs.columns import generator_version, table_asset
+from endless_assets.defs.columns import table_asset
 from endless_assets.defs.common import schema_check_spec, ui_metadata, validate
 from endless_assets.defs.partitions import batches
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.stages.describe import TABLE, run_describe
+from endless_assets.stages.describe import TABLE, generator_version, run_describe
 
 DRAW_TABLES = ("task_draws", "cell_history")
 

@@ -4,13 +4,11 @@
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.columns import solver_version
 from endless_assets.defs.common import stage_result
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.stages.rollouts import TABLE, run_rollouts
+from endless_assets.stages.rollouts import TABLE, run_rollouts, solver_version
 from endless_assets.stages.tasks import tasks_with_tests
-from endless_assets.store import shards
 
 
 def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
@@ -38,7 +36,7 @@ def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
                 task_descriptions, task_environments, completion_tests, task_soundness
             ),
             log=context.log,
-            shard=shards.parse(context.run.tags.get(shards.TAG)),
+            run_tags=context.run.tags,
         )
         return stage_result(context, run.result(context.log.warning), spec.prefix)
 

@@ -5,6 +5,7 @@ rows of `task_draws` and `cell_history`, beside the descriptions."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ import polars as pl
 from endless_assets.generation import GenerationError, Usage
 from endless_assets.generation.dedupe import reject_duplicates
 from endless_assets.generation.factory import make_generator, task_parallelism
+from endless_assets.generation.llm.prompts import PromptSet
+from endless_assets.generation.procedural import _code_version as procedural_version
 from endless_assets.models import HARNESS_ERROR, OK, REJECTED, Task, task_id_for
 from endless_assets.sampling.policy import Draw
 from endless_assets.sandbox.image.base_image import base_image_tag
@@ -45,6 +48,13 @@ from endless_assets.store.lake import Lake
 
 TABLE = "task_descriptions"
 _BLANK = ("category", "complexity", "scenario", "family", "parent_task_id", "reference_solution")
+
+
+@functools.cache
+def generator_version() -> str:
+    """What writes stage I's rows: the procedural families' code and the LLM generator's
+    prompts (each row records the one that wrote it, as prompt_version)."""
+    return f"{procedural_version()}+{PromptSet.load().version}"
 
 
 @dataclass

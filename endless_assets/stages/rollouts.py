@@ -11,16 +11,18 @@ waits on its endpoint) while at most `workers` of them start a container or run 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from endless_assets.agent.breaker import EndpointBreaker
+from endless_assets.agent.chat import SolverPrompts
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask, Policy
@@ -39,13 +41,19 @@ from endless_assets.stages.attempts import (
 from endless_assets.stages.costs import StageMeter
 from endless_assets.stages.runner import Log, now, run_parallel
 from endless_assets.stages.stage_run import Counts, StageResult, timing_metadata
+from endless_assets.store import shards
 from endless_assets.store.failure_modes import analysis_columns
 from endless_assets.store.journal import Journal
 from endless_assets.store.lake import Lake
-from endless_assets.store.shards import Shard
 
 TABLE = "solver_rollouts"
 ENGINE_COLUMNS = ("engine", "slots", "placed", "up", "down_reason")  # of EnginePool.report
+
+
+@functools.cache
+def solver_version() -> str:
+    """What stage IV's chat solver is told: its prompts' hash (oracle and noop have none)."""
+    return SolverPrompts.load().version
 
 
 @dataclass(frozen=True)
@@ -157,10 +165,11 @@ def run_rollouts(
     tasks: list[Task],
     *,
     log: Log,
-    shard: Shard | None = None,
+    run_tags: Mapping[str, str] | None = None,
 ) -> RolloutRun:
-    """Run the attempts the partition still lacks for `tasks` (those of `shard` only, in a shard
-    run) and return them with the plan. Closes the sandbox's warm containers at the end."""
+    """Run the attempts the partition still lacks for `tasks` (those of its shard only, in a run
+    `run_tags` mark as a shard run) and return them with the plan. Closes the sandbox's warm
+    containers at the end."""
     started, meter = time.monotonic(), StageMeter(sandbox)
     make_policy = policy_factory(settings)
     probe = make_policy()
@@ -175,6 +184,7 @@ def run_rollouts(
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()
     stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
+    shard = shards.parse((run_tags or {}).get(shards.TAG))
     if shard is not None:  # a shard run: the rows of the shard's tasks only
         recovered = [r for r in recovered if shard.owns(r["task_id"])]
         stored = [r for r in stored if shard.owns(r["task_id"])]
