@@ -19,23 +19,16 @@ def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:
     return dg.AssetKey([*prefix, table])
 
 
-def schema_check_spec(table: str, prefix: Sequence[str] = ()) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(
-        name="matches_schema",
-        asset=asset_key(table, prefix),
-        blocking=True,
-        description=f"every row of {table} satisfies its pandera model (schemas.py)",
-    )
-
-
-def invariants_check_spec(
-    table: str, description: str, prefix: Sequence[str] = ()
+def schema_check_spec(
+    table: str, prefix: Sequence[str] = (), *, invariant: str | None = None
 ) -> dg.AssetCheckSpec:
+    """The blocking check that a table's rows satisfy its pandera model, or (`invariant`, what
+    it states) that they hold the stage's invariants."""
     return dg.AssetCheckSpec(
-        name="pipeline_invariants",
+        name="matches_schema" if invariant is None else "pipeline_invariants",
         asset=asset_key(table, prefix),
         blocking=True,
-        description=description,
+        description=invariant or f"every row of {table} satisfies its pandera model (schemas.py)",
     )
 
 
@@ -72,21 +65,6 @@ def validate(
         asset_key=asset_key(table, prefix),
         passed=True,
         metadata={"rows": len(frame)},
-    )
-
-
-def invariants(
-    table: str, violations: list[str], prefix: Sequence[str] = ()
-) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        check_name="pipeline_invariants",
-        asset_key=asset_key(table, prefix),
-        passed=not violations,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "violations": len(violations),
-            "examples": dg.MetadataValue.md("\n".join(f"- {v}" for v in violations[:20]) or "none"),
-        },
     )
 
 
@@ -138,7 +116,19 @@ def stage_result(
     table = result.frame()
     checks = [validate(result.table, table, prefix, context=context)]
     if result.violations is not None:
-        checks.append(invariants(result.table, result.violations, prefix))
+        examples = "\n".join(f"- {v}" for v in result.violations[:20]) or "none"
+        checks.append(
+            dg.AssetCheckResult(
+                check_name="pipeline_invariants",
+                asset_key=asset_key(result.table, prefix),
+                passed=not result.violations,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "violations": len(result.violations),
+                    "examples": dg.MetadataValue.md(examples),
+                },
+            )
+        )
     return dg.MaterializeResult(
         value=table, metadata=ui_metadata(result.metadata), check_results=checks
     )

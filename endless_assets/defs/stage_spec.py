@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from endless_assets.defs.columns import table_asset
-from endless_assets.defs.common import invariants_check_spec, schema_check_spec
+from endless_assets.defs.common import schema_check_spec
 from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.stages.stage_run import StageRun
@@ -65,7 +65,7 @@ class StageSpec:
         works in Docker (`docker`) takes a slot of the docker pool."""
         checks = [schema_check_spec(table, self.prefix)]
         if invariant is not None:
-            checks.append(invariants_check_spec(table, invariant, self.prefix))
+            checks.append(schema_check_spec(table, self.prefix, invariant=invariant))
         return dg.asset(
             key=self.key(table),
             ins=self.ins(*inputs),
