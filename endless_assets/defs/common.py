@@ -78,15 +78,21 @@ def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMet
     )
 
 
-def frame_table(frame: pl.DataFrame) -> dg.TableMetadataValue:
-    """A small frame as a metadata table, its schema from the frame's types."""
+def frame_table(frame: pl.DataFrame, limit: int | None = None) -> dg.TableMetadataValue:
+    """A small frame (its first `limit` rows) as a metadata table, its schema from the frame's
+    types; a value that is not a number or a flag is shown as text, a missing one as ""."""
     kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
     columns = [
         dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
         for name, dtype in frame.schema.items()
     ]
+
+    def cell(v: Any) -> Any:
+        return v if isinstance(v, int | float | bool) else ("" if v is None else str(v))
+
+    rows = frame.head(limit) if limit is not None else frame
     return dg.MetadataValue.table(
-        records=[dg.TableRecord(row) for row in frame.to_dicts()],
+        records=[dg.TableRecord({k: cell(v) for k, v in row.items()}) for row in rows.to_dicts()],
         schema=dg.TableSchema(columns=columns),
     )
 
