@@ -22,6 +22,7 @@ from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
 from endless_assets.stages.stage_run import StageResult, StageRun, usage_metadata
 from endless_assets.stages.tasks import tasks_with_environments
+from endless_assets.store.columns import frame
 
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
 
@@ -188,6 +189,6 @@ def run_completion_tests(
     metadata = {**usage_metadata(rows), **run.generator.run_metadata()}
     if run.generator.model:  # what the model cost per task kept so far (I-III)
         kept = sum(1 for r in rows if r["status"] == OK)
-        table = StageResult(run.table, rows).frame()
+        table = frame(run.table, rows)
         metadata.update(cost_per_task([descriptions, environments, table], kept))
     return run.result(rows, violations, funnel_step="completion test", **metadata)
