@@ -17,6 +17,8 @@ OWNERS = ["team:endless"]
 # The stage of each table, as the funnel names it (a tag the catalog filters on).
 STAGES = {
     "task_descriptions": "describe",
+    "task_draws": "describe",
+    "cell_history": "describe",
     "task_decontamination": "decontamination",
     "contamination_recheck": "decontamination",
     "task_environments": "environment",
@@ -85,7 +87,7 @@ def column_schema(table: str) -> dg.TableSchema:
             dg.TableColumn(
                 name,
                 readable_type(column.dtype.type),
-                description=column.description,
+                description=(column.description or "").replace("<", "&lt;"),  # (markdown)
                 constraints=_constraints(column),
             )
             for name, column in TABLES[table].to_schema().columns.items()
@@ -106,21 +108,3 @@ def table_asset(table: str, *, code_version: str | None = None) -> dict[str, Any
         "tags": {"endless/stage": STAGES[table], "endless/table": table},
         "code_version": code_version,
     }
-
-
-@functools.cache
-def generator_version() -> str:
-    """What writes stage I's rows: the procedural families' code and the LLM generator's
-    prompts (each row records the one that wrote it, as prompt_version)."""
-    from endless_assets.generation.llm.prompts import PromptSet
-    from endless_assets.generation.procedural import _code_version
-
-    return f"{_code_version()}+{PromptSet.load().version}"
-
-
-@functools.cache
-def solver_version() -> str:
-    """What stage IV's chat solver is told: its prompts' hash (oracle and noop have none)."""
-    from endless_assets.agent.chat import SolverPrompts
-
-    return SolverPrompts.load().version

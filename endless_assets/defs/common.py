@@ -1,66 +1,17 @@
-"""Helpers shared by the stage assets: the stage runner with the asset's log, checks, metadata."""
+"""Helpers shared by the stage assets: their checks, and a stage's plain metadata as the UI's
+values."""
 
-import contextlib
-import json
-import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandera.polars as pa
 import polars as pl
 
-from endless_assets.defs.resources import PipelineSettings
-from endless_assets.generation import TaskGenerator
-from endless_assets.settings import Settings
-from endless_assets.stages import runner
-from endless_assets.stages.runner import ENGINE_RETRIES
-from endless_assets.store.journal import Resumable
+from endless_assets.stages.stage_run import Counts, Markdown, StageResult
 from endless_assets.store.schemas import TABLES
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-def run_parallel(
-    context: dg.AssetExecutionContext,
-    items: Sequence[T],
-    work: Callable[[T], R],
-    on_error: Callable[[T, BaseException], R],
-    *,
-    workers: int,
-    label: str,
-    engine_retries: int = ENGINE_RETRIES,
-    recover: Callable[[], list[str]] | None = None,
-) -> list[R]:
-    """stages/runner.py's `run_parallel`, its progress in the asset's log."""
-    return runner.run_parallel(
-        items,
-        work,
-        on_error,
-        log=context.log,
-        workers=workers,
-        label=label,
-        engine_retries=engine_retries,
-        recover=recover,
-    )
-
-
-def resumable(
-    pipeline: PipelineSettings,
-    settings: Settings,
-    table: str,
-    batch: str,
-    generator: TaskGenerator,
-    *,
-    key: str = "task_id",
-    made_from: object = None,
-) -> Resumable:
-    """stages/runner.py's `resumable`, journaled in the pipeline's lake."""
-    return runner.resumable(
-        pipeline.lake().data_dir, settings, table, batch, generator, key=key, made_from=made_from
-    )
 
 
 def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:
@@ -68,23 +19,16 @@ def asset_key(table: str, prefix: Sequence[str] = ()) -> dg.AssetKey:
     return dg.AssetKey([*prefix, table])
 
 
-def schema_check_spec(table: str, prefix: Sequence[str] = ()) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(
-        name="matches_schema",
-        asset=asset_key(table, prefix),
-        blocking=True,
-        description=f"every row of {table} satisfies its pandera model (schemas.py)",
-    )
-
-
-def invariants_check_spec(
-    table: str, description: str, prefix: Sequence[str] = ()
+def schema_check_spec(
+    table: str, prefix: Sequence[str] = (), *, invariant: str | None = None
 ) -> dg.AssetCheckSpec:
+    """The blocking check that a table's rows satisfy its pandera model, or (`invariant`, what
+    it states) that they hold the stage's invariants."""
     return dg.AssetCheckSpec(
-        name="pipeline_invariants",
+        name="matches_schema" if invariant is None else "pipeline_invariants",
         asset=asset_key(table, prefix),
         blocking=True,
-        description=description,
+        description=invariant or f"every row of {table} satisfies its pandera model (schemas.py)",
     )
 
 
@@ -124,37 +68,6 @@ def validate(
     )
 
 
-def invariants(
-    table: str, violations: list[str], prefix: Sequence[str] = ()
-) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        check_name="pipeline_invariants",
-        asset_key=asset_key(table, prefix),
-        passed=not violations,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "violations": len(violations),
-            "examples": dg.MetadataValue.md("\n".join(f"- {v}" for v in violations[:20]) or "none"),
-        },
-    )
-
-
-def status_metadata(frame: pl.DataFrame, *, status_col: str = "status") -> dict[str, Any]:
-    """Row counts by status and the top rejection reasons."""
-    statuses = Counter(frame[status_col].to_list()) if len(frame) else Counter()
-    meta: dict[str, Any] = {
-        "rows": len(frame),
-        "ok": statuses.get("ok", 0),
-        "rejected": statuses.get("rejected", 0),
-        "harness_errors": statuses.get("harness_error", 0),
-    }
-    if "reject_reason" in frame.columns and len(frame):
-        reasons = Counter(r.split(": ", 1)[0] for r in frame["reject_reason"].to_list() if r)
-        if reasons:
-            meta["reject_reasons"] = counts_table(reasons, "reason")
-    return meta
-
-
 def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMetadataValue:
     """A count per key (most common first) as a metadata table the UI shows with its schema."""
     return dg.MetadataValue.table(
@@ -165,70 +78,63 @@ def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMet
     )
 
 
-def frame_table(frame: pl.DataFrame) -> dg.TableMetadataValue:
-    """A small frame as a metadata table, its schema from the frame's types."""
+def frame_table(frame: pl.DataFrame, limit: int | None = None) -> dg.TableMetadataValue:
+    """A small frame (its first `limit` rows) as a metadata table, its schema from the frame's
+    types; a value that is not a number or a flag is shown as text, a missing one as ""."""
     kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
     columns = [
         dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
         for name, dtype in frame.schema.items()
     ]
+
+    def cell(v: Any) -> Any:
+        return v if isinstance(v, int | float | bool) else ("" if v is None else str(v))
+
+    rows = frame.head(limit) if limit is not None else frame
     return dg.MetadataValue.table(
-        records=[dg.TableRecord(row) for row in frame.to_dicts()],
+        records=[dg.TableRecord({k: cell(v) for k, v in row.items()}) for row in rows.to_dicts()],
         schema=dg.TableSchema(columns=columns),
     )
 
 
-def engines_table(report: list[dict[str, Any]]) -> dg.TableMetadataValue:
-    """The sandbox engines (engines.EnginePool.report): slots, work placed, up or drained."""
-    kinds = {"engine": "string", "slots": "int", "placed": "int", "up": "bool"}
-    kinds["down_reason"] = "string"
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord({k: r[k] for k in kinds}) for r in report],
-        schema=dg.TableSchema(columns=[dg.TableColumn(k, t) for k, t in kinds.items()]),
+def ui_metadata(plain: dict[str, Any]) -> dict[str, Any]:
+    """A stage's metadata (stages/stage_run.py) as Dagster shows it: counts and frames as
+    tables, markdown rendered, numbers and text as they are."""
+    shown: dict[str, Any] = {}
+    for key, value in plain.items():
+        if isinstance(value, Counts):
+            value = counts_table(value.counts, value.key, value.count)
+        elif isinstance(value, pl.DataFrame):
+            value = frame_table(value)
+        elif isinstance(value, Markdown):
+            value = dg.MetadataValue.md(str(value))
+        elif isinstance(value, Path):
+            value = dg.MetadataValue.path(str(value))
+        shown[key] = value
+    return shown
+
+
+def stage_result(
+    context: dg.AssetExecutionContext, result: StageResult, prefix: Sequence[str] = ()
+) -> dg.MaterializeResult:
+    """A stage's table, validated against its schema (an invalid one fails the step: nothing is
+    written), with its schema check, its invariants check when it has one, and its metadata."""
+    table = result.frame()
+    checks = [validate(result.table, table, prefix, context=context)]
+    if result.violations is not None:
+        examples = "\n".join(f"- {v}" for v in result.violations[:20]) or "none"
+        checks.append(
+            dg.AssetCheckResult(
+                check_name="pipeline_invariants",
+                asset_key=asset_key(result.table, prefix),
+                passed=not result.violations,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={
+                    "violations": len(result.violations),
+                    "examples": dg.MetadataValue.md(examples),
+                },
+            )
+        )
+    return dg.MaterializeResult(
+        value=table, metadata=ui_metadata(result.metadata), check_results=checks
     )
-
-
-def timing_metadata(seconds: list[float], wall: float) -> dict[str, Any]:
-    meta: dict[str, Any] = {"wall_seconds": round(wall, 2)}
-    if seconds:
-        meta["median_task_seconds"] = round(statistics.median(seconds), 3)
-        meta["max_task_seconds"] = round(max(seconds), 3)
-        if wall > 0:
-            meta["tasks_per_minute"] = round(len(seconds) / wall * 60, 1)
-    return meta
-
-
-def usage_metadata(frame: pl.DataFrame) -> dict[str, Any]:
-    if not len(frame) or "requests" not in frame.columns:
-        return {}
-    return {
-        "llm_requests": int(frame["requests"].sum()),
-        "tokens_in": int(frame["tokens_in"].sum()),
-        "tokens_out": int(frame["tokens_out"].sum()),
-    }
-
-
-def task_markdown(row: dict[str, Any]) -> str:
-    """A task rendered for the UI: instruction, truth, tests, solution."""
-    truth = row.get("truth") or "{}"
-    with contextlib.suppress(TypeError, ValueError):
-        truth = json.dumps(json.loads(truth), indent=2, ensure_ascii=False)
-    parts = [
-        f"### {row.get('task_id', '')} — {row.get('category', '')} ({row.get('complexity', '')})",
-        f"*{row.get('scenario', '')}* · family `{row.get('family', '')}`",
-        "",
-        "**Instruction**",
-        "",
-        str(row.get("instruction", "")),
-        "",
-        "**Truth (privileged)**",
-        f"```json\n{truth[:3000]}\n```",
-    ]
-    for title, key, lang in (
-        ("Dockerfile", "dockerfile", "dockerfile"),
-        ("Completion test", "completion_test", "python"),
-        ("Reference solution", "reference_solution", "bash"),
-    ):
-        if row.get(key):
-            parts += [f"**{title}**", f"```{lang}\n{str(row[key])[:3000]}\n```"]
-    return "\n".join(parts)

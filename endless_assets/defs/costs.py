@@ -1,7 +1,7 @@
-"""A batch's cost, estimated and measured (store/costs.py, store/cost_record.py): the
-`filtered_dataset` step records the batch's `batch_costs` rows (what each stage did cost beside
-the estimate its history gave before the run), and the `plan_batch` job shows the estimate for
-the settings in the launchpad, running nothing and writing nothing to the lake."""
+"""A batch's cost, estimated and measured (stages/costs.py does the arithmetic): the
+`filtered_dataset` step records the batch's `batch_costs` rows from what the Dagster instance
+says each stage's steps did, and the `plan_batch` job shows the estimate for the settings in the
+launchpad, running nothing and writing nothing to the lake."""
 
 import time
 from datetime import UTC, datetime
@@ -13,15 +13,13 @@ import polars as pl
 from endless_assets.defs.common import frame_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import StageSpec
-from endless_assets.stages.costs import cost_profile
-from endless_assets.store.cost_record import (
+from endless_assets.stages.costs import (
     STAGE_TABLES,
-    Measured,
-    comparison,
-    cost_frame,
-    usage,
+    basis_markdown,
+    estimate_for,
+    record_costs,
+    stage_measures,
 )
-from endless_assets.store.costs import TABLE, Estimate, estimate, planned_runs, read_history
 
 
 def record_batch_costs(
@@ -34,118 +32,50 @@ def record_batch_costs(
     those since the run that described its tasks (stage I): this run, or a sharded batch's
     stage-one, shard and finish runs, or a run re-executed from a failure and the one before.
     The estimate is the one the history recorded before the first of them gives."""
-    batch = context.partition_key
-    instance = context.instance
-    settings = pipeline.resolve()
-    profile = cost_profile(settings)
-    described = _latest(instance, spec.key(STAGE_TABLES["describe"]), batch)
-    first_run = described.run_id if described is not None else context.run.run_id
+    batch, instance = context.partition_key, context.instance
+    latest = dg.AssetRecordsFilter(
+        asset_key=spec.key("task_descriptions"), asset_partitions=[batch]
+    )
+    described = instance.fetch_materializations(latest, limit=1, ascending=False).records
+    first_run = described[0].run_id if described else context.run.run_id
     started = _run_times(instance, first_run)[0] or time.time()
-    measured: dict[str, Measured] = {stage: Measured() for stage in STAGE_TABLES}
+    steps: dict[str, list[dict[str, Any]]] = {stage: [] for stage in STAGE_TABLES}
     runs = {context.run.run_id, first_run}
     for stage, table in STAGE_TABLES.items():
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(
-                asset_key=spec.key(table), asset_partitions=[batch], after_timestamp=started - 1
-            ),
-            limit=10_000,
-        ).records
-        for record in records:
+        found = dg.AssetRecordsFilter(
+            asset_key=spec.key(table), asset_partitions=[batch], after_timestamp=started - 1
+        )
+        for record in instance.fetch_materializations(found, limit=10_000).records:
             runs.add(record.run_id)
             meta = record.asset_materialization.metadata if record.asset_materialization else {}
-            measured[stage].add(
-                _made(stage, meta),
-                int(_value(meta, "containers_started") or 0),
-                _value(meta, "engine_cpu_seconds") if stage != "describe" else 0.0,
-                _value(meta, "items_wall_seconds"),
-            )
+            steps[stage].append({key: entry.value for key, entry in meta.items()})
     ordered = sorted(runs, key=lambda run: _run_times(instance, run)[0] or 0.0)
-    run_seconds = 0.0
+    run_seconds, walls = 0.0, dict.fromkeys(STAGE_TABLES, 0.0)
+    stage_of = {"__".join(spec.key(table).path): stage for stage, table in STAGE_TABLES.items()}
     for run in ordered:
         begin, end = _run_times(instance, run)
         if begin is not None:
             run_seconds += (end or time.time()) - begin
         for stats in instance.get_run_step_stats(run):
-            stage = _stage_of(spec, stats.step_key)
+            stage = stage_of.get(stats.step_key)
             if stage and stats.start_time is not None and stats.end_time is not None:
-                measured[stage].wall_seconds += stats.end_time - stats.start_time
-    before = datetime.fromtimestamp(started, UTC)
-    planned = estimate(
-        read_history(pipeline.lake()),
-        profile,
-        batch=batch,
-        before=before,
-        runs=planned_runs(settings.tasks, settings.shard_tasks),
-    )
-    costs = cost_frame(
+                walls[stage] += stats.end_time - stats.start_time
+    figures = record_costs(
+        pipeline.resolve(),
+        pipeline.lake(),
         batch,
-        profile,
-        planned,
-        usage(frames, profile),
-        measured,
+        frames,
+        stage_measures(steps, walls),
         runs=ordered,
         run_seconds=run_seconds,
-        now=datetime.now(UTC),
+        before=datetime.fromtimestamp(started, UTC),
     )
-    pipeline.lake().write(TABLE, batch, costs)
-    return {
-        "cost_estimate_vs_actual": dg.MetadataValue.md(markdown(comparison(costs))),
-        "cost_estimate_basis": dg.MetadataValue.md(basis_markdown(planned)),
-    }
-
-
-def _latest(instance: dg.DagsterInstance, key: dg.AssetKey, batch: str):
-    found = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, asset_partitions=[batch]), limit=1, ascending=False
-    ).records
-    return found[0] if found else None
+    return {name: dg.MetadataValue.md(text) for name, text in figures.items()}
 
 
 def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[float | None, float | None]:
     record = instance.get_run_record_by_id(run_id)
     return (record.start_time, record.end_time) if record is not None else (None, None)
-
-
-def _value(meta: dict, key: str) -> Any:
-    entry = meta.get(key)
-    return entry.value if entry is not None else None
-
-
-def _made(stage: str, meta: dict) -> int:
-    """Units the step made, not took from a journal (a sharded batch's finish run takes its
-    shards') or earlier rows."""
-    if stage == "solver rollouts":
-        return int(_value(meta, "ran_now") or 0)
-    if stage == "describe":  # (never sharded: its journal holds this batch's rows only)
-        return max(
-            0, int(_value(meta, "rows") or 0) - int(_value(meta, "recovered_from_journal") or 0)
-        )
-    return int(_value(meta, "units_made") or 0)
-
-
-def _stage_of(spec: StageSpec, step_key: str) -> str | None:
-    for stage, table in STAGE_TABLES.items():
-        if step_key == "__".join(spec.key(table).path):
-            return stage
-    return None
-
-
-def markdown(frame: pl.DataFrame) -> str:
-    """A frame as a markdown table (a metadata table cannot hold an empty cell)."""
-
-    def cell(value: Any) -> str:
-        if value is None:
-            return ""
-        return f"{value:,.2f}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join(lines)
-
-
-def basis_markdown(planned: Estimate) -> str:
-    lines = [f"- **{s.stage}**: {s.basis}" for s in planned.stages]
-    return "\n".join(lines)
 
 
 @dg.op(
@@ -156,8 +86,7 @@ def basis_markdown(planned: Estimate) -> str:
 )
 def estimate_batch_cost(context: dg.OpExecutionContext, pipeline: PipelineSettings):
     settings = pipeline.resolve()
-    runs = planned_runs(settings.tasks, settings.shard_tasks)
-    planned = estimate(read_history(pipeline.lake()), cost_profile(settings), runs=runs)
+    planned = estimate_for(settings, pipeline.lake())
     frame = planned.frame().with_columns(pl.col(pl.Float64).round(2))
     context.log.info(f"estimate for {settings.tasks} tasks:\n{frame.drop('basis')}")
     return dg.Output(

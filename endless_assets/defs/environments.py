@@ -1,17 +1,16 @@
-"""Stage II asset: build each task's environment and check its initial state."""
+"""Stage II asset: build each task's environment and check its initial state
+(stages/environment.py does the work)."""
 
 import os
 
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.common import usage_metadata
+from endless_assets.defs.common import stage_result
 from endless_assets.defs.resources import PipelineSettings
-from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageRun, StageSpec
-from endless_assets.models import OK, Task
+from endless_assets.defs.stage_spec import GENERATED, StageSpec
 from endless_assets.settings import FIELDS, Settings
-from endless_assets.stages.environment import EnvironmentOutcome, build_environment
-from endless_assets.stages.rows import draft_from_row, environment_row
+from endless_assets.stages.environment import run_environments
 
 TABLE = "task_environments"
 
@@ -30,43 +29,12 @@ def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
         task_descriptions: pl.DataFrame,
         task_decontamination: pl.DataFrame,
     ):
-        contaminated = task_decontamination.filter(pl.col("status") != OK)["task_id"]
-        clean = task_descriptions.filter(~pl.col("task_id").is_in(contaminated.to_list()))
-        return _materialize(StageRun(context, pipeline, spec, TABLE), clean)
+        run = spec.run(context, pipeline, TABLE)
+        network = imported_build_network(pipeline, run.settings) if spec.imported else None
+        result = run_environments(run, task_descriptions, task_decontamination, network)
+        return stage_result(context, result, spec.prefix)
 
     return task_environments
-
-
-def _materialize(run: StageRun, task_descriptions: pl.DataFrame) -> dg.MaterializeResult:
-    drafts = [
-        draft_from_row(row) for row in task_descriptions.filter(pl.col("status") == OK).to_dicts()
-    ]
-    run.context.log.info(f"{len(drafts)} tasks enter stage II")
-
-    imported = run.spec.prefix == IMPORTED.prefix
-    network = imported_build_network(run.pipeline, run.settings) if imported else None
-    if network is False:
-        run.context.log.info(
-            "imported Dockerfiles build without a network (set build_network explicitly, "
-            "e.g. ENDLESS_BUILD_NETWORK=1, to let their RUN steps reach the registries)"
-        )
-
-    def work(draft: Task) -> EnvironmentOutcome:
-        return build_environment(draft, run.generator, run.sandbox, build_network=network)
-
-    rows = run.each(drafts, work, environment_row, EnvironmentOutcome, label="environment")
-    table = run.frame(rows)
-    violations = [
-        f"{r['task_id']}: status ok without an image"
-        for r in rows
-        if r["status"] == OK and not r["image_id"]
-    ]
-    metadata = {
-        **usage_metadata(table),
-        "repair_rounds_used": int(table["attempts"].sum()) if len(table) else 0,
-        **run.generator.run_metadata(),
-    }
-    return run.result(table, violations, funnel_step="environment", metadata=metadata)
 
 
 def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bool:

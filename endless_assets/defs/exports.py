@@ -12,10 +12,9 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 
 from endless_assets.defs.columns import OWNERS
-from endless_assets.defs.common import counts_table
+from endless_assets.defs.common import counts_table, frame_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED
 from endless_assets.interop import FORMATS, ExportError, OutputError, export_dataset
@@ -31,25 +30,6 @@ class ExportsConfig(dg.Config):
     base_image: str = ""  # empty: our base image tag
     val_fraction: float = 0.0
     report: bool = True
-
-
-def _table(frame: pl.DataFrame, limit: int = 50) -> dg.TableMetadataValue:
-    """A stats table as a metadata table (its schema from the frame; at most `limit` rows)."""
-    kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
-    columns = [
-        dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
-        for name, dtype in frame.schema.items()
-    ]
-    records = [
-        dg.TableRecord(
-            {
-                k: v if isinstance(v, int | float | bool) else ("" if v is None else str(v))
-                for k, v in row.items()
-            }
-        )
-        for row in frame.head(limit).to_dicts()
-    ]
-    return dg.MetadataValue.table(records=records, schema=dg.TableSchema(columns=columns))
 
 
 @dg.asset(
@@ -99,5 +79,5 @@ def dataset_exports(
         raise dg.Failure(f"export failed, previous exports left as they were: {exc}") from exc
     metadata.update({name: value for name, value in figures.items()})
     for name in ("funnel", "category_mix", "difficulty", "failure_modes", "token_cost"):
-        metadata[name] = _table(tables[name])
+        metadata[name] = frame_table(tables[name], limit=50)
     return dg.MaterializeResult(metadata=metadata)

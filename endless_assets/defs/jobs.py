@@ -5,24 +5,23 @@ the `endless` code location."""
 
 import dagster as dg
 
+from endless_assets.defs.dataset import INPUTS
 from endless_assets.defs.partitions import batches, imported_batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import IMPORTED
 
-PIPELINE_ASSETS = [
-    "base_image",
-    "task_descriptions",
-    "task_decontamination",
-    "task_environments",
-    "completion_tests",
-    "task_soundness",
-    "solver_rollouts",
-    "filtered_dataset",
-]
+# The batch's assets in order: the base image, the stage tables the filter reads, the filter.
+PIPELINE_ASSETS = ["base_image", *INPUTS, "filtered_dataset"]
+
+
+def asset_selection(names) -> dg.AssetSelection:
+    """The assets of these definitions (stage I's with the draw tables it writes too)."""
+    return dg.AssetSelection.assets(*names).required_multi_asset_neighbors()
+
 
 daily_batch = dg.define_asset_job(
     name="daily_batch",
-    selection=dg.AssetSelection.assets(*PIPELINE_ASSETS),
+    selection=asset_selection(PIPELINE_ASSETS),
     description="Materialize one batch end to end: describe, build, validate, probe, solve, "
     "filter.",
 )
@@ -38,30 +37,32 @@ FINISH_ASSETS = PIPELINE_ASSETS[3:]
 INTERNAL = "Internal step of a sharded batch (more tasks than `shard_tasks`), launched by "
 SHARDED_TAGS = {"endless/role": "sharded-batch-step"}
 
-batch_stage_one = dg.define_asset_job(
-    name="batch_stage_one",
-    selection=dg.AssetSelection.assets(*STAGE_ONE_ASSETS),
-    tags=SHARDED_TAGS,
-    description=f"{INTERNAL}`endless run` before the shard runs: the base image, every task "
-    "description and its decontamination. To make a batch, launch daily_batch.",
-)
 
-batch_shard = dg.define_asset_job(
-    name="batch_shard",
-    selection=dg.AssetSelection.assets(*SHARD_ASSETS),
-    tags=SHARDED_TAGS,
-    description=f"{INTERNAL}`endless run` once per shard: stages II-IV for the tasks of one "
-    "shard (the run's endless/shard tag, e.g. 3/20); its rows are journaled and staged, the "
-    "partition is written by batch_finish. To make a batch, launch daily_batch.",
-)
+def _sharded_step(name: str, assets: list[str], when: str):
+    return dg.define_asset_job(
+        name=name,
+        selection=asset_selection(assets),
+        tags=SHARDED_TAGS,
+        description=f"{INTERNAL}`endless run` {when} To make a batch, launch daily_batch.",
+    )
 
-batch_finish = dg.define_asset_job(
-    name="batch_finish",
-    selection=dg.AssetSelection.assets(*FINISH_ASSETS),
-    tags=SHARDED_TAGS,
-    description=f"{INTERNAL}`endless run` after the shard runs: stages II-V over the shards' "
-    "journaled rows (nothing runs again but harness errors), written as the batch's partitions. "
-    "To make a batch, launch daily_batch.",
+
+batch_stage_one = _sharded_step(
+    "batch_stage_one",
+    STAGE_ONE_ASSETS,
+    "before the shard runs: the base image, every task description and its decontamination.",
+)
+batch_shard = _sharded_step(
+    "batch_shard",
+    SHARD_ASSETS,
+    "once per shard: stages II-IV for the tasks of one shard (the run's endless/shard tag, e.g. "
+    "3/20); its rows are journaled and staged, the partition is written by batch_finish.",
+)
+batch_finish = _sharded_step(
+    "batch_finish",
+    FINISH_ASSETS,
+    "after the shard runs: stages II-V over the shards' journaled rows (nothing runs again but "
+    "harness errors), written as the batch's partitions.",
 )
 
 daily_batch_schedule = dg.build_schedule_from_partitioned_job(

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
+
+import polars as pl
 
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode_in
 from endless_assets.agent.policies import EpisodeTask, NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator
-from endless_assets.models import REJECTED, Task
+from endless_assets.generation.llm.cost import cost_per_task
+from endless_assets.models import OK, REJECTED, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading import bundle
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.grading.verdict import Verdict
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
+from endless_assets.stages.stage_run import StageResult, StageRun, usage_metadata
+from endless_assets.stages.tasks import tasks_with_environments
+from endless_assets.store.columns import frame
 
 CHECK_LIMITS = EpisodeLimits(max_turns=4, command_timeout=300)
 
@@ -26,6 +33,14 @@ class CompletionOutcome(RepairOutcome):
     fails_on_initial: bool | None = None
     passes_with_reference: bool | None = None
     fails_with_noop: bool | None = None
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "completion_test": self.completion_test,
+            "fails_on_initial": self.fails_on_initial,
+            "passes_with_reference": self.passes_with_reference,
+            "fails_with_noop": self.fails_with_noop,
+        }
 
 
 def check_completion_test(
@@ -138,3 +153,41 @@ def _initial_failure(outcome: CompletionOutcome, verdict: Verdict) -> Failed:
         "it must be collected and its tests must fail by assertion. pytest output (tail):\n"
         f"{tail}",
     )
+
+
+def run_completion_tests(
+    run: StageRun, descriptions: pl.DataFrame, environments: pl.DataFrame
+) -> StageResult:
+    """Stage III over the tasks whose environment stage II built."""
+    reference_required = run.generator.reference_required
+    drafts = tasks_with_environments(descriptions, environments)
+    run.log.info(f"{len(drafts)} tasks enter stage III")
+    no_reference = {d.task_id for d in drafts if not d.reference_solution.strip()}
+
+    def work(draft: Task) -> CompletionOutcome:
+        return check_completion_test(
+            draft,
+            run.image(draft),
+            run.generator,
+            run.sandbox,
+            # A task that carries no reference solution (e.g. imported without one) cannot be
+            # required to pass with it: the solver in stage IV decides whether it is solvable.
+            reference_required=reference_required and draft.task_id not in no_reference,
+        )
+
+    rows = run.each(drafts, work, CompletionOutcome, label="completion")
+    violations = []
+    for r in (r for r in rows if r["status"] == OK):
+        if not r["fails_on_initial"]:
+            violations.append(f"{r['task_id']}: ok but did not fail on the initial state")
+        if not r["fails_with_noop"]:
+            violations.append(f"{r['task_id']}: ok but did not fail after a do-nothing episode")
+        required = reference_required and r["task_id"] not in no_reference
+        if required and not r["passes_with_reference"]:
+            violations.append(f"{r['task_id']}: ok but the reference solution fails")
+    metadata = {**usage_metadata(rows), **run.generator.run_metadata()}
+    if run.generator.model:  # what the model cost per task kept so far (I-III)
+        kept = sum(1 for r in rows if r["status"] == OK)
+        table = frame(run.table, rows)
+        metadata.update(cost_per_task([descriptions, environments, table], kept))
+    return run.result(rows, violations, funnel_step="completion test", **metadata)

@@ -1,19 +1,33 @@
 """What a stage costs the machine, measured while it runs (the containers its sandbox started, the
-engine's CPU), and the settings a batch's cost depends on (store/costs.py's Profile)."""
+engine's CPU); the settings a batch's cost depends on (store/costs.py's Profile); a batch's
+estimate, and its `batch_costs` rows from what its steps measured (defs/costs.py reads those
+from the Dagster instance)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
+
+import polars as pl
 
 from endless_assets.agent.policies import NoopPolicy, OraclePolicy
 from endless_assets.sandbox.engine.usage import engine_cpu_seconds
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.settings import Settings
-from endless_assets.store.costs import Profile
+from endless_assets.store.cost_record import STAGE_TABLES, Measured, comparison, cost_frame, usage
+from endless_assets.store.costs import (
+    TABLE,
+    Estimate,
+    Profile,
+    estimate,
+    planned_runs,
+    read_history,
+)
+from endless_assets.store.lake import Lake
 
 
 class StageMeter:
@@ -79,3 +93,78 @@ def cost_profile(settings: Settings) -> Profile:
         tasks=settings.tasks,
         max_turns=settings.max_turns,
     )
+
+
+def estimate_for(settings: Settings, lake: Lake, *, batch: str | None = None, before=None):
+    """What a batch of `settings` will cost, from the lake's history of batches (before
+    `before`, other than `batch`)."""
+    runs = planned_runs(settings.tasks, settings.shard_tasks)
+    history = read_history(lake)
+    return estimate(history, cost_profile(settings), batch=batch, before=before, runs=runs)
+
+
+def stage_measures(
+    steps: Mapping[str, Sequence[Mapping[str, Any]]], walls: Mapping[str, float]
+) -> dict[str, Measured]:
+    """Per stage, what its steps measured: `steps`, each step's metadata (StageMeter's keys,
+    rollouts' `ran_now`, stage I's `rows` less those recovered from its journal); `walls`, the
+    steps' wall seconds."""
+    measured = {stage: Measured() for stage in STAGE_TABLES}
+    for stage, metas in steps.items():
+        for meta in metas:
+            if stage == "solver rollouts":
+                made = int(meta.get("ran_now") or 0)
+            elif stage == "describe":  # (never sharded: its journal holds this batch's rows)
+                made = int(meta.get("rows") or 0) - int(meta.get("recovered_from_journal") or 0)
+            else:
+                made = int(meta.get("units_made") or 0)
+            cpu = meta.get("engine_cpu_seconds") if stage != "describe" else 0.0
+            containers = int(meta.get("containers_started") or 0)
+            measured[stage].add(max(0, made), containers, cpu, meta.get("items_wall_seconds"))
+    for stage, seconds in walls.items():
+        measured[stage].wall_seconds += seconds
+    return measured
+
+
+def record_costs(
+    settings: Settings,
+    lake: Lake,
+    batch: str,
+    frames: dict[str, pl.DataFrame],
+    measured: dict[str, Measured],
+    *,
+    runs: list[str],
+    run_seconds: float,
+    before: datetime,
+) -> dict[str, str]:
+    """Write the batch's `batch_costs` rows: what `measured` and its stage `frames` say it cost,
+    beside the estimate the history before `before` gave. Returns both as markdown tables."""
+    profile = cost_profile(settings)
+    planned = estimate_for(settings, lake, batch=batch, before=before)
+    spent = usage(frames, profile)
+    now = datetime.now(UTC)
+    costs = cost_frame(
+        batch, profile, planned, spent, measured, runs=runs, run_seconds=run_seconds, now=now
+    )
+    lake.write(TABLE, batch, costs)
+    return {
+        "cost_estimate_vs_actual": markdown(comparison(costs)),
+        "cost_estimate_basis": basis_markdown(planned),
+    }
+
+
+def markdown(frame: pl.DataFrame) -> str:
+    """A frame as a markdown table (a metadata table cannot hold an empty cell)."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        return f"{value:,.2f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join(lines)
+
+
+def basis_markdown(planned: Estimate) -> str:
+    return "\n".join(f"- **{s.stage}**: {s.basis}" for s in planned.stages)

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from endless_assets.decontamination import (
     rejection_reason,
 )
 from endless_assets.models import OK, REJECTED, Task
+from endless_assets.settings import Settings
+from endless_assets.stages.runner import Log, now
+from endless_assets.stages.stage_run import Counts, StageResult, status_metadata
 
 LOG = logging.getLogger(__name__)
 CACHE = "cache/decontamination"  # under the data directory: reference tasks' words, by content
@@ -53,6 +57,7 @@ class DecontaminationOutcome:
             "fields": ",".join(self.fields),
             "hits": json.dumps([asdict(h) for h in self.hits], ensure_ascii=False),
             "seconds": self.seconds,
+            "created_at": now(),
         }
 
 
@@ -112,3 +117,44 @@ def checker(references: str, ngrams: str, fuzzy: float, data_dir: str) -> Checke
             _CHECKERS.clear()  # (one configuration at a time is what a process uses)
             _CHECKERS[key] = found
         return found
+
+
+def run_decontamination(
+    settings: Settings, tasks: list[Task], table: str, *, log: Log, **metadata: Any
+) -> StageResult:
+    """Check `tasks` against the reference sets of `settings`; `table` is the stage's
+    (`task_decontamination`, or `contamination_recheck` for kept tasks checked again)."""
+    found = checker(
+        settings.decontamination_references,
+        settings.decontamination_ngrams,
+        settings.decontamination_fuzzy,
+        settings.data_dir,
+    )
+    if not found.references.tasks:
+        log.info("no reference set to check against (decontamination_references)")
+    else:
+        log.info(
+            f"checking against {found.sets} ({len(found.references.tasks)} benchmark tasks; "
+            f"{found.decontaminator.index.summary()})"
+        )
+    rows = [found.check(task).row() for task in tasks]
+    rejected = [r for r in rows if r["status"] == REJECTED]
+    violations = [
+        f"{r['task_id']}: rejected without a contaminated: reason"
+        for r in rejected
+        if not r["reject_reason"].startswith("contaminated: ")
+    ]
+    sources = Counter(
+        r["reject_reason"].split(" (", 1)[0].removeprefix("contaminated: ") for r in rejected
+    )
+    metadata.update(
+        entered=len(rows),
+        **status_metadata(rows),
+        reference_sets=found.sets or "none",
+        thresholds=found.describe_thresholds(),
+        contaminated=len(rejected),
+        unreadable_reference_tasks=len(found.references.unreadable),
+    )
+    if rejected:
+        metadata["benchmark_tasks"] = Counts(sources, "benchmark task")
+    return StageResult(table, rows, violations, metadata)

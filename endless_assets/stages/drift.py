@@ -17,13 +17,19 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+
+import polars as pl
 
 from endless_assets.models import HARNESS_ERROR, OK, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
+from endless_assets.settings import Settings
+from endless_assets.stages.runner import Log, now, run_parallel
 from endless_assets.stages.soundness.stage import check_soundness
+from endless_assets.stages.stage_run import Counts, Markdown, StageResult, timing_metadata
 
 REBUILD_ARG = "ENDLESS_REBUILD"
 VALID, DRIFTED = "valid", "drifted"
@@ -65,8 +71,73 @@ class DriftOutcome:
     cpu_seconds: float | None = None
     probes: str = "[]"
 
-    def row(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def row(self, batch: str) -> dict[str, Any]:
+        """The task's `drift_revalidation` row in `batch`."""
+        return {**self.__dict__, "batch": batch, "created_at": now()}
+
+
+def run_drift(
+    settings: Settings,
+    sandbox: Sandbox,
+    kept: pl.DataFrame,
+    soundness: pl.DataFrame,
+    *,
+    log: Log,
+    network: bool | None = None,
+) -> StageResult:
+    """Re-validate the `filtered_dataset` rows of `kept` tasks on freshly rebuilt images.
+    `network`: may RUN steps reach the network (None: as stage II built them)."""
+    started = time.monotonic()
+    # The reference must pass again where it passed every run when the task was kept.
+    passed = {
+        r["task_id"]: bool(r["reference_runs"]) and r["reference_passes"] == r["reference_runs"]
+        for r in soundness.to_dicts()
+    }
+    rows = kept.to_dicts()
+    log.info(f"{len(rows)} kept tasks to re-validate on freshly rebuilt images")
+
+    def work(row: dict) -> dict:
+        task = Task.model_validate_json(row["task"])
+        required = passed.get(task.task_id, bool(task.reference_solution.strip()))
+        outcome = revalidate(
+            task,
+            sandbox,
+            image_tag=row["image_tag"],
+            repeats=settings.soundness_repeats,
+            reference_required=required,
+            network=task.generator != "procedural" if network is None else network,
+        )
+        return outcome.row(row["batch"])
+
+    def failed(row: dict, exc: BaseException) -> dict:
+        outcome = DriftOutcome(row["task_id"], HARNESS_ERROR, reason=f"harness: {exc!r}")
+        return outcome.row(row["batch"])
+
+    rows = run_parallel(
+        rows,
+        work,
+        failed,
+        log=log,
+        workers=settings.workers,
+        label="drift",
+        recover=sandbox.recover,
+    )
+    statuses = Counter(r["status"] for r in rows)
+    reasons = Counter(r["reason"].split(": ", 1)[0] for r in rows if r["reason"])
+    drifted = [f"- {r['task_id']}: {r['reason'][:200]}" for r in rows if r["status"] == DRIFTED]
+    metadata: dict[str, Any] = {
+        "checked": len(rows),
+        "still_valid": statuses.get(VALID, 0),
+        "drifted": statuses.get(DRIFTED, 0),
+        "harness_errors": statuses.get(HARNESS_ERROR, 0),
+        "base_image": sandbox.base.tag,
+        **timing_metadata([r["seconds"] for r in rows], time.monotonic() - started),
+    }
+    if reasons:
+        metadata["reasons"] = Counts(reasons, "reason")
+    if drifted:
+        metadata["drifted_tasks"] = Markdown("\n".join(drifted[:50]))
+    return StageResult("drift_revalidation", rows, metadata=metadata)
 
 
 def revalidate(
@@ -108,8 +179,8 @@ def revalidate(
                 reference_required=reference_required,
                 probes=False,
             )
-        finally:
-            _remove_image(sandbox, build.tag)
+        finally:  # the rebuilt image is of no further use: its tag is unique to this check
+            sandbox.remove_image(build.tag)
     except SandboxError as exc:
         outcome.reason = f"harness: {exc}"
         return _done(outcome, started)
@@ -126,8 +197,3 @@ def revalidate(
 def _done(outcome: DriftOutcome, started: float) -> DriftOutcome:
     outcome.seconds = time.monotonic() - started
     return outcome
-
-
-def _remove_image(sandbox: Sandbox, tag: str) -> None:
-    """The rebuilt image is of no further use: its tag is unique to this check."""
-    sandbox.remove_image(tag)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import docker.errors
+import polars as pl
 
 from endless_assets.generation import Environment, TaskGenerator
-from endless_assets.models import REJECTED, Task
+from endless_assets.models import OK, REJECTED, Task
 from endless_assets.sandbox.containers.container import ContainerExited, TaskContainer
 from endless_assets.sandbox.containers.identity import identity_dockerfile
 from endless_assets.sandbox.engine.client import SandboxError
@@ -16,6 +19,8 @@ from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.image.images import encode_context
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages.repair import FEEDBACK_LIMIT, Failed, RepairOutcome, cause, repair
+from endless_assets.stages.stage_run import StageResult, StageRun, usage_metadata
+from endless_assets.stages.tasks import ok_drafts
 
 # What the engine did, never the task: OSError is the engine's connection broken under the
 # Docker SDK (requests' errors).
@@ -30,6 +35,16 @@ class EnvironmentOutcome(RepairOutcome):
     image_tag: str = ""
     image_id: str = ""
     build_seconds: float = 0.0
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "dockerfile": self.dockerfile,
+            "context_files": json.dumps(self.context_files, sort_keys=True, ensure_ascii=False),
+            "initial_test": self.initial_test,
+            "image_tag": self.image_tag,
+            "image_id": self.image_id,
+            "build_seconds": self.build_seconds,
+        }
 
 
 def build_environment(
@@ -126,3 +141,36 @@ def _initial_verdict(box: TaskContainer, initial_test: str, sandbox: Sandbox):
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
+
+
+def run_environments(
+    run: StageRun, descriptions: pl.DataFrame, decontamination: pl.DataFrame, network: bool | None
+) -> StageResult:
+    """Stage II over the batch's described tasks that no benchmark contaminates. `network`: may
+    RUN steps reach the network (None: as the generator says)."""
+    contaminated = decontamination.filter(pl.col("status") != OK)["task_id"].to_list()
+    drafts = ok_drafts(descriptions.filter(~pl.col("task_id").is_in(contaminated)))
+    run.log.info(f"{len(drafts)} tasks enter stage II")
+    if network is False:
+        run.log.info(
+            "imported Dockerfiles build without a network (set build_network explicitly, "
+            "e.g. ENDLESS_BUILD_NETWORK=1, to let their RUN steps reach the registries)"
+        )
+
+    def work(draft: Task) -> EnvironmentOutcome:
+        return build_environment(draft, run.generator, run.sandbox, build_network=network)
+
+    rows = run.each(drafts, work, EnvironmentOutcome, label="environment")
+    violations = [
+        f"{r['task_id']}: status ok without an image"
+        for r in rows
+        if r["status"] == OK and not r["image_id"]
+    ]
+    return run.result(
+        rows,
+        violations,
+        funnel_step="environment",
+        **usage_metadata(rows),
+        repair_rounds_used=sum(r["attempts"] for r in rows),
+        **run.generator.run_metadata(),
+    )

@@ -21,10 +21,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from endless_assets.generation import GenerationError, Usage
-from endless_assets.models import HARNESS_ERROR, OK
+from endless_assets.models import HARNESS_ERROR, OK, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.engine.retry import with_engine_retries
-from endless_assets.stages.runner import ENGINE_RETRIES
+from endless_assets.stages.runner import ENGINE_RETRIES, now
 
 FEEDBACK_LIMIT = 4000  # characters of a build log or test output fed back and logged
 
@@ -41,8 +41,27 @@ class RepairOutcome:
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
 
-    def attempt_log_json(self) -> str:
-        return json.dumps(self.attempt_log, ensure_ascii=False)
+    def row(self, task: Task) -> dict[str, Any]:
+        """The task's row of the stage's table: the stage's own columns (`columns()`), then
+        the repair's."""
+        return {
+            "task_id": task.task_id,
+            "batch": task.batch,
+            **self.columns(),
+            "attempts": self.attempts,
+            "attempt_log": json.dumps(self.attempt_log, ensure_ascii=False),
+            "seconds": self.seconds,
+            "status": self.status,
+            "reject_reason": self.reject_reason,
+            "requests": self.usage.requests,
+            "tokens_in": self.usage.tokens_in,
+            "tokens_out": self.usage.tokens_out,
+            "created_at": now(),
+        }
+
+    def columns(self) -> dict[str, Any]:
+        """The columns of what the stage checks (none here)."""
+        return {}
 
     def log(self, stage: str, error: str = "") -> None:
         """One entry of the attempt log, in the current round ("" error: the step passed)."""

@@ -11,13 +11,22 @@ waits on its endpoint) while at most `workers` of them start a container or run 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
 from endless_assets.agent.breaker import EndpointBreaker
+from endless_assets.agent.chat import SolverPrompts
 from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask, Policy
+from endless_assets.agent.run_report import solver_run_metadata
 from endless_assets.models import Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
@@ -30,13 +39,57 @@ from endless_assets.stages.attempts import (
     plan_attempts,
     with_recovered,
 )
-from endless_assets.stages.rows import rollout_row
-from endless_assets.stages.runner import Log, run_parallel
+from endless_assets.stages.costs import StageMeter
+from endless_assets.stages.runner import Log, now, run_parallel
+from endless_assets.stages.stage_run import Counts, StageResult, timing_metadata
+from endless_assets.store import shards
+from endless_assets.store.failure_modes import analysis_columns
 from endless_assets.store.journal import Journal
 from endless_assets.store.lake import Lake
-from endless_assets.store.shards import Shard
 
 TABLE = "solver_rollouts"
+ENGINE_COLUMNS = ("engine", "slots", "placed", "up", "down_reason")  # of EnginePool.report
+
+
+@functools.cache
+def solver_version() -> str:
+    """What stage IV's chat solver is told: its prompts' hash (oracle and noop have none)."""
+    return SolverPrompts.load().version
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Stage IV's outcome for one attempt: the rollout, its index among the task's attempts."""
+
+    batch: str
+    rollout_idx: int
+    rollout: Rollout
+
+    def row(self) -> dict[str, Any]:
+        """The attempt's `solver_rollouts` row, with its failure analysis."""
+        rollout = self.rollout
+        trajectory = rollout.trajectory()
+        return {
+            "task_id": rollout.task_id,
+            "batch": self.batch,
+            "rollout_idx": self.rollout_idx,
+            "policy": rollout.policy,
+            "model": rollout.model,
+            "prompt_version": rollout.prompt_version,
+            "reward": rollout.reward,
+            "termination": rollout.termination,
+            "n_turns": rollout.n_turns,
+            "trajectory": json.dumps(trajectory, ensure_ascii=False),
+            "messages": json.dumps(rollout.messages, ensure_ascii=False),
+            "verdict": rollout.verdict.summary() if rollout.verdict else "",
+            "error": rollout.error,
+            "tokens_in": rollout.tokens_in,
+            "tokens_out": rollout.tokens_out,
+            "seconds": rollout.seconds,
+            "queue_seconds": rollout.queue_seconds,
+            **analysis_columns(trajectory, rollout.termination, rollout.reward),
+            "created_at": now(),
+        }
 
 
 @dataclass
@@ -49,6 +102,10 @@ class RolloutRun:
     recovered: list[dict[str, Any]]
     new_rows: list[dict[str, Any]] = field(default_factory=list)
     breaker_opened: bool = False
+    k: int = 0
+    meter: StageMeter | None = None
+    engines: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def current_rows(self) -> list[dict[str, Any]]:
@@ -60,6 +117,46 @@ class RolloutRun:
         """Every row the partition keeps: also attempts beyond k and other solvers' rows."""
         return [*self.current_rows, *self.plan.beyond_k, *self.plan.others]
 
+    def result(self, warn: Callable[[str], object]) -> StageResult:
+        """Every row the partition keeps, and the run's metadata (of this solver's rows for
+        today's k); `warn` is told of identical attempts."""
+        rows = sorted(
+            self.all_rows, key=lambda r: (r["task_id"], r["policy"], r["model"], r["rollout_idx"])
+        )
+        current, new = self.current_rows, self.new_rows
+        scored = [r["reward"] for r in current if r["reward"] is not None]
+        steps = sum(r["commands"] for r in new)
+        modes = Counter(r["failure_mode"] for r in current)
+        wall = time.monotonic() - self.started
+        metadata: dict[str, Any] = {
+            "funnel_step": "solver rollouts",
+            "policy": self.probe.name,
+            "model": self.probe.model,
+            "prompt_version": self.probe.prompt_version,
+            "k": self.k,
+            "tasks": self.tasks,
+            "rollouts": len(current),
+            "reused": len(self.plan.reusable),
+            "recovered_from_journal": len(self.recovered),
+            "ran_now": len(new),
+            "harness_errors": len(current) - len(scored),
+            "endpoint_breaker_opened": self.breaker_opened,
+            "mean_reward": round(sum(scored) / len(scored), 3) if scored else 0.0,
+            "loops_detected": sum(bool(r["loop_detected"]) for r in current),
+            "tokens_in": sum(r["tokens_in"] or 0 for r in current),
+            "tokens_out": sum(r["tokens_out"] or 0 for r in current),
+            "environment_steps_now": steps,
+            "other_solvers_rows_kept": len(self.plan.others),
+            "failure_modes": Counts(modes, "failure_mode", "rollouts"),
+            "sandbox_engines": pl.DataFrame(self.engines),
+            **solver_run_metadata(self.probe, current, warn),  # endpoint, identical attempts
+            **(self.meter.metadata() if self.meter else {}),
+            **timing_metadata([r["seconds"] for r in new], wall),
+        }
+        if steps and sum(r["seconds"] for r in new) > 0:
+            metadata["environment_steps_per_second"] = round(steps / max(wall, 1e-9), 2)
+        return StageResult(TABLE, rows, metadata=metadata)
+
 
 def run_rollouts(
     settings: Settings,
@@ -69,10 +166,12 @@ def run_rollouts(
     tasks: list[Task],
     *,
     log: Log,
-    shard: Shard | None = None,
+    run_tags: Mapping[str, str] | None = None,
 ) -> RolloutRun:
-    """Run the attempts the partition still lacks for `tasks` (those of `shard` only, in a shard
-    run) and return them with the plan. Closes the sandbox's warm containers at the end."""
+    """Run the attempts the partition still lacks for `tasks` (those of its shard only, in a run
+    `run_tags` mark as a shard run) and return them with the plan. Closes the sandbox's warm
+    containers at the end."""
+    started, meter = time.monotonic(), StageMeter(sandbox)
     make_policy = policy_factory(settings)
     probe = make_policy()
     policy_name, model = probe.name, probe.model
@@ -86,6 +185,7 @@ def run_rollouts(
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()
     stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
+    shard = shards.parse((run_tags or {}).get(shards.TAG))
     if shard is not None:  # a shard run: the rows of the shard's tasks only
         recovered = [r for r in recovered if shard.owns(r["task_id"])]
         stored = [r for r in stored if shard.owns(r["task_id"])]
@@ -112,7 +212,7 @@ def run_rollouts(
             error=error,
             prompt_version=probe.prompt_version,
         )
-        return rollout_row(batch, idx, rollout)
+        return Attempt(batch, idx, rollout).row()
 
     def prefetch(item: tuple[Task, int]) -> None:
         """Start the container of the attempt that takes this one's place in `workers` ahead."""
@@ -139,7 +239,7 @@ def run_rollouts(
         if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)
             raise SandboxError(rollout.error)
         breaker.record(rollout)
-        row = rollout_row(batch, idx, rollout)
+        row = Attempt(batch, idx, rollout).row()
         if row["reward"] is not None:  # scored: persisted now, reused if this run dies
             journal.record(attempt_key(row), row)
         return row
@@ -148,9 +248,19 @@ def run_rollouts(
         return harness_error(item[0], item[1], repr(exc))
 
     try:
-        new_rows = run_parallel(
-            todo, work, failed, log=log, workers=workers, label="rollout", recover=sandbox.recover
-        )
+        with meter.items():
+            new_rows = run_parallel(
+                todo,
+                work,
+                failed,
+                log=log,
+                workers=workers,
+                label="rollout",
+                recover=sandbox.recover,
+            )
     finally:
         sandbox.close()  # warm containers nobody took
-    return RolloutRun(probe, len(tasks), plan, recovered, new_rows, breaker.is_open)
+    engines = [{k: r[k] for k in ENGINE_COLUMNS} for r in sandbox.pool.report()]
+    return RolloutRun(
+        probe, len(tasks), plan, recovered, new_rows, breaker.is_open, k, meter, engines, started
+    )

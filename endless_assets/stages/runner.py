@@ -4,7 +4,7 @@ reported to a logger.
 
 The retry policy of every stage lives here: `ENGINE_RETRIES` tries again of one item's work that
 a sandbox engine broke, after the engines that stopped answering are drained
-(sandbox/engine/retry.py). Dagster assets call these through defs/common.py, which passes their log.
+(sandbox/engine/retry.py). Stages pass them their log (stages/stage_run.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -26,6 +27,11 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 ENGINE_RETRIES = 2  # tries again of one task's work that a sandbox engine broke
+
+
+def now() -> datetime:
+    """When a row was made (its `created_at`)."""
+    return datetime.now(UTC)
 
 
 class Log(Protocol):

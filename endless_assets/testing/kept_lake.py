@@ -1,5 +1,5 @@
 """A lake whose `filtered_dataset` holds given tasks as kept, for the tests and benchmarks of
-`endless serve` and the ATIF export: the rows stage IV writes (stages/rows.filtered_row), with a
+`endless serve` and the ATIF export: the rows stage IV writes (stages/filter.Scored), with a
 score made of the given rewards, and no Dagster run.
 
     tasks = procedural_tasks(sandbox.base.tag, "2026-07-01", 4)
@@ -14,7 +14,7 @@ from collections import defaultdict
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.models import Task, score_task, task_seed
 from endless_assets.solver_id import SolverId
-from endless_assets.stages.rows import filtered_row
+from endless_assets.stages.filter import Scored
 from endless_assets.store.catalog import rebuild_catalog
 from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
@@ -42,7 +42,7 @@ def write_kept(
     scored = [t.model_copy(update={"score": score}) for t in tasks]
     by_batch: dict[str, list[dict]] = defaultdict(list)
     for task in scored:
-        by_batch[task.batch].append(filtered_row(task, ""))
+        by_batch[task.batch].append(Scored(task, "").row())
     for batch, rows in by_batch.items():
         lake.write("filtered_dataset", batch, frame("filtered_dataset", rows))
     rebuild_catalog(lake)

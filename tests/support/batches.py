@@ -9,6 +9,7 @@ import dagster as dg
 
 import endless_assets.definitions as definitions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import asset_selection
 from endless_assets.defs.resources import PipelineSettings
 
 
@@ -24,7 +25,10 @@ def materialize_batch(
     **settings,
 ) -> dg.ExecuteInProcessResult:
     """Materialize `assets` (names in endless_assets.definitions, or asset definitions) for the
-    partition `batch`, on an ephemeral instance unless one is given."""
+    partition `batch`, on an ephemeral instance unless one is given. A `selection` of names
+    brings the describe stage's draw tables along with it (they are outputs of one asset)."""
+    if selection is not None and not isinstance(selection, dg.AssetSelection):
+        selection = asset_selection(selection)
     return dg.materialize(
         [getattr(definitions, a) if isinstance(a, str) else a for a in assets],
         selection=selection,

@@ -31,17 +31,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import polars as pl
 
 from endless_assets.agent.episode import EpisodeLimits
 from endless_assets.models import HARNESS_ERROR, OK, REJECTED, Task
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.stages.completion import CHECK_LIMITS
-from endless_assets.stages.soundness.audit import AuditOutcome
+from endless_assets.stages.runner import now
+from endless_assets.stages.soundness.audit import Auditor, AuditOutcome, audit_task
 from endless_assets.stages.soundness.lanes import CONTROL, REFERENCE, LaneRun, ProbeOutcome
 from endless_assets.stages.soundness.probes import ABLATION, SHORTCUT
+from endless_assets.stages.stage_run import Counts, StageResult, StageRun
+from endless_assets.stages.tasks import tasks_with_tests
 
 __all__ = ["AuditOutcome", "ProbeOutcome", "SoundnessOutcome", "check_soundness", "with_audit"]
 
@@ -137,10 +143,13 @@ class SoundnessOutcome:
     def probes_json(self) -> str:
         return json.dumps([asdict(p) for p in self.probes], ensure_ascii=False)
 
-    def row(self) -> dict[str, Any]:
-        """One flat row: scalars only, the probes as JSON."""
+    def row(self, task: Task | None = None) -> dict[str, Any]:
+        """One flat row: scalars only, the probes as JSON; `task_soundness`'s row of `task`
+        (its batch, when made) when given."""
+        made = {"batch": task.batch, "created_at": now()} if task is not None else {}
         return {
             "task_id": self.task_id,
+            **made,
             "status": self.status,
             "reject_reason": self.reject_reason,
             "repeats": self.repeats,
@@ -231,3 +240,88 @@ def check_soundness(
         outcome.decide(min_mutation_score, reference_required)
     outcome.seconds = time.monotonic() - started
     return outcome
+
+
+def run_soundness(
+    run: StageRun,
+    descriptions: pl.DataFrame,
+    environments: pl.DataFrame,
+    completion_tests: pl.DataFrame,
+) -> StageResult:
+    """The soundness stage over the tasks whose completion test stage III validated (with
+    `auditor_model` set and soundness `full`, the model probes too)."""
+    settings = run.settings
+    tasks = tasks_with_tests(descriptions, environments, completion_tests)
+    # Whether each task's reference passed stage III's run (counted with the repeated ones).
+    earlier = dict(completion_tests.select("task_id", "passes_with_reference").iter_rows())
+    run.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness})")
+    auditor = Auditor.from_settings(settings) if settings.soundness == "full" else None
+    skipped = _skipped_audit(settings.soundness, auditor)
+
+    def work(task: Task) -> SoundnessOutcome:
+        if settings.soundness == "off":
+            return SoundnessOutcome(task.task_id, OK, audit=skipped)
+        image = run.image(task)
+        required = run.generator.reference_required and bool(task.reference_solution.strip())
+        outcome = check_soundness(
+            task,
+            image,
+            run.sandbox,
+            repeats=settings.soundness_repeats,
+            min_mutation_score=settings.min_mutation_score,
+            reference_required=required,
+            probes=settings.soundness == "full",
+            earlier_reference=earlier.get(task.task_id),
+        )
+        if auditor is None or outcome.status != OK:
+            why = "the offline probes did not find the task sound"
+            outcome.audit = skipped if auditor is None else AuditOutcome.skipped(why)
+            return outcome
+        audit = audit_task(task, image, run.sandbox, auditor)
+        return with_audit(outcome, audit, settings.min_mutation_score, required)
+
+    # Each task runs `soundness_repeats` lanes of containers; `workers` bounds them together.
+    rows = run.each(tasks, work, SoundnessOutcome, label="soundness", workers=settings.workers)
+    violations = [
+        f"{r['task_id']}: ok but {r['hackable'] or 'the do-nothing control'} passed"
+        for r in rows
+        if r["status"] == OK
+        and r["repeats"]
+        and (r["hackable"] or r["noop_passes"] or 0 < r["reference_passes"] < r["reference_runs"])
+    ]
+    scores = [r["mutation_score"] for r in rows if r["repeats"] and r["mutation_score"] is not None]
+    audited = [r for r in rows if r.get("audit") == "ran"]
+    flagged = Counter(p for r in rows for p in r["hackable"].split(",") if p)
+    metadata: dict[str, Any] = {
+        "mode": settings.soundness,
+        "mean_mutation_score": round(sum(scores) / len(scores), 3) if scores else None,
+        "containers": int(sum(r["containers"] for r in rows)),
+        "cpu_seconds": round(sum(r["cpu_seconds"] or 0.0 for r in rows), 2),
+        "model_probes": auditor.model if auditor else skipped.state,
+        "audited": len(audited),
+        "cheats_passed": sum(bool(r["cheat_passed"]) for r in audited),
+        "misaligned": sum(r["aligned"] is False for r in audited),
+        "llm_requests": sum(r["requests"] or 0 for r in rows),  # journaled rows may lack it
+        "tokens_in": sum(r["tokens_in"] or 0 for r in rows),
+        "tokens_out": sum(r["tokens_out"] or 0 for r in rows),
+    }
+    if flagged:
+        metadata["hackable_probes"] = Counts(flagged, "probe")
+    if auditor is not None:
+        metadata["llm_requests_sent"] = auditor.client.requests  # cache hits excluded
+        if auditor.reference is not None:
+            metadata["reference_judge"] = auditor.reference.model
+            metadata["reference_requests_sent"] = auditor.reference.client.requests
+            agreement = [r["judge_agreement"] for r in rows if r.get("judge_agreement") is not None]
+            if agreement:
+                metadata["judge_agreement"] = round(sum(agreement) / len(agreement), 3)
+    return run.result(rows, violations, funnel_step="III b. soundness", **metadata)
+
+
+def _skipped_audit(mode: str, auditor: Auditor | None) -> AuditOutcome:
+    """Why the model probes do not run for any task of this run ("ran" when they may)."""
+    if mode != "full":
+        return AuditOutcome.skipped(f"soundness is {mode}")
+    if auditor is None:
+        return AuditOutcome.skipped("no auditor_model configured")
+    return AuditOutcome("ran")

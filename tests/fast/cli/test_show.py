@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from endless_assets.agent.episode import Rollout, Turn
 from endless_assets.cli import app
 from endless_assets.cli.app import err, out
-from endless_assets.stages.rows import rollout_row
+from endless_assets.stages.rollouts import Attempt
 from endless_assets.store.catalog import rebuild_catalog
 from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
@@ -41,9 +41,9 @@ def lake_env(tmp_path, monkeypatch):
         Turn(4, "done"),
     ]  # fmt: skip
     rows = [
-        rollout_row("2026-02-02", 0, rollout("model-a", 1, turns)),
-        rollout_row("2026-02-02", 1, rollout("model-a", 0, turns[:1])),
-        rollout_row("2026-02-02", 0, rollout("model-b", 0, [Turn(0, "done")])),
+        Attempt("2026-02-02", 0, rollout("model-a", 1, turns)).row(),
+        Attempt("2026-02-02", 1, rollout("model-a", 0, turns[:1])).row(),
+        Attempt("2026-02-02", 0, rollout("model-b", 0, [Turn(0, "done")])).row(),
     ]
     lake = Lake(tmp_path)
     lake.write("solver_rollouts", "2026-02-02", frame("solver_rollouts", rows))

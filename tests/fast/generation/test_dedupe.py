@@ -17,7 +17,7 @@ from endless_assets.generation.dedupe import (
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.families import ALL_FAMILIES
 from endless_assets.models import task_seed
-from endless_assets.stages.rows import description_row
+from endless_assets.stages.describe import Description
 from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 from endless_assets.store.schemas import TABLES
@@ -91,7 +91,7 @@ def rows_for(batch: str, texts: list[str], statuses: list[str] | None = None) ->
     for i, text in enumerate(texts):
         draft = base.describe(batch, i, task_seed(batch, i))[0]
         draft = draft.model_copy(update={"instruction": text})
-        row = description_row(draft, usage=Usage(), seconds=0.1)
+        row = Description(draft, Usage(), 0.1).row()
         if statuses:
             row["status"] = statuses[i]
         rows.append(row)

@@ -28,7 +28,7 @@ from endless_assets.serve.hub import Hub
 from endless_assets.serve.models import TerminalAction
 from endless_assets.serve.record import EpisodeLog
 from endless_assets.serve.tasks import TaskSet
-from endless_assets.stages.rows import rollout_row
+from endless_assets.stages.rollouts import Attempt
 from endless_assets.store.columns import frame
 from endless_assets.store.lake import Lake
 from endless_assets.testing.kept_lake import write_kept
@@ -76,7 +76,7 @@ def lake(sandbox, tmp_path_factory) -> Lake:
             for policy in (OraclePolicy(), NoopPolicy(), chat)
         ]
     gone = run_episode(sandbox, "endless-task:no-such-image", episode, OraclePolicy(), "", limits)
-    rows = [rollout_row(BATCH, i, r) for i, r in enumerate([*rollouts, gone])]
+    rows = [Attempt(BATCH, i, r).row() for i, r in enumerate([*rollouts, gone])]
     assert [r["reward"] for r in rows] == [1, 0, 1, None]
     lake.write("solver_rollouts", BATCH, frame("solver_rollouts", rows))
     hub = Hub(sandbox, TaskSet([task]), limits, max_sessions=1, episodes=EpisodeLog(lake))

@@ -22,7 +22,6 @@ from endless_assets.settings import Settings
 from endless_assets.solver_id import SolverId
 from endless_assets.stages.completion import CompletionOutcome
 from endless_assets.stages.decontamination import DecontaminationOutcome
-from endless_assets.stages.rows import completion_row, now, soundness_row
 from endless_assets.stages.soundness.audit import AuditOutcome, Judgement
 from endless_assets.stages.soundness.stage import ProbeOutcome, SoundnessOutcome
 from endless_assets.store.columns import frame
@@ -84,7 +83,7 @@ def write_rows(lake: Lake, table: str, rows: list[dict]) -> None:
 
 def checked(task: Task, status: str = OK, reason: str = "", sets: str = SETS) -> dict:
     outcome = DecontaminationOutcome(task.task_id, task.batch, status, reason, sets, THRESHOLDS)
-    return {**outcome.row(), "created_at": now()}
+    return outcome.row()
 
 
 def test_the_record_takes_each_value_from_its_table_and_a_recheck_over_the_pipelines_check(
@@ -93,11 +92,9 @@ def test_the_record_takes_each_value_from_its_table_and_a_recheck_over_the_pipel
     lake = Lake(tmp_path / "lake")
     first, second = tasks = scored_tasks()
     off = SoundnessOutcome(second.task_id, OK, audit=AuditOutcome.skipped("soundness is off"))
-    write_rows(
-        lake, "task_soundness", [soundness_row(first, sound(first)), soundness_row(second, off)]
-    )
+    write_rows(lake, "task_soundness", [sound(first).row(first), off.row(second)])
     stage_iii = CompletionOutcome(first.task_id, OK, fails_with_noop=True)
-    write_rows(lake, "completion_tests", [completion_row(first, stage_iii)])
+    write_rows(lake, "completion_tests", [stage_iii.row(first)])
     write_rows(lake, "task_decontamination", [checked(first), checked(second, sets="")])
     records = quality_records(lake, tasks)
     record = records[first.task_id].as_dict()
@@ -180,7 +177,7 @@ def test_a_task_no_table_has_a_row_for_is_exported_as_not_checked_in_every_forma
 def test_our_own_export_imported_again_keeps_its_record_in_the_draft(tmp_path):
     lake = Lake(tmp_path / "lake")
     tasks = scored_tasks()
-    write_rows(lake, "task_soundness", [soundness_row(t, sound(t)) for t in tasks])
+    write_rows(lake, "task_soundness", [sound(t).row(t) for t in tasks])
     write_rows(lake, "task_decontamination", [checked(t) for t in tasks])
     records = quality_records(lake, tasks)
     export_harbor(tasks, tmp_path / "harbor", base_image=BASE, quality=records)

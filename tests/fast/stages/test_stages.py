@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -46,7 +45,7 @@ def test_a_dockerfile_that_fails_to_build_is_rejected_with_its_log(sandbox):
     env, comp = run_stages(sandbox, BuildFails)
     assert env.status == "rejected" and comp is None
     assert env.reject_reason.startswith("build_failed:")
-    log = json.loads(env.attempt_log_json())
+    log = env.attempt_log
     assert log[0]["stage"] == "build"
     assert "setup exploded on purpose" in log[0]["error"]
 

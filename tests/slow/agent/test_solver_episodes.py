@@ -24,7 +24,7 @@ from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode, ru
 from endless_assets.agent.policies import EpisodeTask
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.llm.client import ChatClient, Endpoint
-from endless_assets.stages.rows import rollout_row
+from endless_assets.stages.rollouts import Attempt
 from endless_assets.store.columns import frame
 from endless_assets.store.schemas import SolverRollouts
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
@@ -87,7 +87,7 @@ def play(
         assert len(server.requests) == rollout.n_turns
         for i, request in enumerate(server.requests):
             assert request["messages"] == request_for_turn(rollout.messages, trajectory, i)
-    row = rollout_row("2026-05-01", 0, rollout)
+    row = Attempt("2026-05-01", 0, rollout).row()
     SolverRollouts.validate(frame("solver_rollouts", [row]))
     return rollout, server, row
 
@@ -257,7 +257,7 @@ def test_time_queued_for_the_model_is_not_the_agents_time(sandbox, task):
     assert all(r.queue_seconds > 9.0 for r in rollouts), "each waited for two others, 3 times"
     later = max(rollouts, key=lambda r: r.seconds)
     assert later.seconds > limits.episode_seconds, "the wall clock passed the budget"
-    row = rollout_row("2026-05-01", 0, later)
+    row = Attempt("2026-05-01", 0, later).row()
     assert row["queue_seconds"] == later.queue_seconds
     SolverRollouts.validate(frame("solver_rollouts", [row]))
 

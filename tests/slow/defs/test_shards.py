@@ -20,6 +20,7 @@ from endless_assets.defs.jobs import (
     PIPELINE_ASSETS,
     SHARD_ASSETS,
     STAGE_ONE_ASSETS,
+    asset_selection,
 )
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.store import shards
@@ -47,7 +48,7 @@ def test_every_task_belongs_to_exactly_one_shard_and_bad_tags_are_refused():
 def run(data_dir, names, tags=None) -> dg.ExecuteInProcessResult:
     result = dg.materialize(
         [getattr(definitions, name) for name in PIPELINE_ASSETS],
-        selection=names,
+        selection=asset_selection(names),
         partition_key=BATCH,
         instance=dg.DagsterInstance.ephemeral(),
         tags=tags,

@@ -26,7 +26,7 @@ from endless_assets.agent.run_report import identical_attempts, solver_run_metad
 from endless_assets.llm.client import ChatClient, Endpoint, LLMRequestError
 from endless_assets.llm.preflight import require_model
 from endless_assets.settings import Settings, SettingsError
-from endless_assets.stages.rows import rollout_row
+from endless_assets.stages.rollouts import Attempt
 from endless_assets.testing.model_server import ModelServer
 from endless_assets.testing.tiny_model import TinyModel, build
 
@@ -152,7 +152,7 @@ def attempts(server: ModelServer, k: int) -> list[dict]:
         agent.act("[exit code: 0]")
         rollout = Rollout(TASK.task_id, "chat", server.model, 0, "turn_limit")
         rollout.messages = agent.messages()
-        rows.append(rollout_row("2026-05-01", idx, rollout))
+        rows.append(Attempt("2026-05-01", idx, rollout).row())
     return rows
 
 

@@ -28,6 +28,7 @@ from project import SUPPORT
 import endless_assets.definitions as definitions
 import endless_assets.generation.procedural as procedural
 from endless_assets.defs.io_manager import ParquetLakeIOManager
+from endless_assets.defs.jobs import asset_selection
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.store.journal import journal_dir
 from endless_assets.store.lake import Lake
@@ -199,7 +200,7 @@ def test_stage_two_rows_journaled_before_a_failed_write_are_reused_not_rebuilt(t
         assets = ("base_image", "task_descriptions", "task_decontamination", "task_environments")
         return dg.materialize(
             [getattr(definitions, name) for name in assets],
-            selection=list(names),
+            selection=asset_selection(names),
             partition_key=batch,
             instance=dg.DagsterInstance.ephemeral(),
             resources=resources,

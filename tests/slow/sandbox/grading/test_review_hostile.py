@@ -34,7 +34,7 @@ from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.grading.verdict import start_grader, stop_agent
 from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
-from endless_assets.stages.rows import rollout_row
+from endless_assets.stages.rollouts import Attempt
 from endless_assets.store.columns import frame
 from endless_assets.store.schemas import SolverRollouts
 from endless_assets.testing.scripted_server import Reply, ScriptedServer
@@ -605,5 +605,5 @@ def test_tool_calls_null_content_no_usage_and_binary_output_are_handled(sandbox,
     assert (rollout.termination, rollout.reward) == ("done", 1)
     # the null content went back to the server as an empty assistant message, roles alternate
     assert server.requests[1]["messages"][2] == {"role": "assistant", "content": ""}
-    row = rollout_row("2026-05-01", 0, rollout)
+    row = Attempt("2026-05-01", 0, rollout).row()
     SolverRollouts.validate(frame("solver_rollouts", [row]))
