@@ -75,7 +75,7 @@ def record_batch_costs(
         profile,
         batch=batch,
         before=before,
-        runs=planned_runs(settings.tasks, settings.shard_tasks),
+        runs=planned_runs(settings.run.tasks, settings.run.shard_tasks),
     )
     costs = cost_frame(
         batch,
@@ -156,14 +156,14 @@ def basis_markdown(planned: Estimate) -> str:
 )
 def estimate_batch_cost(context: dg.OpExecutionContext, pipeline: PipelineSettings):
     settings = pipeline.resolve()
-    runs = planned_runs(settings.tasks, settings.shard_tasks)
+    runs = planned_runs(settings.run.tasks, settings.run.shard_tasks)
     planned = estimate(read_history(pipeline.lake()), cost_profile(settings), runs=runs)
     frame = planned.frame().with_columns(pl.col(pl.Float64).round(2))
-    context.log.info(f"estimate for {settings.tasks} tasks:\n{frame.drop('basis')}")
+    context.log.info(f"estimate for {settings.run.tasks} tasks:\n{frame.drop('basis')}")
     return dg.Output(
         None,
         metadata={
-            "tasks": settings.tasks,
+            "tasks": settings.run.tasks,
             "estimate": frame_table(frame.drop("basis")),
             "basis": dg.MetadataValue.md(basis_markdown(planned)),
         },

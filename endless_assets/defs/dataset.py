@@ -21,7 +21,7 @@ from endless_assets.defs.common import (
 from endless_assets.defs.costs import record_batch_costs
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.models import KeepRule, score_tasks
+from endless_assets.models import score_tasks
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
 from endless_assets.stages.funnel import batch_funnel
 from endless_assets.stages.rows import filtered_row, tasks_with_tests
@@ -98,12 +98,12 @@ def _materialize(
     settings = pipeline.resolve()
     started = time.monotonic()
     probe = policy_factory(settings)()
-    rule = KeepRule(settings.min_pass_rate, settings.max_pass_rate)
+    rule = settings.keep.rule()
     solver = f"{probe.name}/{probe.model}" if probe.model else probe.name
     rollouts = solver_rollouts.filter(
         (pl.col("policy") == probe.name)
         & (pl.col("model") == probe.model)
-        & (pl.col("rollout_idx") < settings.attempts)
+        & (pl.col("rollout_idx") < settings.solver.attempts)
     )
     by_task: dict[str, list[dict]] = {}
     for r in rollouts.to_dicts():

@@ -28,10 +28,10 @@ INVARIANT = "every rejected task names the benchmark task it shares a field with
 
 def _checker(context: dg.AssetExecutionContext, settings: Settings) -> Checker:
     found = checker(
-        settings.decontamination_references,
-        settings.decontamination_ngrams,
-        settings.decontamination_fuzzy,
-        settings.data_dir,
+        settings.decontamination.references,
+        settings.decontamination.ngrams,
+        settings.decontamination.fuzzy,
+        settings.run.data_dir,
     )
     if not found.references.tasks:
         context.log.info("no reference set to check against (decontamination_references)")

@@ -70,11 +70,11 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     parents = parent_tasks(pipeline.lake(), plan)
     note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
     if note:  # said once per run, not per task; a warning when the frontier was asked for
-        say = context.log.warning if settings.sampler == "frontier" else context.log.info
+        say = context.log.warning if settings.sampling.sampler == "frontier" else context.log.info
         say(f"sampler: {note}")
 
     def describe(index: int) -> dict:
-        seed = slot_seed(plan, batch, index, settings.seed)
+        seed = slot_seed(plan, batch, index, settings.run.seed)
         t0 = time.monotonic()
         try:
             draft, usage = describe_slot(generator, plan, batch, index, seed, parents)
@@ -98,7 +98,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
         row = failed_description_row(
             batch,
             index,
-            slot_seed(plan, batch, index, settings.seed),
+            slot_seed(plan, batch, index, settings.run.seed),
             generator.name,
             generator.model,
             generator.version,
@@ -115,7 +115,7 @@ def task_descriptions(context: dg.AssetExecutionContext, pipeline: PipelineSetti
     )
     rows = run_parallel(
         context,
-        list(range(settings.tasks)),
+        list(range(settings.run.tasks)),
         resume.wrap(describe),
         failed,
         workers=task_parallelism(generator, settings),

@@ -75,7 +75,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
                 task,
                 sandbox,
                 image_tag=row["image_tag"],
-                repeats=settings.soundness_repeats,
+                repeats=settings.soundness.repeats,
                 reference_required=required,
                 network=network if imported else task.generator != "procedural",  # as stage II
             )
@@ -90,7 +90,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             kept,
             work,
             failed,
-            workers=settings.workers,
+            workers=settings.run.workers,
             label="drift",
             recover=sandbox.recover,
         )

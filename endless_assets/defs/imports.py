@@ -64,15 +64,15 @@ def imported_task_descriptions(
         raise dg.Failure(f"source_dir must be an absolute path, got {config.source_dir!r}")
     settings = pipeline.resolve()
     try:
-        base_images = BaseImages(pipeline, settings.base_recipe)
+        base_images = BaseImages(pipeline, settings.imports.base_recipe)
         outcomes = import_tasks(
             source,
             batch,
             fmt=config.format,
             base_image_map=dict(config.base_image_map),
-            base_image=base_images(settings.base_recipe),
+            base_image=base_images(settings.imports.base_recipe),
             recipes=base_images,
-            max_binary_bytes=int(settings.max_binary_file_mb * 2**20),
+            max_binary_bytes=int(settings.imports.max_binary_file_mb * 2**20),
         )
     except (ImportProblem, ValueError) as exc:
         raise dg.Failure(f"cannot import from {source}: {exc}") from exc

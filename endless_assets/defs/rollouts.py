@@ -99,7 +99,7 @@ def _materialize(
         "policy": probe.name,
         "model": probe.model,
         "prompt_version": probe.prompt_version,
-        "k": settings.attempts,
+        "k": settings.solver.attempts,
         "tasks": run.tasks,
         "rollouts": len(current),
         "reused": len(plan.reusable),

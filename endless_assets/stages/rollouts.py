@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.agent.breaker import EndpointBreaker
-from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
+from endless_assets.agent.episode import Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask, Policy
 from endless_assets.models import Task
@@ -75,13 +75,8 @@ def run_rollouts(
     make_policy = policy_factory(settings)
     probe = make_policy()
     policy_name, model = probe.name, probe.model
-    k = settings.attempts
-    limits = EpisodeLimits(
-        max_turns=settings.max_turns,
-        command_timeout=settings.command_timeout,
-        episode_seconds=settings.episode_seconds,
-        output_cap=settings.output_cap,
-    )
+    k = settings.solver.attempts
+    limits = settings.solver.limits()
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()
     stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
@@ -95,7 +90,7 @@ def run_rollouts(
         f"{len(tasks)} tasks x k={k} with {policy_name}/{model or '-'}: "
         f"{len(plan.reusable)} scored rollouts reused ({len(recovered)} of them from the "
         f"journal), {len(todo)} to run, {workers} episodes in "
-        f"parallel, at most {settings.workers} starting containers or grading at once"
+        f"parallel, at most {settings.run.workers} starting containers or grading at once"
     )
     breaker = EndpointBreaker()
     images = ImageCache(sandbox)
@@ -116,7 +111,7 @@ def run_rollouts(
     def prefetch(item: tuple[Task, int]) -> None:
         """Start the container of the attempt that takes this one's place in `workers` ahead."""
         ahead = position[(item[0].task_id, item[1])] + workers
-        if settings.warm_containers and ahead < len(todo):
+        if settings.sandbox.warm_containers and ahead < len(todo):
             with contextlib.suppress(SandboxError):  # that attempt will say so itself
                 sandbox.expect(images.tag(todo[ahead][0]))
 
@@ -133,7 +128,7 @@ def run_rollouts(
             task.completion_test or "",
             limits,
             labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
-            warm=bool(settings.warm_containers),
+            warm=bool(settings.sandbox.warm_containers),
         )
         if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)
             raise SandboxError(rollout.error)
