@@ -128,12 +128,12 @@ def run(args: argparse.Namespace, sandbox: Sandbox, task, image: str, root: Path
         )
         make_policy = policy_factory(settings)
         limits = EpisodeLimits(
-            max_turns=settings.max_turns,
-            command_timeout=settings.command_timeout,
-            episode_seconds=settings.episode_seconds,
-            output_cap=settings.output_cap,
+            max_turns=settings.solver.max_turns,
+            command_timeout=settings.solver.command_timeout,
+            episode_seconds=settings.solver.episode_seconds,
+            output_cap=settings.solver.output_cap,
         )
-        sandbox.cpu = CpuSlot(max(1, settings.workers))
+        sandbox.cpu = CpuSlot(max(1, settings.run.workers))
         probe = make_policy()
 
         def attempt(idx: int) -> Rollout:
@@ -149,16 +149,16 @@ def run(args: argparse.Namespace, sandbox: Sandbox, task, image: str, root: Path
 
         started = time.monotonic()
         with ThreadPoolExecutor(settings.episode_workers) as pool:
-            rollouts = list(pool.map(attempt, range(settings.attempts)))
+            rollouts = list(pool.map(attempt, range(settings.solver.attempts)))
         wall = time.monotonic() - started
         received = server.log_tail(10**9).count("[Request received]") - calibration
     name = f"old client ({args.old_client})" if args.old_client else "new client"
-    print(f"== {name}: {settings.attempts} attempts, {settings.episode_workers} in parallel")
+    print(f"== {name}: {settings.solver.attempts} attempts, {settings.episode_workers} in parallel")
     print(
-        f"settings: llm_concurrency={settings.llm_concurrency} llm_timeout={settings.llm_timeout:g}"
-        f" llm_retries={settings.llm_retries} episode_seconds={settings.episode_seconds:g}"
-        f" max_turns={settings.max_turns} turn_tokens={settings.turn_tokens}"
-        f" context_tokens={settings.context_tokens}"
+        f"settings: llm_concurrency={settings.llm.concurrency} llm_timeout={settings.llm.timeout:g}"
+        f" llm_retries={settings.llm.retries} episode_seconds={settings.solver.episode_seconds:g}"
+        f" max_turns={settings.solver.max_turns} turn_tokens={settings.solver.turn_tokens}"
+        f" context_tokens={settings.solver.context_tokens}"
     )
     print(f"requests sent      {counts.requests - calibration}")
     print(f"received by server {received}")

@@ -133,8 +133,8 @@ def engine_slots(settings: Any) -> list[int]:
 
 def sizing(settings: Any) -> Sizing:
     slots = engine_slots(settings)
-    docker_pool = max(1, sum(slots) // max(1, settings.workers))
-    return Sizing(len(slots), sum(slots), settings.workers, docker_pool, 2 * docker_pool)
+    docker_pool = max(1, sum(slots) // max(1, settings.run.workers))
+    return Sizing(len(slots), sum(slots), settings.run.workers, docker_pool, 2 * docker_pool)
 
 
 def pg_url() -> str | None:

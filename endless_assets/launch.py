@@ -93,7 +93,7 @@ def record_batch(home: Path, batch: str, overrides: dict[str, Any]) -> None:
     from endless_assets.settings import Settings
     from endless_assets.store.lake import Lake
 
-    lake = Lake(Settings.resolve(**overrides).data_dir)
+    lake = Lake(Settings.resolve(**overrides).run.data_dir)
     with home_lock(home):
         record_batch_day(home, batch, lake.batches("task_descriptions"))
 

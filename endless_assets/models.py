@@ -126,6 +126,17 @@ def score_tasks(
 
 
 @dataclass(frozen=True)
+class EpisodeLimits:
+    """What one episode may take (the solver settings' `limits()`; fixed ones for checks)."""
+
+    max_turns: int = 16
+    command_timeout: float = 60.0
+    episode_seconds: float = 900.0
+    output_cap: int = 50_000
+    test_timeout: float = 180.0
+
+
+@dataclass(frozen=True)
 class KeepRule:
     """Keep a task when its pass rate is inside [min_pass_rate, max_pass_rate] and it was solved.
 

@@ -145,13 +145,13 @@ class ChatPolicy:
         endpoint enforces, where it says, replaces `context_tokens`."""
         endpoint, check = require_model(settings, "solver")
         config = ChatConfig(
-            model=settings.solver_model,
-            temperature=settings.solver_temperature,
-            turn_tokens=settings.turn_tokens,
-            context_tokens=check.context_tokens or settings.context_tokens,
-            max_turns=settings.max_turns,
-            output_cap=settings.output_cap,
-            command_timeout=settings.command_timeout,
+            model=settings.solver.model,
+            temperature=settings.solver.temperature,
+            turn_tokens=settings.solver.turn_tokens,
+            context_tokens=check.context_tokens or settings.solver.context_tokens,
+            max_turns=settings.solver.max_turns,
+            output_cap=settings.solver.output_cap,
+            command_timeout=settings.solver.command_timeout,
         )
         client = ChatClient(endpoint)  # no reply cache: attempts must be independent samples
         prompts = SolverPrompts.load()

@@ -15,6 +15,7 @@ from typing import Any
 from endless_assets.agent.policies import Action, EpisodeTask, Policy
 from endless_assets.agent.replies import FORMAT_HINT
 from endless_assets.llm.pacing import QueueClock, queue_clock
+from endless_assets.models import EpisodeLimits
 from endless_assets.sandbox.containers.container import TaskContainer
 from endless_assets.sandbox.containers.shell import CommandResult, ShellSession
 from endless_assets.sandbox.engine.client import SandboxError
@@ -31,15 +32,6 @@ class PolicyUnavailable(Exception):
 
 class ContextExhausted(Exception):
     """The conversation no longer fits the model's context, even after folding old turns."""
-
-
-@dataclass(frozen=True)
-class EpisodeLimits:
-    max_turns: int = 16
-    command_timeout: float = 60.0
-    episode_seconds: float = 900.0
-    output_cap: int = 50_000
-    test_timeout: float = 180.0
 
 
 @dataclass

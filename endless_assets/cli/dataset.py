@@ -39,7 +39,7 @@ class ExportFormat(StrEnum):
 def _lake():
     from endless_assets.store.lake import Lake
 
-    return Lake(resolved_settings().data_dir)
+    return Lake(resolved_settings().run.data_dir)
 
 
 @app.command()
@@ -249,8 +249,8 @@ def _import(
     overrides = {"solver": solver, "k": k, "workers": workers}
     settings = resolved_settings(**overrides)
     err.print(
-        f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver} "
-        f"(k={settings.attempts}), data in {settings.data_dir}"
+        f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver.policy} "
+        f"(k={settings.solver.attempts}), data in {settings.run.data_dir}"
     )
     from endless_assets.cli.submit import open_instance
 
@@ -265,7 +265,7 @@ def _import(
         log_level="WARNING" if quiet else "INFO",
         fmt=fmt,
     )
-    _print_import_summary(settings.data_dir, batch)
+    _print_import_summary(settings.run.data_dir, batch)
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
@@ -297,11 +297,11 @@ def _warn_missing_images(
             batch,
             fmt=fmt,
             base_image_map=mapping,
-            base_image=base_image_tag(settings.base_recipe),
+            base_image=base_image_tag(settings.imports.base_recipe),
             recipes=base_image_tag,
-            max_binary_bytes=int(settings.max_binary_file_mb * 2**20),
+            max_binary_bytes=int(settings.imports.max_binary_file_mb * 2**20),
         )
-        client = docker_client(settings.docker_host or None)
+        client = docker_client(settings.sandbox.docker_host or None)
     except (ImportProblem, SandboxError, ValueError):
         return  # the run reports it
     ours = {base_image_tag(name) for name in ("bookworm", "trixie")}  # built by the run

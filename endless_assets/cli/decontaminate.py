@@ -38,12 +38,12 @@ def decontaminate(
         settings = Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
-    if not settings.decontamination_references.strip():
+    if not settings.decontamination.references.strip():
         _fail(
             "no reference set to check against: set decontamination_references "
             "(ENDLESS_DECONTAMINATION_REFERENCES) or give --references"
         )
-    lake = Lake(settings.data_dir)
+    lake = Lake(settings.run.data_dir)
     known = lake.batches("filtered_dataset")
     chosen = batch or known
     missing = sorted(set(chosen) - set(known))

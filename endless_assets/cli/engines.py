@@ -18,20 +18,12 @@ def _sandbox(settings: Any):
     """The sandbox over the settings' engines. An engine of a pool that does not answer: one
     warning line; none answering (or an engine URL this machine cannot use): one error line,
     exit 2 (the fix is in the settings or the engine, named in the line)."""
-    from endless_assets.sandbox.containers.container import Limits
     from endless_assets.sandbox.engine.client import SandboxError
-    from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+    from endless_assets.sandbox.sandbox import Sandbox
     from endless_assets.settings import SettingsError
 
     try:
-        config = SandboxConfig(
-            docker_host=settings.docker_host or None,
-            limits=Limits(
-                memory=settings.memory, cpus=settings.cpus, pids=settings.pids, disk=settings.disk
-            ),
-            engines=settings.engine_specs if settings.docker_hosts.strip() else (),
-            cpu_slots=settings.workers,
-        )
+        config = settings.sandbox_config()  # the pipeline's resource builds the same one
         with _pool_warnings_on_stderr():
             return Sandbox(config)
     except (SandboxError, SettingsError) as exc:
@@ -156,7 +148,8 @@ def prune(
     keep: set[str] = set()
     if not everything:
         kept = query(
-            Lake(settings.data_dir), "select distinct image_tag from filtered_dataset where kept"
+            Lake(settings.run.data_dir),
+            "select distinct image_tag from filtered_dataset where kept",
         )
         keep = set(kept["image_tag"].to_list()) if len(kept) else set()
     sandbox = _sandbox(settings)

@@ -87,18 +87,19 @@ def run(
     reap_dead_runs()  # (runs whose process is gone hold no slot this run waits for)
     from endless_assets.store.shards import count_for
 
-    shards = count_for(settings.tasks, settings.shard_tasks)
+    shards = count_for(settings.run.tasks, settings.run.shard_tasks)
     sharded = ""
     if shards > 1:  # (a task's shard is a hash of its id: shards are about even, not exactly)
-        sharded = f", in {shards} shard runs of about {-(-settings.tasks // shards)} tasks"
+        sharded = f", in {shards} shard runs of about {-(-settings.run.tasks // shards)} tasks"
     err.print(
-        f"[bold]endless run[/] batch {batch}: {settings.tasks} tasks{sharded}, generator "
-        f"{settings.generator}, solver {settings.solver} (k={settings.attempts}), "
-        f"{settings.workers} workers, data in {settings.data_dir}"
+        f"[bold]endless run[/] batch {batch}: {settings.run.tasks} tasks{sharded}, generator "
+        f"{settings.generator.kind}, solver {settings.solver.policy} "
+        f"(k={settings.solver.attempts}), "
+        f"{settings.run.workers} workers, data in {settings.run.data_dir}"
     )
     if submit:
         print_short(settings, batch)
-        _claim(settings.data_dir, batch).close()  # (refused now if a run holds the batch)
+        _claim(settings.run.data_dir, batch).close()  # (refused now if a run holds the batch)
         if shards > 1:
             submit_sharded(batch, overrides, shards)
         else:
@@ -107,7 +108,7 @@ def run(
     _preflight(settings)
     print_short(settings, batch)
     started = time.monotonic()
-    claim = _claim(settings.data_dir, batch)
+    claim = _claim(settings.run.data_dir, batch)
     try:
         result = launch_batch(
             batch,
@@ -125,15 +126,15 @@ def run(
             "same date goes on from what it finished",
             code=130,
         )
-    print_funnel(settings.data_dir, batch)
+    print_funnel(settings.run.data_dir, batch)
     if not result.success:
         _fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
             "see the log above or the run in the UI (`dg dev`)",
             code=1,
         )
-    print_costs(settings.data_dir, batch)
-    kept = _kept(settings.data_dir, batch)
+    print_costs(settings.run.data_dir, batch)
+    kept = _kept(settings.run.data_dir, batch)
     out.print(
         f"[bold green]batch {batch} done[/] in {wall:.0f} s: {kept} verified tasks kept "
         f"(run {result.run_id})"
@@ -282,7 +283,7 @@ def sql(
     from endless_assets.store.catalog import CatalogError, query
     from endless_assets.store.lake import Lake
 
-    lake = Lake(resolved_settings().data_dir)
+    lake = Lake(resolved_settings().run.data_dir)
     try:
         frame = query(lake, query_text)
     except CatalogError as exc:
@@ -317,5 +318,5 @@ def catalog() -> None:
     from endless_assets.store.catalog import rebuild_catalog
     from endless_assets.store.lake import Lake
 
-    path = rebuild_catalog(Lake(resolved_settings().data_dir))
+    path = rebuild_catalog(Lake(resolved_settings().run.data_dir))
     out.print(f"catalog rebuilt: {path}")

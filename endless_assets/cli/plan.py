@@ -30,8 +30,8 @@ def planned(settings: Any, batch: str):
     from endless_assets.store.costs import estimate, planned_runs, read_history
     from endless_assets.store.lake import Lake
 
-    runs = planned_runs(settings.tasks, settings.shard_tasks)
-    history = read_history(Lake(settings.data_dir))
+    runs = planned_runs(settings.run.tasks, settings.run.shard_tasks)
+    history = read_history(Lake(settings.run.data_dir))
     return estimate(history, cost_profile(settings), batch=batch, runs=runs)
 
 
@@ -56,12 +56,12 @@ def print_plan(settings: Any, batch: str, fmt: OutputFormat) -> None:
     out.print(source_line(plan))
     print_frame(
         frame.select(list(SHOWN)).rename(SHOWN).with_columns(pl.col(pl.Float64).round(1)),
-        title=f"estimate for batch {batch}: {settings.tasks} tasks",
+        title=f"estimate for batch {batch}: {settings.run.tasks} tasks",
     )
     for stage in plan.stages:
         out.print(f"  {stage.stage}: {stage.basis}", soft_wrap=True, highlight=False)
     out.print(total_line(plan), highlight=False)
-    note = rerun_note(settings.data_dir, batch)
+    note = rerun_note(settings.run.data_dir, batch)
     if note:
         out.print(note, highlight=False)
 

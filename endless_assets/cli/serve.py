@@ -52,7 +52,6 @@ def serve(
     {"done": true}, the step budget or the time budget grades and returns the reward. An
     infrastructure failure is `infra_error`, never a reward. Every episode lands in the lake's
     served_episodes table. Stops on Ctrl-C or SIGTERM, removing every container."""
-    from endless_assets.agent.episode import EpisodeLimits
     from endless_assets.cli.engines import _sandbox
     from endless_assets.serve.app import listen
     from endless_assets.serve.app import serve as run_server
@@ -77,7 +76,7 @@ def serve(
         settings = Settings.resolve(**overrides)
     except SettingsError as exc:
         _fail(str(exc))
-    lake = Lake(settings.data_dir)
+    lake = Lake(settings.run.data_dir)
     condition = selection_filter(where, batch, category, difficulty, learnable)
     try:
         tasks = TaskSet(select_tasks(lake, condition), seed=seed)
@@ -88,12 +87,7 @@ def serve(
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     sandbox = _sandbox(settings)  # (after a kill -9, this start removes what that server left)
-    limits = EpisodeLimits(
-        max_turns=settings.max_turns,
-        command_timeout=settings.command_timeout,
-        episode_seconds=settings.episode_seconds,
-        output_cap=settings.output_cap,
-    )
+    limits = settings.solver.limits()
     hub = Hub(
         sandbox,
         tasks,

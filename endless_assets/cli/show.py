@@ -37,7 +37,7 @@ def show(
     """Show a task's solver rollouts, or one trajectory turn by turn."""
     from endless_assets.store.lake import Lake
 
-    lake = Lake(resolved_settings().data_dir)
+    lake = Lake(resolved_settings().run.data_dir)
     rows = _rows(
         lake,
         "select * from solver_rollouts where task_id = ? order by policy, model, rollout_idx",

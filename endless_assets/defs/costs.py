@@ -88,11 +88,11 @@ def estimate_batch_cost(context: dg.OpExecutionContext, pipeline: PipelineSettin
     settings = pipeline.resolve()
     planned = estimate_for(settings, pipeline.lake())
     frame = planned.frame().with_columns(pl.col(pl.Float64).round(2))
-    context.log.info(f"estimate for {settings.tasks} tasks:\n{frame.drop('basis')}")
+    context.log.info(f"estimate for {settings.run.tasks} tasks:\n{frame.drop('basis')}")
     return dg.Output(
         None,
         metadata={
-            "tasks": settings.tasks,
+            "tasks": settings.run.tasks,
             "estimate": frame_table(frame.drop("basis")),
             "basis": dg.MetadataValue.md(basis_markdown(planned)),
         },

@@ -46,7 +46,7 @@ def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bo
     machine's uplink reaches; an imported Dockerfile is someone else's code."""
     env = next(f.env for f in FIELDS if f.name == "build_network")
     explicit = pipeline.build_network is not None or bool(os.environ.get(env, "").strip())
-    return explicit and settings.build_network
+    return explicit and settings.sandbox.build_network
 
 
 task_environments = build_task_environments(GENERATED)

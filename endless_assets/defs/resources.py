@@ -9,8 +9,7 @@ from typing import Any
 import dagster as dg
 import pydantic
 
-from endless_assets.sandbox.containers.container import Limits
-from endless_assets.sandbox.sandbox import Sandbox, SandboxConfig
+from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.settings import FIELDS, Field, Settings
 from endless_assets.store.lake import Lake
 
@@ -22,23 +21,10 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
         return Settings.resolve(**{f.name: getattr(self, f.name) for f in FIELDS})
 
     def lake(self) -> Lake:
-        return Lake(self.resolve().data_dir)
+        return Lake(self.resolve().run.data_dir)
 
     def sandbox(self) -> Sandbox:
-        s = self.resolve()
-        return Sandbox(
-            SandboxConfig(
-                docker_host=s.docker_host or None,
-                engines=s.engine_specs if s.docker_hosts.strip() else (),
-                limits=Limits(memory=s.memory, cpus=s.cpus, pids=s.pids, disk=s.disk),
-                build_network=s.build_network,
-                build_network_allow=tuple(
-                    a.strip() for a in s.build_network_allow.split(",") if a.strip()
-                ),
-                warm=s.warm_containers,
-                cpu_slots=max(1, s.workers),
-            )
-        )
+        return Sandbox(self.resolve().sandbox_config())
 
 
 def _described(f: Field) -> Any:

@@ -20,7 +20,7 @@ class CarriedGenerator:
     cell_kind = ""  # carried tasks arrive whole: nothing to draw
 
     def parallelism(self, settings: Settings) -> int:
-        return settings.workers
+        return settings.run.workers
 
     def run_metadata(self) -> dict[str, Any]:
         return {}

@@ -8,13 +8,13 @@ from endless_assets.settings import Settings, SettingsError
 
 
 def make_generator(settings: Settings, base_image: str) -> TaskGenerator:
-    if settings.generator == "procedural":
+    if settings.generator.kind == "procedural":
         return ProceduralGenerator(base_image)
-    if settings.generator == "llm":
+    if settings.generator.kind == "llm":
         from endless_assets.generation.llm import LLMGenerator
 
         return LLMGenerator.from_settings(settings, base_image)
-    raise SettingsError(f"unknown generator {settings.generator!r}")
+    raise SettingsError(f"unknown generator {settings.generator.kind!r}")
 
 
 def task_parallelism(generator: TaskGenerator, settings: Settings) -> int:

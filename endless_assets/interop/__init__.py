@@ -71,7 +71,7 @@ def export_dataset(
 
         base_image = base_image_tag()
     settings = settings or Settings.resolve()
-    data_dirs = [lake.data_dir, resolve_data_dir(settings.data_dir)]
+    data_dirs = [lake.data_dir, resolve_data_dir(settings.run.data_dir)]
     check_destination(out, overwrite=overwrite, data_dirs=data_dirs)  # before reading anything
     summary = _export(
         lake,

@@ -61,9 +61,9 @@ def prompt_messages(instruction: str, settings: Settings) -> list[dict[str, str]
         raise ExportError(f"cannot render the solver prompt for RL rows: {exc}") from exc
     config = ChatConfig(
         model="",
-        max_turns=settings.max_turns,
-        output_cap=settings.output_cap,
-        command_timeout=settings.command_timeout,
+        max_turns=settings.solver.max_turns,
+        output_cap=settings.solver.output_cap,
+        command_timeout=settings.solver.command_timeout,
     )
     return [
         {"role": "system", "content": prompts.render_system(config)},
@@ -111,8 +111,8 @@ def rl_row(
         "truth": json.dumps(task.truth, sort_keys=True, ensure_ascii=False),
         "agent_user": AGENT_USER,
         "agent_home": AGENT_HOME,
-        "max_turns": settings.max_turns,
-        "command_timeout": settings.command_timeout,
+        "max_turns": settings.solver.max_turns,
+        "command_timeout": settings.solver.command_timeout,
         "difficulty": task.difficulty,
         **{k: meta[k] for k in ("pass_rate", "scored_attempts", "successes", "solver_model")},
         "generator": task.generator,

@@ -51,24 +51,24 @@ class ModelCheck:
 def endpoint_for(settings: Settings, role: Role) -> Endpoint:
     """The endpoint the settings describe for `role`; a SettingsError when no model is named."""
     if role == "generator":
-        if not settings.generator_model:
+        if not settings.generator.model:
             raise SettingsError(
                 "the llm generator needs a model: set ENDLESS_GENERATOR_MODEL (generator_model in "
                 "the pipeline config), e.g. ENDLESS_GENERATOR_MODEL=qwen3-32b"
             )
         model, base_url, keys = (
-            settings.generator_model,
-            settings.generator_base_url,
+            settings.generator.model,
+            settings.generator.base_url,
             GENERATOR_API_KEY_ENVS,
         )
     else:
-        if not settings.solver_model:
+        if not settings.solver.model:
             raise SettingsError(
                 "the chat solver needs a model: set ENDLESS_SOLVER_MODEL (solver_model in the "
                 "pipeline config)"
             )
-        model = settings.solver_model
-        base_url = settings.solver_base_url or settings.generator_base_url
+        model = settings.solver.model
+        base_url = settings.solver.base_url or settings.generator.base_url
         keys = SOLVER_API_KEY_ENVS
     return endpoint_with(settings, model, base_url, keys)
 
@@ -82,18 +82,15 @@ def endpoint_with(
         model=model,
         base_url=base_url,
         api_key_envs=key_envs,
-        timeout=settings.llm_timeout,
-        retries=settings.llm_retries,
-        backoff=settings.llm_backoff,
-        concurrency=settings.llm_concurrency,
+        **settings.llm.client_options(),
     )
 
 
 def reply_cache(settings: Settings) -> ReplyCache | None:
     """The batch's reply cache beside the lake (None when `llm_cache` is off)."""
-    if not settings.llm_cache:
+    if not settings.llm.cache:
         return None
-    return ReplyCache(Path(resolve_data_dir(settings.data_dir)) / "llm_cache")
+    return ReplyCache(Path(resolve_data_dir(settings.run.data_dir)) / "llm_cache")
 
 
 def require_model(settings: Settings, role: Role) -> tuple[Endpoint, ModelCheck]:
@@ -104,9 +101,9 @@ def require_model(settings: Settings, role: Role) -> tuple[Endpoint, ModelCheck]
 
 def roles_in_use(settings: Settings) -> list[Role]:
     roles: list[Role] = []
-    if settings.generator == "llm":
+    if settings.generator.kind == "llm":
         roles.append("generator")
-    if settings.solver == "chat":
+    if settings.solver.policy == "chat":
         roles.append("solver")
     return roles
 

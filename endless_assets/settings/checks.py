@@ -10,39 +10,46 @@ from endless_assets.settings.declare import setting
 @dataclass(frozen=True)
 class DecontaminationSettings:
     # Which tasks enter stage II, not what any stage makes of a task: operational.
-    decontamination_references: str = setting(
+    references: str = setting(
         "",
         "ENDLESS_DECONTAMINATION_REFERENCES",
         "benchmarks kept out of the dataset: comma-separated directories of Harbor or "
         "Terminal-Bench tasks, each name=path or a bare path (its base name names the set); a "
         "task sharing text with one of theirs is rejected as contaminated (empty: no check)",
         operational=True,
+        name="decontamination_references",
     )
-    decontamination_ngrams: str = setting(
+    ngrams: str = setting(
         "13,8",
         "ENDLESS_DECONTAMINATION_NGRAMS",
         "decontamination: word n-gram sizes compared",
         operational=True,
+        name="decontamination_ngrams",
     )
-    decontamination_fuzzy: float = setting(
+    fuzzy: float = setting(
         0.8,
         "ENDLESS_DECONTAMINATION_FUZZY",
         "decontamination: the normalised fuzzy ratio from which two short instructions are one",
         operational=True,
+        name="decontamination_fuzzy",
     )
 
 
 @dataclass(frozen=True)
 class SoundnessSettings:
-    soundness: str = setting(
+    mode: str = setting(
         "full",
         "ENDLESS_SOUNDNESS",
         "soundness stage: full (repeated controls, shortcut probes, ablations), controls (the "
         "repeated controls only) or off (every task passes, with no evidence)",
         choices=("full", "controls", "off"),
+        name="soundness",
     )
-    soundness_repeats: int = setting(
-        3, "ENDLESS_SOUNDNESS_REPEATS", "soundness: runs of each control (disagreeing: flaky)"
+    repeats: int = setting(
+        3,
+        "ENDLESS_SOUNDNESS_REPEATS",
+        "soundness: runs of each control (disagreeing: flaky)",
+        name="soundness_repeats",
     )
     # Key: ENDLESS_AUDITOR_API_KEY, else the solver's (ENDLESS_SOLVER_API_KEY, OPENAI_API_KEY).
     auditor_model: str = setting(

@@ -4,10 +4,11 @@ default) and checked before anything runs."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from endless_assets.sandbox.engine.engines import EngineSpec, parse_hosts
+from endless_assets.sandbox.engine.engines import EngineSpec
+from endless_assets.sandbox.sandbox import SandboxConfig
 from endless_assets.settings.checks import (
     DecontaminationSettings,
     ImportSettings,
@@ -21,8 +22,8 @@ from endless_assets.settings.sampling import SamplingSettings
 from endless_assets.settings.sandbox import SandboxSettings
 from endless_assets.settings.solver import KeepSettings, SolverSettings
 
-# Each group's name, in the order its settings are listed (the docs' table, `endless settings`,
-# the launchpad). A new group: its module here, its class below (bases go in reverse order).
+# Each group's name (its attribute of Settings), in the order its settings are listed (the docs'
+# table, `endless settings`, the launchpad). A new group: its class here and a field below.
 GROUPS: dict[str, type] = {
     "run": RunSettings,
     "sandbox": SandboxSettings,
@@ -38,26 +39,38 @@ GROUPS: dict[str, type] = {
 
 
 @dataclass(frozen=True)
-class Settings(
-    ImportSettings,
-    SamplingSettings,
-    SoundnessSettings,
-    KeepSettings,
-    SolverSettings,
-    DecontaminationSettings,
-    LLMSettings,
-    GeneratorSettings,
-    SandboxSettings,
-    RunSettings,
-):
+class Settings:
     """Every setting, declared once in its group: type, default, environment variable, meaning.
-    FIELDS, the Dagster resource (defs/resources.py, with these meanings on the launchpad) and
-    docs/settings.md's table are derived from it. A lower layer takes the group it reads (a
-    `SolverSettings`), which a `Settings` is."""
+    A setting's value is `settings.<group>.<attribute>` (`settings.solver.model`); its public
+    name (`solver_model`) is what config, flags, `endless settings` and the docs use. FIELDS,
+    the Dagster resource (defs/resources.py, with these meanings on the launchpad) and
+    docs/settings.md's table are derived from it. A lower layer may take just the group it
+    reads (a `SolverSettings`)."""
+
+    run: RunSettings = field(default_factory=RunSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    generator: GeneratorSettings = field(default_factory=GeneratorSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    decontamination: DecontaminationSettings = field(default_factory=DecontaminationSettings)
+    solver: SolverSettings = field(default_factory=SolverSettings)
+    keep: KeepSettings = field(default_factory=KeepSettings)
+    soundness: SoundnessSettings = field(default_factory=SoundnessSettings)
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    imports: ImportSettings = field(default_factory=ImportSettings)
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> Settings:
+        """The settings with these values (by public name; the rest their defaults), unchecked."""
+        grouped: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
+        for name, value in values.items():
+            f = BY_NAME[name]
+            grouped[f.group][f.attr] = value
+        return cls(**{group: GROUPS[group](**kw) for group, kw in grouped.items()})
 
     @classmethod
     def resolve(cls, **explicit: Any) -> Settings:
-        """Explicit values (None means unset) over environment variables over defaults.
+        """Explicit values (by public name; None means unset) over environment variables over
+        defaults.
 
         Every value is checked here, so nothing runs on a bad one: a SettingsError names the
         setting, where its value came from (its environment variable), the value and what is
@@ -75,11 +88,10 @@ class Settings(
             if (raw is None or raw == "") and f.fallback_env:
                 raw, source = os.environ.get(f.fallback_env), f.fallback_env
             if is_unset(f, raw):
-                values[f.name] = f.default
                 continue
             values[f.name] = parse(f, raw, source)
             sources[f.name] = (source, raw)
-        settings = cls(**values)
+        settings = cls.of(values)
         settings.check(sources)
         return settings
 
@@ -91,7 +103,7 @@ class Settings(
         values: dict[str, Any] = {}
         for f in FIELDS:
             try:
-                values[f.name] = getattr(cls.resolve_field(f.name), f.name)
+                values[f.name] = cls.resolve_field(f.name).value(f.name)
             except SettingsError:
                 values[f.name] = None
         return values
@@ -108,7 +120,12 @@ class Settings(
         value = parse(f, raw, source)
         if name in RULES and not RULES[name][0](value):
             raise SettingsError(f"{name} is out of range")
-        return cls(**{name: value})
+        return cls.of({name: value})
+
+    def value(self, name: str) -> Any:
+        """The value of the setting with this public name (`solver_model`)."""
+        f = BY_NAME[name]
+        return getattr(getattr(self, f.group), f.attr)
 
     def check(self, sources: dict[str, tuple[str, Any]] | None = None) -> None:
         """Every rule of `rules.RULES` and the rules between settings; `sources` (setting ->
@@ -116,75 +133,74 @@ class Settings(
         sources = sources or {}
 
         def bad(name: str, expected: str) -> SettingsError:
-            source, raw = sources.get(name, (BY_NAME[name].env, getattr(self, name)))
+            source, raw = sources.get(name, (BY_NAME[name].env, self.value(name)))
             return SettingsError(
                 f"{name} must be {expected}, got {raw!r} ({origin(BY_NAME[name], source)})"
             )
 
         for name, (ok, expected) in RULES.items():
-            if not ok(getattr(self, name)):
+            if not ok(self.value(name)):
                 raise bad(name, expected)
-        if self.min_pass_rate > self.max_pass_rate:
-            raise bad("min_pass_rate", f"at most max_pass_rate ({self.max_pass_rate})")
-        if self.solver == "chat" and self.context_tokens <= self.turn_tokens:
+        keep, solver = self.keep, self.solver
+        if keep.min_pass_rate > keep.max_pass_rate:
+            raise bad("min_pass_rate", f"at most max_pass_rate ({keep.max_pass_rate})")
+        if solver.policy == "chat" and solver.context_tokens <= solver.turn_tokens:
             raise bad(
                 "context_tokens",
-                f"larger than turn_tokens ({self.turn_tokens}, ENDLESS_TURN_TOKENS): the "
+                f"larger than turn_tokens ({solver.turn_tokens}, ENDLESS_TURN_TOKENS): the "
                 "chat solver's reply has to fit in its context",
             )
         cores = os.cpu_count() or 1  # an engine on this machine has no more
         hosts = [s.url for s in self.engine_specs]
         local = all(not url or url.startswith("unix://") for url in hosts)
-        if local and self.cpus > cores:
+        if local and self.sandbox.cpus > cores:
             raise bad("cpus", f"at most {cores} (the cores of this machine, which runs Docker)")
-
-    @property
-    def attempts(self) -> int:
-        """k, with 0 meaning the policy's default: 1 for deterministic policies, 16 for chat."""
-        if self.k:
-            return self.k
-        return 16 if self.solver == "chat" else 1
 
     @property
     def episode_workers(self) -> int:
         """Episodes in parallel in stage IV: a chat model waits on the network, so more."""
-        if self.rollout_workers:
-            return self.rollout_workers
-        return 16 if self.solver == "chat" else self.workers
+        return self.solver.episode_workers(self.run.workers)
 
     @property
     def engine_specs(self) -> tuple[EngineSpec, ...]:
-        """The sandbox engines: `docker_hosts` (slots default to `workers`), else `docker_host`
-        alone with `workers` slots."""
-        if self.docker_hosts.strip():
-            return parse_hosts(self.docker_hosts, self.workers)
-        return (EngineSpec(self.docker_host, self.workers),)
+        """The sandbox engines, each of capacity `workers` unless `docker_hosts` says."""
+        return self.sandbox.engine_specs(self.run.workers)
+
+    def sandbox_config(self) -> SandboxConfig:
+        """The one SandboxConfig of these settings (the pipeline's resource, the CLI and
+        `endless serve` alike): the sandbox group's, bounded by the run's `workers`."""
+        return self.sandbox.config(workers=self.run.workers)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every setting's value by its public name."""
+        return {f.name: self.value(f.name) for f in FIELDS}
 
     def made(self) -> dict[str, Any]:
         """The settings that say what the stages make (every one not operational): what a
         journal's rows are valid for."""
-        return {f.name: getattr(self, f.name) for f in FIELDS if not f.operational}
+        return {f.name: self.value(f.name) for f in FIELDS if not f.operational}
 
 
-_GROUP_OF = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
-FIELDS: tuple[Field, ...] = tuple(
-    Field(
-        f.name,
+def _field(group: str, f: Any) -> Field:
+    return Field(
+        f.metadata["name"] or f.name,
         f.metadata["env"],
         f.default,
         KINDS[f.type],
         f.metadata["help"],
         f.metadata["choices"],
         f.metadata["fallback_env"],
-        _GROUP_OF[f.name],
+        group,
         f.metadata["operational"],
+        f.name,
     )
-    for f in fields(Settings)
+
+
+FIELDS: tuple[Field, ...] = tuple(
+    _field(group, f) for group, cls in GROUPS.items() for f in fields(cls)
 )
 BY_NAME = {f.name: f for f in FIELDS}
+assert len(BY_NAME) == len(FIELDS), "two settings share a public name"
 OPERATIONAL = frozenset(f.name for f in FIELDS if f.operational)
 
 

@@ -21,8 +21,12 @@ def setting(
     choices: tuple[str, ...] = (),
     fallback_env: str = "",
     operational: bool = False,
+    name: str = "",
 ) -> Any:
     """A settings field: its default, environment variable, meaning (and allowed values).
+
+    `name`: the setting's public name (config, flags, `endless settings`, the docs) when it is
+    not the attribute's in its group (`solver_model` is `settings.solver.model`).
 
     `operational`: the setting says where or how fast work runs (engines, endpoints' URLs,
     parallelism, the data directory), not what any stage makes of a task; a rerun under other
@@ -33,12 +37,16 @@ def setting(
         "choices": choices,
         "fallback_env": fallback_env,
         "operational": operational,
+        "name": name,
     }
     return dataclass_field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
 class Field:
+    """A declared setting: `name` is its public name (config, flags, docs); its value is
+    `settings.<group>.<attr>`."""
+
     name: str
     env: str
     default: Any
@@ -48,6 +56,7 @@ class Field:
     fallback_env: str = ""  # read when `env` is unset (e.g. a solver endpoint -> the generator's)
     group: str = ""
     operational: bool = False
+    attr: str = ""
 
 
 KINDS = {"str": str, "int": int, "float": float, "bool": bool}

@@ -3,24 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from endless_assets.settings.declare import setting
 
 
 @dataclass(frozen=True)
 class GeneratorSettings:
-    generator: str = setting(
-        "procedural", "ENDLESS_GENERATOR", "who writes tasks", choices=("procedural", "llm")
+    kind: str = setting(
+        "procedural",
+        "ENDLESS_GENERATOR",
+        "who writes tasks",
+        choices=("procedural", "llm"),
+        name="generator",
     )
-    generator_model: str = setting(
-        "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator"
+    model: str = setting(
+        "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator", name="generator_model"
     )
     # The API key is read from OPENAI_API_KEY when a client is made; never a setting, never stored.
-    generator_base_url: str = setting(
+    base_url: str = setting(
         "",
         "OPENAI_BASE_URL",
         "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
         operational=True,
+        name="generator_base_url",
     )
     task_temperature: float = setting(1.0, "ENDLESS_TASK_TEMPERATURE", "temperature, stage I")
     test_temperature: float = setting(
@@ -37,21 +43,50 @@ class GeneratorSettings:
 
 @dataclass(frozen=True)
 class LLMSettings:
-    llm_concurrency: int = setting(
-        32, "ENDLESS_LLM_CONCURRENCY", "LLM requests in flight", operational=True
+    """Every LLM client's transport (generator, solver, auditor, judge alike)."""
+
+    concurrency: int = setting(
+        32,
+        "ENDLESS_LLM_CONCURRENCY",
+        "LLM requests in flight",
+        operational=True,
+        name="llm_concurrency",
     )
-    llm_timeout: float = setting(
-        300.0, "ENDLESS_LLM_TIMEOUT", "seconds per LLM request", operational=True
+    timeout: float = setting(
+        300.0,
+        "ENDLESS_LLM_TIMEOUT",
+        "seconds per LLM request",
+        operational=True,
+        name="llm_timeout",
     )
-    llm_retries: int = setting(
-        6, "ENDLESS_LLM_RETRIES", "retries on 429/5xx/connection errors", operational=True
+    retries: int = setting(
+        6,
+        "ENDLESS_LLM_RETRIES",
+        "retries on 429/5xx/connection errors",
+        operational=True,
+        name="llm_retries",
     )
-    llm_cache: bool = setting(
-        True, "ENDLESS_LLM_CACHE", "reuse cached replies on re-runs", operational=True
+    cache: bool = setting(
+        True,
+        "ENDLESS_LLM_CACHE",
+        "reuse cached replies on re-runs",
+        operational=True,
+        name="llm_cache",
     )
-    llm_backoff: float = setting(
+    backoff: float = setting(
         0.5,
         "ENDLESS_LLM_BACKOFF",
         "seconds before the first retry; doubles per retry, at most 30",
         operational=True,
+        name="llm_backoff",
     )
+
+    def client_options(self) -> dict[str, Any]:
+        """A client endpoint's limits (llm.client.Endpoint's keywords): timeout, retries,
+        backoff, concurrency."""
+        return {
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "backoff": self.backoff,
+            "concurrency": self.concurrency,
+        }

@@ -26,8 +26,11 @@ class SamplingSettings:
         "frontier: the pass rate where a drawn task's training signal peaks (strictly between 0 "
         "and 1); the draw aims inside the keep band, min_pass_rate to max_pass_rate",
     )
-    sampler_window: int = setting(
-        14, "ENDLESS_SAMPLER_WINDOW", "frontier: daily batches of history a draw reads"
+    window: int = setting(
+        14,
+        "ENDLESS_SAMPLER_WINDOW",
+        "frontier: daily batches of history a draw reads",
+        name="sampler_window",
     )
     exploration_floor: float = setting(
         0.2,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from endless_assets.sandbox.containers.container import Limits
+from endless_assets.sandbox.engine.engines import EngineSpec, parse_hosts
+from endless_assets.sandbox.sandbox import SandboxConfig
 from endless_assets.settings.declare import setting
 
 
@@ -52,3 +55,26 @@ class SandboxSettings:
         "each attempt starts its own",
         operational=True,
     )
+
+    def engine_specs(self, workers: int) -> tuple[EngineSpec, ...]:
+        """The sandbox engines: `docker_hosts` (capacity defaults to `workers`), else `docker_host`
+        alone with a capacity of `workers`."""
+        if self.docker_hosts.strip():
+            return parse_hosts(self.docker_hosts, workers)
+        return (EngineSpec(self.docker_host, workers),)
+
+    def config(self, *, workers: int) -> SandboxConfig:
+        """The sandbox these settings describe, for every path that makes one (the pipeline's
+        resource, the CLI, `endless serve`): its engines, container limits, build network and
+        warm spares; `workers` (the run's) bounds its builds, starts and verdicts at once."""
+        return SandboxConfig(
+            docker_host=self.docker_host or None,
+            engines=self.engine_specs(workers) if self.docker_hosts.strip() else (),
+            limits=Limits(memory=self.memory, cpus=self.cpus, pids=self.pids, disk=self.disk),
+            build_network=self.build_network,
+            build_network_allow=tuple(
+                a.strip() for a in self.build_network_allow.split(",") if a.strip()
+            ),
+            warm=self.warm_containers,
+            cpu_slots=max(1, workers),
+        )

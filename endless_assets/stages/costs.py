@@ -73,32 +73,32 @@ class StageMeter:
 
 def solver_model(settings: Settings) -> str:
     """The model column the solver's rollouts carry."""
-    if settings.solver == "chat":
-        return settings.solver_model
-    return NoopPolicy.model if settings.solver == "noop" else OraclePolicy.model
+    if settings.solver.policy == "chat":
+        return settings.solver.model
+    return NoopPolicy.model if settings.solver.policy == "noop" else OraclePolicy.model
 
 
 def cost_profile(settings: Settings) -> Profile:
     """The settings a batch of `settings` costs by."""
     return Profile(
-        generator=settings.generator,
-        generator_model=settings.generator_model if settings.generator == "llm" else "",
-        solver=settings.solver,
+        generator=settings.generator.kind,
+        generator_model=settings.generator.model if settings.generator.kind == "llm" else "",
+        solver=settings.solver.policy,
         solver_model=solver_model(settings),
-        k=settings.attempts,
-        soundness=settings.soundness,
-        soundness_repeats=settings.soundness_repeats if settings.soundness != "off" else 0,
-        auditor_model=settings.auditor_model if settings.soundness == "full" else "",
-        workers=settings.workers,
-        tasks=settings.tasks,
-        max_turns=settings.max_turns,
+        k=settings.solver.attempts,
+        soundness=settings.soundness.mode,
+        soundness_repeats=settings.soundness.repeats if settings.soundness.mode != "off" else 0,
+        auditor_model=settings.soundness.auditor_model if settings.soundness.mode == "full" else "",
+        workers=settings.run.workers,
+        tasks=settings.run.tasks,
+        max_turns=settings.solver.max_turns,
     )
 
 
 def estimate_for(settings: Settings, lake: Lake, *, batch: str | None = None, before=None):
     """What a batch of `settings` will cost, from the lake's history of batches (before
     `before`, other than `batch`)."""
-    runs = planned_runs(settings.tasks, settings.shard_tasks)
+    runs = planned_runs(settings.run.tasks, settings.run.shard_tasks)
     history = read_history(lake)
     return estimate(history, cost_profile(settings), batch=batch, before=before, runs=runs)
 

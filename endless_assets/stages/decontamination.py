@@ -125,10 +125,10 @@ def run_decontamination(
     """Check `tasks` against the reference sets of `settings`; `table` is the stage's
     (`task_decontamination`, or `contamination_recheck` for kept tasks checked again)."""
     found = checker(
-        settings.decontamination_references,
-        settings.decontamination_ngrams,
-        settings.decontamination_fuzzy,
-        settings.data_dir,
+        settings.decontamination.references,
+        settings.decontamination.ngrams,
+        settings.decontamination.fuzzy,
+        settings.run.data_dir,
     )
     if not found.references.tasks:
         log.info("no reference set to check against (decontamination_references)")

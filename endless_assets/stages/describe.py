@@ -138,11 +138,11 @@ def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> Des
     parents = parent_tasks(lake, plan)
     note = plan.reason if plan is not None else why_uniform(settings, generator, batch)
     if note:  # said once per run, not per task; a warning when the frontier was asked for
-        (log.warning if settings.sampler == "frontier" else log.info)(f"sampler: {note}")
+        (log.warning if settings.sampling.sampler == "frontier" else log.info)(f"sampler: {note}")
     who = (generator.name, generator.model, generator.version)
 
     def describe(index: int) -> dict:
-        seed = slot_seed(plan, batch, index, settings.seed)
+        seed = slot_seed(plan, batch, index, settings.run.seed)
         t0 = time.monotonic()
         try:
             draft, usage = describe_slot(generator, plan, batch, index, seed, parents)
@@ -161,7 +161,7 @@ def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> Des
         return Description(draft, usage, time.monotonic() - t0).row()
 
     def failed(index: int, exc: BaseException) -> dict:
-        seed = slot_seed(plan, batch, index, settings.seed)
+        seed = slot_seed(plan, batch, index, settings.run.seed)
         reason = f"harness: {exc!r}"
         slot = slot_columns(plan, index)
         return Description.failed(
@@ -173,7 +173,7 @@ def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> Des
         lake.data_dir, settings, TABLE, batch, generator, key="index", made_from=draw_rows
     )
     rows = run_parallel(
-        list(range(settings.tasks)),
+        list(range(settings.run.tasks)),
         resume.wrap(describe),
         failed,
         log=log,

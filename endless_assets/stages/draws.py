@@ -48,9 +48,9 @@ PARENT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
 def solver_name(settings: Settings) -> str:
     """The solver as filtered_dataset names it: policy, or policy/model (the chat solver's
     model is its `solver_model`; no endpoint is asked)."""
-    if settings.solver == "chat":
-        return str(SolverId("chat", settings.solver_model))
-    policy = {"oracle": OraclePolicy, "noop": NoopPolicy}[settings.solver]
+    if settings.solver.policy == "chat":
+        return str(SolverId("chat", settings.solver.model))
+    policy = {"oracle": OraclePolicy, "noop": NoopPolicy}[settings.solver.policy]
     return str(SolverId(policy.name, policy.model))
 
 
@@ -65,24 +65,24 @@ def sampler_of(settings: Settings) -> str:
     """The sampler a batch is drawn with: `auto` is frontier with a model solver (the chat
     solver, whose attempts disagree), uniform with oracle and noop (one attempt, always the same
     outcome: nothing to steer by)."""
-    if settings.sampler != "auto":
-        return settings.sampler
-    return "frontier" if settings.solver == "chat" else "uniform"
+    if settings.sampling.sampler != "auto":
+        return settings.sampling.sampler
+    return "frontier" if settings.solver.policy == "chat" else "uniform"
 
 
 def sampler_label(settings: Settings) -> str:
     """The sampler as the metadata shows it: `auto (frontier)` says what auto chose."""
     chosen = sampler_of(settings)
-    return f"auto ({chosen})" if settings.sampler == "auto" else chosen
+    return f"auto ({chosen})" if settings.sampling.sampler == "auto" else chosen
 
 
 def why_uniform(settings: Settings, generator: TaskGenerator, batch: str) -> str:
     """Why the batch is the generator's own deal rather than a drawn one ('' when it is drawn)."""
     if sampler_of(settings) != "frontier":
-        if settings.sampler == "auto":
+        if settings.sampling.sampler == "auto":
             return (
-                f"the generator's own deal: the {settings.solver} solver gives no pass rates to "
-                "steer by (sampler auto draws by the frontier with the chat solver)"
+                f"the generator's own deal: the {settings.solver.policy} solver gives no pass "
+                "rates to steer by (sampler auto draws by the frontier with the chat solver)"
             )
         return ""  # the uniform sampler, as asked: nothing to say
     if not generator_cells(generator):
@@ -101,7 +101,7 @@ def draw_history(
         return None
     if not DAY.match(batch):
         return None
-    window = settings.sampler_window
+    window = settings.sampling.window
     return read_history(lake, before=batch, window=window, solver=solver_name(settings))
 
 
@@ -130,18 +130,20 @@ def plan_draw(
         return None
     options: dict[str, Any] = {
         "ranks": list(dict.fromkeys(cell.key[1] for cell in cells)),  # the generator's order
-        "target_pass_rate": settings.target_pass_rate,
-        "band": (settings.min_pass_rate, settings.max_pass_rate),  # the keep band
-        "floor": settings.exploration_floor / len(cells),
+        "target_pass_rate": settings.sampling.target_pass_rate,
+        "band": (settings.keep.min_pass_rate, settings.keep.max_pass_rate),  # the keep band
+        "floor": settings.sampling.exploration_floor / len(cells),
     }
-    first = draw(cells, history, settings.tasks, rng=batch_rng(batch, settings.seed), **options)
-    if first.mode != "targeting" or settings.evolve_budget <= 0:
+    first = draw(
+        cells, history, settings.run.tasks, rng=batch_rng(batch, settings.run.seed), **options
+    )
+    if first.mode != "targeting" or settings.sampling.evolve_budget <= 0:
         return first
     proposals = variants(lake, settings, batch, cells, first)
     if not proposals:
         return first
-    n = settings.tasks - len(proposals)
-    rest = draw(cells, history, n, rng=batch_rng(batch, settings.seed), **options)
+    n = settings.run.tasks - len(proposals)
+    rest = draw(cells, history, n, rng=batch_rng(batch, settings.run.seed), **options)
     return combine(rest, proposals)
 
 
@@ -155,7 +157,7 @@ def variants(
 ) -> list[Proposal]:
     """Variants of the solver's past tasks solved in every attempt or in none, a level away,
     into cells the generator has, parents never proposed before, best-scored targets first."""
-    window = settings.sampler_window
+    window = settings.sampling.window
     descriptions = _read_before(lake, "task_descriptions", batch, window)
     filtered = _read_before(lake, "filtered_dataset", batch, window)
     filtered = filtered.filter(pl.col("solver_model") == solver_name(settings))
@@ -165,8 +167,8 @@ def variants(
     proposals = propose(
         found,
         batch=batch,
-        n=settings.tasks,
-        budget=settings.evolve_budget,
+        n=settings.run.tasks,
+        budget=settings.sampling.evolve_budget,
         complexities=grades,
         scores={cell: view.score for cell, view in first.views.items()},
         exclude=set(drawn.filter(pl.col("parent_task_id") != "")["parent_task_id"].to_list()),

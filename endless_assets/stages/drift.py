@@ -103,7 +103,7 @@ def run_drift(
             task,
             sandbox,
             image_tag=row["image_tag"],
-            repeats=settings.soundness_repeats,
+            repeats=settings.soundness.repeats,
             reference_required=required,
             network=task.generator != "procedural" if network is None else network,
         )
@@ -118,7 +118,7 @@ def run_drift(
         work,
         failed,
         log=log,
-        workers=settings.workers,
+        workers=settings.run.workers,
         label="drift",
         recover=sandbox.recover,
     )

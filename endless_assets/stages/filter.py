@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from endless_assets.agent.factory import policy_factory
-from endless_assets.models import KeepRule, Task, score_tasks
+from endless_assets.models import Task, score_tasks
 from endless_assets.sampling.measures import cost_per_learnable, learnable_share, task_costs
 from endless_assets.settings import Settings
 from endless_assets.solver_id import SolverId
@@ -66,12 +66,12 @@ def run_filter(settings: Settings, tables: dict[str, pl.DataFrame]) -> StageResu
     the configured solver's first `attempts` attempts, and keep those inside the keep band."""
     started = time.monotonic()
     probe = policy_factory(settings)()
-    rule = KeepRule(settings.min_pass_rate, settings.max_pass_rate)
+    rule = settings.keep.rule()
     solver = SolverId(probe.name, probe.model)
     rollouts = tables["solver_rollouts"].filter(
         (pl.col("policy") == probe.name)
         & (pl.col("model") == probe.model)
-        & (pl.col("rollout_idx") < settings.attempts)
+        & (pl.col("rollout_idx") < settings.solver.attempts)
     )
     by_task: dict[str, list[dict]] = {}
     for r in rollouts.to_dicts():

@@ -40,7 +40,7 @@ def run_import(
     started = time.monotonic()
 
     def base_image(recipe: str) -> str:
-        return sandbox.base_for(recipe or settings.base_recipe).tag
+        return sandbox.base_for(recipe or settings.imports.base_recipe).tag
 
     try:
         outcomes = import_tasks(
@@ -48,9 +48,9 @@ def run_import(
             batch,
             fmt=fmt,
             base_image_map=dict(base_image_map),
-            base_image=base_image(settings.base_recipe),
+            base_image=base_image(settings.imports.base_recipe),
             recipes=base_image,
-            max_binary_bytes=int(settings.max_binary_file_mb * 2**20),
+            max_binary_bytes=int(settings.imports.max_binary_file_mb * 2**20),
         )
     except (ImportProblem, ValueError) as exc:
         raise ImportFailed(f"cannot import from {source}: {exc}") from exc

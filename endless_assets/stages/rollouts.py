@@ -3,7 +3,7 @@ here).
 
 Which attempts run and which are reused is attempts.py's business; each scored attempt is
 persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
-flight. Episodes run `Settings.episode_workers` at a time (16 for a chat model, which mostly
+flight. Episodes run `SolverSettings.episode_workers` at a time (16 for a chat model, which mostly
 waits on its endpoint) while at most `workers` of them start a container or run pytest at once
 (the sandbox's CPU slots), so a 2-core machine stays responsive.
 """
@@ -23,7 +23,7 @@ import polars as pl
 
 from endless_assets.agent.breaker import EndpointBreaker
 from endless_assets.agent.chat import SolverPrompts
-from endless_assets.agent.episode import EpisodeLimits, Rollout, run_episode
+from endless_assets.agent.episode import Rollout, run_episode
 from endless_assets.agent.factory import policy_factory
 from endless_assets.agent.policies import EpisodeTask, Policy
 from endless_assets.agent.run_report import solver_run_metadata
@@ -175,13 +175,8 @@ def run_rollouts(
     make_policy = policy_factory(settings)
     probe = make_policy()
     policy_name, model = probe.name, probe.model
-    k = settings.attempts
-    limits = EpisodeLimits(
-        max_turns=settings.max_turns,
-        command_timeout=settings.command_timeout,
-        episode_seconds=settings.episode_seconds,
-        output_cap=settings.output_cap,
-    )
+    k = settings.solver.attempts
+    limits = settings.solver.limits()
     journal = Journal(lake.data_dir, TABLE, batch)
     recovered = journal.rows()
     stored = with_recovered(lake.read_or_empty(TABLE, batch).to_dicts(), recovered)
@@ -191,12 +186,12 @@ def run_rollouts(
         stored = [r for r in stored if shard.owns(r["task_id"])]
     plan = plan_attempts(tasks, stored, policy_name, model, k)
     todo = plan.todo
-    workers = settings.episode_workers
+    workers = settings.solver.episode_workers(settings.run.workers)
     log.info(
         f"{len(tasks)} tasks x k={k} with {SolverId(policy_name, model)}: "
         f"{len(plan.reusable)} scored rollouts reused ({len(recovered)} of them from the "
         f"journal), {len(todo)} to run, {workers} episodes in "
-        f"parallel, at most {settings.workers} starting containers or grading at once"
+        f"parallel, at most {settings.run.workers} starting containers or grading at once"
     )
     breaker = EndpointBreaker()
     images = ImageCache(sandbox)
@@ -217,7 +212,7 @@ def run_rollouts(
     def prefetch(item: tuple[Task, int]) -> None:
         """Start the container of the attempt that takes this one's place in `workers` ahead."""
         ahead = position[(item[0].task_id, item[1])] + workers
-        if settings.warm_containers and ahead < len(todo):
+        if settings.sandbox.warm_containers and ahead < len(todo):
             with contextlib.suppress(SandboxError):  # that attempt will say so itself
                 sandbox.expect(images.tag(todo[ahead][0]))
 
@@ -234,7 +229,7 @@ def run_rollouts(
             task.completion_test or "",
             limits,
             labels={"task_id": task.task_id, "batch": batch, "role": f"rollout-{idx}"},
-            warm=bool(settings.warm_containers),
+            warm=bool(settings.sandbox.warm_containers),
         )
         if rollout.engine_failed:  # retried by run_parallel (on another engine of a pool)
             raise SandboxError(rollout.error)

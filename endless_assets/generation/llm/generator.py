@@ -90,12 +90,12 @@ class LLMGenerator:
         return cls(
             ChatClient(endpoint, reply_cache(settings)),
             base_image,
-            task_temperature=settings.task_temperature,
-            test_temperature=settings.test_temperature,
-            max_tokens=settings.max_tokens,
-            repair_rounds=settings.repair_rounds,
-            concurrency=settings.llm_concurrency,
-            dedupe_threshold=settings.dedupe_threshold,
+            task_temperature=settings.generator.task_temperature,
+            test_temperature=settings.generator.test_temperature,
+            max_tokens=settings.generator.max_tokens,
+            repair_rounds=settings.generator.repair_rounds,
+            concurrency=settings.llm.concurrency,
+            dedupe_threshold=settings.generator.dedupe_threshold,
         )
 
     @property
@@ -105,7 +105,7 @@ class LLMGenerator:
     def parallelism(self, settings: Settings) -> int:
         """Tasks in flight per stage: enough to keep every allowed request busy. The stage
         bounds its Docker work separately (settings.workers)."""
-        return max(settings.workers, self.concurrency)
+        return max(settings.run.workers, self.concurrency)
 
     def run_metadata(self) -> dict[str, Any]:
         """What this step asked of the endpoint (for the asset's metadata)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
@@ -180,37 +180,37 @@ class Auditor:
     @classmethod
     def from_settings(cls, settings: Settings) -> Auditor | None:
         """The auditor the settings describe; None when no `auditor_model` is set."""
-        if not settings.auditor_model:
+        if not settings.soundness.auditor_model:
             return None
         base_url = (
-            settings.auditor_base_url or settings.solver_base_url or settings.generator_base_url
+            settings.soundness.auditor_base_url
+            or settings.solver.base_url
+            or settings.generator.base_url
         )
         reference = None
-        if settings.reference_judge_model:
+        if settings.soundness.reference_judge_model:
             reference = cls(
                 ChatClient(
                     endpoint_with(
                         settings,
-                        settings.reference_judge_model,
-                        settings.reference_judge_base_url or base_url,
+                        settings.soundness.reference_judge_model,
+                        settings.soundness.reference_judge_base_url or base_url,
                         REFERENCE_API_KEY_ENVS,
                     ),
                     reply_cache(settings),
                 ),
-                max_tokens=settings.turn_tokens,
+                max_tokens=settings.solver.turn_tokens,
             )
-        endpoint = endpoint_with(settings, settings.auditor_model, base_url, AUDITOR_API_KEY_ENVS)
-        limits = EpisodeLimits(
-            max_turns=settings.max_turns,
-            command_timeout=settings.command_timeout,
-            episode_seconds=settings.episode_seconds,
-            output_cap=min(settings.output_cap, CHEAT_OUTPUT_CAP),
+        endpoint = endpoint_with(
+            settings, settings.soundness.auditor_model, base_url, AUDITOR_API_KEY_ENVS
         )
+        limits = settings.solver.limits()
+        limits = replace(limits, output_cap=min(limits.output_cap, CHEAT_OUTPUT_CAP))
         return cls(
             ChatClient(endpoint, reply_cache(settings)),
             limits=limits,
-            cheat_temperature=settings.solver_temperature,
-            max_tokens=settings.turn_tokens,
+            cheat_temperature=settings.solver.temperature,
+            max_tokens=settings.solver.turn_tokens,
             reference=reference,
         )
 

@@ -254,12 +254,12 @@ def run_soundness(
     tasks = tasks_with_tests(descriptions, environments, completion_tests)
     # Whether each task's reference passed stage III's run (counted with the repeated ones).
     earlier = dict(completion_tests.select("task_id", "passes_with_reference").iter_rows())
-    run.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness})")
-    auditor = Auditor.from_settings(settings) if settings.soundness == "full" else None
-    skipped = _skipped_audit(settings.soundness, auditor)
+    run.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness.mode})")
+    auditor = Auditor.from_settings(settings) if settings.soundness.mode == "full" else None
+    skipped = _skipped_audit(settings.soundness.mode, auditor)
 
     def work(task: Task) -> SoundnessOutcome:
-        if settings.soundness == "off":
+        if settings.soundness.mode == "off":
             return SoundnessOutcome(task.task_id, OK, audit=skipped)
         image = run.image(task)
         required = run.generator.reference_required and bool(task.reference_solution.strip())
@@ -267,10 +267,10 @@ def run_soundness(
             task,
             image,
             run.sandbox,
-            repeats=settings.soundness_repeats,
-            min_mutation_score=settings.min_mutation_score,
+            repeats=settings.soundness.repeats,
+            min_mutation_score=settings.keep.min_mutation_score,
             reference_required=required,
-            probes=settings.soundness == "full",
+            probes=settings.soundness.mode == "full",
             earlier_reference=earlier.get(task.task_id),
         )
         if auditor is None or outcome.status != OK:
@@ -278,10 +278,10 @@ def run_soundness(
             outcome.audit = skipped if auditor is None else AuditOutcome.skipped(why)
             return outcome
         audit = audit_task(task, image, run.sandbox, auditor)
-        return with_audit(outcome, audit, settings.min_mutation_score, required)
+        return with_audit(outcome, audit, settings.keep.min_mutation_score, required)
 
     # Each task runs `soundness_repeats` lanes of containers; `workers` bounds them together.
-    rows = run.each(tasks, work, SoundnessOutcome, label="soundness", workers=settings.workers)
+    rows = run.each(tasks, work, SoundnessOutcome, label="soundness", workers=settings.run.workers)
     violations = [
         f"{r['task_id']}: ok but {r['hackable'] or 'the do-nothing control'} passed"
         for r in rows
@@ -293,7 +293,7 @@ def run_soundness(
     audited = [r for r in rows if r.get("audit") == "ran"]
     flagged = Counter(p for r in rows for p in r["hackable"].split(",") if p)
     metadata: dict[str, Any] = {
-        "mode": settings.soundness,
+        "mode": settings.soundness.mode,
         "mean_mutation_score": round(sum(scores) / len(scores), 3) if scores else None,
         "containers": int(sum(r["containers"] for r in rows)),
         "cpu_seconds": round(sum(r["cpu_seconds"] or 0.0 for r in rows), 2),

@@ -131,7 +131,7 @@ def test_memory_is_accepted_exactly_in_the_forms_docker_reads():
     from docker.utils import parse_bytes
 
     for good in ("1g", "1.5g", "512m", "512MB", "6m", "2G", " 768m ", "1073741824"):
-        memory = Settings.resolve(memory=good).memory
+        memory = Settings.resolve(memory=good).sandbox.memory
         assert parse_bytes(memory) == parse_size(memory) >= 6 * 2**20, good
     for bad in ("2t", "2gib", "1e9", "2 g", "-1g", "0", "none"):
         with pytest.raises(SettingsError, match="memory"):

@@ -260,5 +260,5 @@ def test_the_llm_generator_runs_many_tasks_at_once_but_bounds_docker():
     settings = Settings.resolve(generator="llm", generator_model="m", workers=3, llm_concurrency=40)
     generator = LLMGenerator.from_settings(settings, base_image_tag())
     assert task_parallelism(generator, settings) == 40
-    slot = CpuSlot(max(1, settings.workers))  # as PipelineSettings.sandbox() bounds it
+    slot = CpuSlot(max(1, settings.run.workers))  # as PipelineSettings.sandbox() bounds it
     assert slot.count == 3

@@ -11,21 +11,21 @@ def test_defaults(monkeypatch):
     for field in FIELDS:
         monkeypatch.delenv(field.env, raising=False)
     s = Settings.resolve()
-    assert (s.tasks, s.generator, s.solver, s.attempts, s.data_dir) == (
+    assert (s.run.tasks, s.generator.kind, s.solver.policy, s.solver.attempts) == (
         24,
         "procedural",
         "oracle",
         1,
-        "data",
     )
+    assert s.run.data_dir == "data"
 
 
 def test_environment_then_explicit(monkeypatch):
     monkeypatch.setenv("ENDLESS_TASKS", "7")
     monkeypatch.setenv("ENDLESS_SOLVER", "chat")
-    assert Settings.resolve().tasks == 7
-    assert Settings.resolve().attempts == 16  # the paper's k for a model solver
-    assert Settings.resolve(tasks=3).tasks == 3
+    assert Settings.resolve().run.tasks == 7
+    assert Settings.resolve().solver.attempts == 16  # the paper's k for a model solver
+    assert Settings.resolve(tasks=3).run.tasks == 3
 
 
 @pytest.mark.parametrize(
@@ -67,14 +67,14 @@ def test_the_dagster_resource_exposes_every_setting():
 def test_solver_endpoint_falls_back_to_the_generators(monkeypatch):
     monkeypatch.delenv("ENDLESS_SOLVER_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://gen:8000/v1")
-    assert Settings.resolve().solver_base_url == "http://gen:8000/v1"
+    assert Settings.resolve().solver.base_url == "http://gen:8000/v1"
     monkeypatch.setenv("ENDLESS_SOLVER_BASE_URL", "http://solver:8000/v1")
-    assert Settings.resolve().solver_base_url == "http://solver:8000/v1"
+    assert Settings.resolve().solver.base_url == "http://solver:8000/v1"
 
 
 def test_booleans_from_the_environment(monkeypatch):
     monkeypatch.setenv("ENDLESS_LLM_CACHE", "off")
-    assert Settings.resolve().llm_cache is False
+    assert Settings.resolve().llm.cache is False
     monkeypatch.setenv("ENDLESS_LLM_CACHE", "perhaps")
     with pytest.raises(SettingsError, match="llm_cache"):
         Settings.resolve()
@@ -114,12 +114,8 @@ def test_the_largest_limits_docker_takes_are_accepted():
     settings = Settings.resolve(
         pids=4194304, memory="1048576g", disk="16t", cpus=8192, docker_hosts="tcp://node:2376"
     )
-    assert (settings.pids, settings.memory, settings.disk, settings.cpus) == (
-        4194304,
-        "1048576g",
-        "16t",
-        8192,
-    )
+    box = settings.sandbox
+    assert (box.pids, box.memory, box.disk, box.cpus) == (4194304, "1048576g", "16t", 8192)
 
 
 def test_a_wrong_engine_pool_names_the_reason_and_where_it_came_from(monkeypatch):

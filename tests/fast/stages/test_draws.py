@@ -67,7 +67,7 @@ def test_the_uniform_sampler_a_carried_generator_and_a_named_batch_keep_the_gene
 def test_by_default_a_chat_solver_draws_by_the_frontier_and_the_oracle_keeps_the_deal(tmp_path):
     lake = Lake(tmp_path)
     oracle = Settings.resolve(data_dir=str(tmp_path), tasks=6)
-    assert oracle.sampler == "auto" and sampler_label(oracle) == "auto (uniform)"
+    assert oracle.sampling.sampler == "auto" and sampler_label(oracle) == "auto (uniform)"
     assert plan_draw(lake, oracle, generator(), "2026-05-01") is None
     assert "the oracle solver gives no pass rates" in why_uniform(oracle, generator(), "2026-05-01")
     chat = Settings.resolve(data_dir=str(tmp_path), tasks=6, solver="chat", solver_model="m")

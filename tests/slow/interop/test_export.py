@@ -192,7 +192,7 @@ def test_rl_rows_carry_the_prompt_and_everything_to_rebuild_and_grade(lake, kept
         prompt = row["prompt"]
         assert [m["role"] for m in prompt] == ["system", "user"]
         assert source["instruction"].strip() in prompt[1]["content"]
-        assert f"at most {settings.max_turns} turns" in prompt[0]["content"]
+        assert f"at most {settings.solver.max_turns} turns" in prompt[0]["content"]
         assert row["reward_spec"]["ground_truth"] == source["completion_test"]
         assert row["reward_model"]["ground_truth"] == source["completion_test"]
         assert row["extra_info"]["task_id"] == row["task_id"]
