@@ -1,6 +1,6 @@
 """The frontier sampler against solvers of fixed, hidden skill: consecutive daily batches drawn
-uniformly, by the per-cell sampler (each cell's own posterior, as before pooling) and by the
-pooled sampler (stage I's: one model over categories and levels), each batch from the history of
+uniformly, by the per-cell sampler (each cell's own posterior, as before pooling) and by the pooled
+sampler (the describe stage's: one model over categories and levels), each batch from the history of
 the batches before it, all three on the same world.
 
 Worlds (`sampling/worlds.py`): the paper's taxonomy size, 62 categories x 6 levels (372 cells),

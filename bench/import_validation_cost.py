@@ -1,4 +1,5 @@
-"""Where an imported batch's validation spends its time: stages I-III of the conventions import.
+"""Where an imported batch's validation spends its time: the describe, build and validation stages
+of the conventions import.
 
 Imported tasks (Harbor, Terminal-Bench) are graded by their own scripts, and a root agent's verdict
 too is given in a verifier container (sandbox/grading/verifier.py): commit, a new container, a
@@ -80,7 +81,8 @@ def main() -> None:
     started = time.monotonic()
     result = conventions.import_conventions(work, IMPORTED_ASSETS[:3])
     print(
-        f"stages I-III of the conventions import: {time.monotonic() - started:.1f} s wall, "
+        "the describe, build and validation stages of the conventions import: "
+        f"{time.monotonic() - started:.1f} s wall, "
         f"{'succeeded' if result.success else 'FAILED'}"
     )
     for name, (count, total) in sorted(TIMES.items(), key=lambda item: -item[1][1]):

@@ -3,15 +3,14 @@
 The server is `transformers serve` on CPU over a tiny model built on the spot
 (endless_assets/testing/tiny_model.py; no weights downloaded) whose replies never end early, so
 every reply costs `turn_tokens` tokens. Like the issue's run (replies of about 3 s, a 20 s request
-budget), `turn_tokens` is sized so that one reply takes `--reply-seconds` (3) on this machine at
-the time of the run, measured with solo requests first: the shared 2-core machine's speed varies
-tenfold with the load of the other jobs, and the default 4096 tokens takes 10-80 s here. The
-run is what stage IV does (defs/rollouts.py): the chat policy from the settings, k attempts of
-one procedural task, `episode_workers` episodes in parallel, container starts and grading behind
-`workers` slots, the episode limits from the settings. Settings are the defaults except the
-request budget (`--timeout`, the 20 s of the issue), the reply length (as above) and
-`--context-tokens` (the tiny model's context is smaller than the default 32768); `--max-turns`
-only scales the run's length.
+budget), `turn_tokens` is sized so that one reply takes `--reply-seconds` (3) on this machine at the
+time of the run, measured with solo requests first: the shared 2-core machine's speed varies tenfold
+with the load of the other jobs, and the default 4096 tokens takes 10-80 s here. The run is what the
+solver stage does (defs/rollouts.py): the chat policy from the settings, k attempts of one
+procedural task, `episode_workers` episodes in parallel, container starts and grading behind
+`workers` slots, the episode limits from the settings. Settings are the defaults except the request
+budget (`--timeout`, the 20 s of the issue), the reply length (as above) and `--context-tokens` (the
+tiny model's context is smaller than the default 32768); `--max-turns` only scales the run's length.
 
 Prints, per client: requests sent, requests the server received (abandoned ones included),
 timeouts, retries, wall time, terminations, and the concurrency the client settled on.

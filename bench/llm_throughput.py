@@ -5,10 +5,10 @@ request after a fixed latency, like a model that takes that long per reply; the 
 reaches it through the real `openai` client over HTTP, inside real Dagster runs (in-process),
 with the reply cache off so every request is sent.
 
-1. Stage I alone over `--tasks` tasks: shows how many requests the step keeps in flight
+1. The describe stage alone over `--tasks` tasks: shows how many requests the step keeps in flight
    (the cap is `--concurrency`, ENDLESS_LLM_CONCURRENCY) and the tasks described per minute.
-2. Stages I-III over `--full-tasks` tasks, with real Docker builds and containers: the LLM
-   waits overlap while Docker work stays bounded by `--workers`.
+2. The describe, build and validation stages over `--full-tasks` tasks, with real Docker builds and
+   containers: the LLM waits overlap while Docker work stays bounded by `--workers`.
 
 Each phase uses a fresh seed salt, so its tasks (and their images) are new.
 
@@ -119,8 +119,10 @@ def run_phase(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=256, help="tasks in the stage I phase")
-    parser.add_argument("--full-tasks", type=int, default=24, help="tasks in the I-III phase")
+    parser.add_argument("--tasks", type=int, default=256, help="tasks in the describe stage phase")
+    parser.add_argument(
+        "--full-tasks", type=int, default=24, help="tasks in the describe-to-validation phase"
+    )
     parser.add_argument("--latency", type=float, default=2.0, help="seconds per model reply")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--workers", type=int, default=6, help="Docker work in parallel")
@@ -129,11 +131,16 @@ def main() -> None:
 
     base_image = Sandbox().base.tag
     ideal = args.concurrency / args.latency * 60
-    print(f"one request per task in stage I: at most {ideal:.0f} tasks/min at this latency and cap")
-    run_phase("stage I", ["base_image", "task_descriptions"], args.tasks, args, base_image)
+    print(
+        f"one request per task in the describe stage: at most {ideal:.0f} tasks/min at this "
+        "latency and cap"
+    )
+    run_phase(
+        "the describe stage", ["base_image", "task_descriptions"], args.tasks, args, base_image
+    )
     if args.full_tasks:
         run_phase(
-            "stages I-III",
+            "the describe, build and validation stages",
             [
                 "base_image",
                 "task_descriptions",

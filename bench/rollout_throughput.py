@@ -1,10 +1,10 @@
 """Chat-solver rollouts per second against a local model with a fixed reply latency.
 
-Many short episodes run the way stage IV runs them (`run_episode` with the chat policy, episodes
-in parallel, container starts and verdicts bounded by a semaphore), against a ScriptedServer
-that waits `--latency` seconds before each reply. Every command is the no-op `:`, so all time
-not spent waiting for the model is the harness's own: HTTP and parsing, the shell, starting the
-container, grading, removing it.
+Many short episodes run the way the solver stage runs them (`run_episode` with the chat policy,
+episodes in parallel, container starts and verdicts bounded by a semaphore), against a
+ScriptedServer that waits `--latency` seconds before each reply. Every command is the no-op `:`, so
+all time not spent waiting for the model is the harness's own: HTTP and parsing, the shell, starting
+the container, grading, removing it.
 
 Prints environment steps (commands run) per second next to the ideal for this latency and
 concurrency (a free harness: one step per latency per episode in flight), and the harness's own
@@ -15,8 +15,8 @@ process), and the wall time per step not spent waiting for the model, broken dow
         [--jitter 0.5]
         [--parallel 16] [--docker-slots 6] [--warm 4]
 
-`--warm N` starts containers ahead as stage IV does (`warm_containers`): each episode asks for
-the container of the episode that will take its place, so its start and grader start overlap
+`--warm N` starts containers ahead as the solver stage does (`warm_containers`): each episode asks
+for the container of the episode that will take its place, so its start and grader start overlap
 other episodes' model waits.
 """
 
@@ -72,7 +72,7 @@ def main() -> None:
         "--warm",
         type=int,
         default=0,
-        help="containers started ahead, as stage IV does (warm_containers; 0: none)",
+        help="containers started ahead, as the solver stage does (warm_containers; 0: none)",
     )
     args = parser.parse_args()
 

@@ -2,7 +2,7 @@
 
 Starts extra `dockerd` processes (endless_assets/testing/engines.py), copies the base image to
 them once (timed: what `endless setup` does for a new engine), then for each pool size runs the
-same oracle episodes the way stage IV does (build the task image, start a container, run the
+same oracle episodes the way the solver stage does (build the task image, start a container, run the
 reference, grade, remove), `--parallel` at once, and prints episodes/min, the median episode and
 where the work was placed. On one machine the engines share its cores, so the figure shows what
 the pool costs, not what more machines would add: each extra engine brings its own cores there.

@@ -1,4 +1,4 @@
-"""What the soundness stage costs per task, next to stage III on the same tasks.
+"""What the soundness stage costs per task, next to the validation stage on the same tasks.
 
 For one task of each procedural family (or --families), after building its image, it runs stage
 III (`check_completion_test`) and then the soundness stage (`check_soundness`) on it, and records
@@ -13,7 +13,7 @@ The engine daemons' own CPU (dockerd, containerd) is printed apart: other work o
 shares them. The soundness stage's cost is then split by what its containers spent on each
 kind of job (each job's cgroup CPU, from its outcome): the shortcut probes (with their
 confirmations), the ablations, and the rest (the controls, the lanes' containers, graders,
-snapshots). Design target: shortcut probes <= 1.5x stage III.
+snapshots). Design target: shortcut probes <= 1.5x the validation stage.
 
     .venv/bin/python bench/soundness_cost.py [--families a,b] [--seed 0] [--rounds 1]
 """
@@ -40,7 +40,7 @@ from endless_assets.stages.environment import build_environment
 from endless_assets.stages.soundness.stage import check_soundness
 
 TICK = os.sysconf("SC_CLK_TCK")
-RUNS = ("stage III", "soundness")
+RUNS = ("the validation stage", "soundness")
 PARTS = ("shortcuts", "ablations", "controls")
 
 
@@ -176,7 +176,9 @@ def _bench_task(sandbox: MeteredSandbox, family, args) -> dict[str, Cost]:
     assert env.status == "ok", env.reject_reason
     image = env.image_tag
     jobs = {
-        "stage III": functools.partial(check_completion_test, draft, image, gen, sandbox),
+        "the validation stage": functools.partial(
+            check_completion_test, draft, image, gen, sandbox
+        ),
         "soundness": functools.partial(
             check_soundness, draft, image, sandbox, repeats=args.repeats
         ),
@@ -211,10 +213,13 @@ def _median(costs: list[Cost]) -> Cost:
 def _summary(rows: dict[str, dict[str, Cost]]) -> None:
     if not rows:
         return
-    print("\nper task, mean over tasks (CPU-s = containers + engine + harness; ratio to stage III)")
-    base = statistics.mean(r["stage III"].cpu for r in rows.values())
-    base_wall = statistics.mean(r["stage III"].wall for r in rows.values())
-    for name in ("stage III", *PARTS, "soundness"):
+    print(
+        "\nper task, mean over tasks (CPU-s = containers + engine + harness; ratio to the "
+        "validation stage)"
+    )
+    base = statistics.mean(r["the validation stage"].cpu for r in rows.values())
+    base_wall = statistics.mean(r["the validation stage"].wall for r in rows.values())
+    for name in ("the validation stage", *PARTS, "soundness"):
         cpu = statistics.mean(r[name].cpu for r in rows.values())
         line = f"  {name:<10} {cpu:>7.3f} CPU-s ({cpu / base:.2f}x)"
         if name in RUNS:

@@ -29,7 +29,7 @@ from endless_assets.store.catalog import query, rebuild_catalog  # noqa: E402
 from endless_assets.store.lake import Lake  # noqa: E402
 from endless_assets.store.stats_views import STATS_VIEWS  # noqa: E402
 
-# Rollouts per sampled task in the synthetic lake: about 74% of tasks reach stage IV, times
+# Rollouts per sampled task in the synthetic lake: about 74% of tasks reach the solver stage, times
 # k=16 attempts, times two solvers.
 ROLLOUTS_PER_TASK = 0.74 * 16 * 2
 

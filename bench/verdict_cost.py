@@ -1,10 +1,10 @@
 """What one verdict costs: the grader's first start and a warm verdict, in CPU-seconds.
 
-A container of the base image gets a small completion test (three tests reading a file) graded
-over and over by its resident grader. For each verdict it records the wall time and the CPU the
-container spent (its cgroup's usage, from the engine's stats: the grader, pytest and whatever the
-test runs), and prints medians. "First" is the grader's start-up plus one verdict (paid once per
-container); "warm" is every verdict after it (stage III's later checks, an episode's verdict).
+A container of the base image gets a small completion test (three tests reading a file) graded over
+and over by its resident grader. For each verdict it records the wall time and the CPU the container
+spent (its cgroup's usage, from the engine's stats: the grader, pytest and whatever the test runs),
+and prints medians. "First" is the grader's start-up plus one verdict (paid once per container);
+"warm" is every verdict after it (the validation stage's later checks, an episode's verdict).
 
     .venv/bin/python bench/verdict_cost.py [--runs 30]
 """

@@ -130,8 +130,8 @@ def launch_batch(
     progress: Callable[[str], None] = lambda _: None,
 ) -> LaunchResult:
     """Materialize one partition of the daily batch job, as the UI would, on this instance. With
-    `shards` > 1: stage I, then one run per shard, then the whole job (store/shards.py); the
-    first failing run's result is returned."""
+    `shards` > 1: the describe stage, then one run per shard, then the whole job (store/shards.py);
+    the first failing run's result is returned."""
     from endless_assets.store.shards import TAG
 
     run = functools.partial(
@@ -140,7 +140,7 @@ def launch_batch(
     if shards <= 1:
         return run("daily_batch")
     result = run("batch_stage_one")
-    progress(f"stage I: run {result.run_id} {'done' if result.success else 'failed'}")
+    progress(f"the describe stage: run {result.run_id} {'done' if result.success else 'failed'}")
     if not result.success:
         return result
     for index in range(shards):

@@ -1,10 +1,11 @@
 """The one model every generator produces and every later stage consumes.
 
-Stage I (describe) yields a `Task`. The procedural generator fills every field at once; the
-LLM generator fills the description and truth first and the environment and tests in stages II
-and III. After stage I nothing can tell the two paths apart. Stage IV adds the `score`; exports
-read the same model back from `filtered_dataset`. Here too: the task statuses every stage
-writes, and stage IV's arithmetic (pass@k, difficulty, the keep rule) that makes the `score`.
+The describe stage yields a `Task`. The procedural generator fills every field at once; the LLM
+generator fills the description and truth first and the environment and tests in the build and
+validation stages. After the describe stage nothing can tell the two paths apart. The solver stage
+adds the `score`; exports read the same model back from `filtered_dataset`. Here too: the task
+statuses every stage writes, and the solver stage's arithmetic (pass@k, difficulty, the keep rule)
+that makes the `score`.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def pass_at_curve(n: int, c: int) -> list[float]:
 @dataclass(frozen=True)
 class TaskScore:
     """One task's attempts by one solver, reduced to what the keep rule and a trainer need, and
-    the keep decision (stage IV's part of a `Task`)."""
+    the keep decision (the solver stage's part of a `Task`)."""
 
     attempts: int  # rows for the task (scored or not)
     harness_errors: int
@@ -116,7 +117,8 @@ def score_tasks(
     *,
     solver: SolverId,
 ) -> list[Task]:
-    """Stage IV's last step: each task with its score by one solver (`rollouts` by task id)."""
+    """The solver stage's last step: each task with its score by one solver (`rollouts` by task
+    id)."""
     return [
         task.model_copy(
             update={"score": score_task(rollouts.get(task.task_id, []), rule, solver=solver)}
@@ -190,14 +192,14 @@ class Task(BaseModel):
     instruction: str = Field(min_length=1)
     truth: dict[str, Any] = Field(default_factory=dict)
     reference_solution: str = ""
-    # Environment (stage II): a Dockerfile whose FROM is the base image, plus the files of its
-    # build context (relative path -> text). Empty until stage II on the LLM path.
+    # Environment (the build stage): a Dockerfile whose FROM is the base image, plus the files of
+    # its build context (relative path -> text). Empty until the build stage on the LLM path.
     dockerfile: str | None = None
     context_files: dict[str, str] = Field(default_factory=dict)
     initial_test: str | None = None
-    # Grading (stage III).
+    # Grading (the validation stage).
     completion_test: str | None = None
-    # Score (stage IV): the solver's attempts and the keep decision. None until then.
+    # Score (the solver stage): the solver's attempts and the keep decision. None until then.
     score: TaskScore | None = None
     # Provenance.
     generator: str

@@ -1,8 +1,8 @@
 """The task taxonomy: categories x complexity levels x scenario personas, kept as data.
 
 `prompts/taxonomy.yaml` holds the paper's three axes (62 categories, 6 complexity levels, 54
-personas) with optional weights; the complexity levels are ranked, simplest first, and each
-carries guidance for the model. Stage I draws one entry per axis for every task, seeded by the
+personas) with optional weights; the complexity levels are ranked, simplest first, and each carries
+guidance for the model. The describe stage draws one entry per axis for every task, seeded by the
 task's seed, so a batch always draws the same mix.
 """
 
@@ -87,8 +87,9 @@ class Taxonomy:
         )
 
     def draw_cell(self, seed: int, category: str, complexity: str) -> Draw:
-        """The task with this seed placed in (`category`, `complexity`), as stage I's draw chose
-        them; its scenario is the one `draw(seed)` gives. TaxonomyError for a name not listed."""
+        """The task with this seed placed in (`category`, `complexity`), as the describe stage's
+        draw chose them; its scenario is the one `draw(seed)` gives. TaxonomyError for a name not
+        listed."""
         categories = {e.name: e for e in self.categories}
         levels = {e.name: (i + 1, e) for i, e in enumerate(self.complexities)}
         if category not in categories or complexity not in levels:

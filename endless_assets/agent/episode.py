@@ -153,8 +153,8 @@ def run_episode_in(
     learn: bool = False,
     rollout: Rollout | None = None,
 ) -> Rollout:
-    """One episode in an existing container (the caller owns and removes it), then graded.
-    `learn`: the reference solution's episode in stage III (grade.run_pytest). `rollout`: the
+    """One episode in an existing container (the caller owns and removes it), then graded. `learn`:
+    the reference solution's episode in the validation stage (grade.run_pytest). `rollout`: the
     record to fill in, when the caller reads its turns as they happen (a served episode)."""
     started = time.monotonic() if started is None else started
     if rollout is None:

@@ -1,4 +1,4 @@
-"""Pick the stage-IV policy the settings ask for."""
+"""Pick the solver stage's policy the settings ask for."""
 
 from __future__ import annotations
 

@@ -281,8 +281,8 @@ def _import(
 def _warn_missing_images(
     source: Path, batch: str, mapping: dict[str, str], settings: Any, fmt: str
 ) -> None:
-    """Say up front which base images this engine lacks: their tasks fail to build in stage II
-    unless the engine can pull them."""
+    """Say up front which base images this engine lacks: their tasks fail to build in the build
+    stage unless the engine can pull them."""
     import docker.errors
 
     from endless_assets.interop.dockerfile import base_images

@@ -101,8 +101,8 @@ def submit_batch(
 
 
 def submit_sharded(batch: str, overrides: dict[str, Any], shards: int) -> None:
-    """A sharded batch on the instance: stage I, then every shard run at once (the queue and
-    the instance's pools decide how many run together, on which machines), then the whole job.
+    """A sharded batch on the instance: the describe stage, then every shard run at once (the queue
+    and the instance's pools decide how many run together, on which machines), then the whole job.
     Each wave waits for the one before it; a failed run stops here, naming it."""
     queued: list[str] = []  # (Ctrl-C names those not done)
     done: set[str] = set()

@@ -1,5 +1,5 @@
-"""Stage III asset: completion tests that fail on the initial state, pass with the reference
-solution and fail after a do-nothing episode (stages/completion.py does the work)."""
+"""The validation stage asset: completion tests that fail on the initial state, pass with the
+reference solution and fail after a do-nothing episode (stages/completion.py does the work)."""
 
 import dagster as dg
 import polars as pl
@@ -18,7 +18,8 @@ def build_completion_tests(spec: StageSpec) -> dg.AssetsDefinition:
         ["task_descriptions", "task_environments"],
         invariant="every ok completion test failed on the initial state and after a do-nothing "
         "episode (and passed with the reference solution where that is required)",
-        description="Stage III: the final-state test per task, checked against the initial "
+        description="The validation stage: the final-state test per task, checked against the "
+        "initial "
         "state, a do-nothing episode and the reference solution (an oracle episode).",
     )
     def completion_tests(

@@ -28,10 +28,10 @@ def record_batch_costs(
     spec: StageSpec,
     frames: dict[str, pl.DataFrame],
 ) -> dict[str, Any]:
-    """Write the batch's `batch_costs` rows and return them as metadata. The batch's runs are
-    those since the run that described its tasks (stage I): this run, or a sharded batch's
-    stage-one, shard and finish runs, or a run re-executed from a failure and the one before.
-    The estimate is the one the history recorded before the first of them gives."""
+    """Write the batch's `batch_costs` rows and return them as metadata. The batch's runs are those
+    since the run that described its tasks (the describe stage): this run, or a sharded batch's
+    stage-one, shard and finish runs, or a run re-executed from a failure and the one before. The
+    estimate is the one the history recorded before the first of them gives."""
     batch, instance = context.partition_key, context.instance
     latest = dg.AssetRecordsFilter(
         asset_key=spec.key("task_descriptions"), asset_partitions=[batch]

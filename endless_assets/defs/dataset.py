@@ -1,4 +1,4 @@
-"""The filtered dataset: each task that reached stage IV with its score (pass@n, pass rate,
+"""The filtered dataset: each task that reached the solver stage with its score (pass@n, pass rate,
 difficulty, the keep decision) and everything a trainer needs to rebuild and grade it
 (stages/filter.py does the work); a generated batch's step also records what it cost."""
 
@@ -28,7 +28,7 @@ def build_filtered_dataset(spec: StageSpec) -> dg.AssetsDefinition:
         docker=False,
         invariant="every kept task was solved at least once and its pass rate is inside the "
         "keep band",
-        description="One row per task that reached stage IV: successes, pass@n, pass rate "
+        description="One row per task that reached the solver stage: successes, pass@n, pass rate "
         "(difficulty), kept or not and why, and the columns needed to rebuild and grade it; its "
         "materialization carries the batch's funnel.",
     )

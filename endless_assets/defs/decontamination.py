@@ -1,6 +1,6 @@
-"""Decontamination assets: each described task against the reference sets right after stage I (a
-contaminated task never reaches stage II), and a batch's kept tasks checked again later, every
-field, against the references set now (stages/decontamination.py does the work)."""
+"""Decontamination assets: each described task against the reference sets right after the describe
+stage (a contaminated task never reaches the build stage), and a batch's kept tasks checked again
+later, every field, against the references set now (stages/decontamination.py does the work)."""
 
 import dagster as dg
 import polars as pl
@@ -24,8 +24,9 @@ def build_task_decontamination(spec: StageSpec) -> dg.AssetsDefinition:
         docker=False,
         description="Decontamination: every described task against the benchmarks of "
         "`decontamination_references`, field by field (instruction, tests, solution, "
-        "Dockerfile, text fixtures: what stage I wrote); a task sharing a field with one is "
-        "rejected `contaminated` and never reaches stage II.",
+        "Dockerfile, text fixtures: what the describe stage wrote); a task sharing a field with "
+        "one is "
+        "rejected `contaminated` and never reaches the build stage.",
     )
     def task_decontamination(
         context: dg.AssetExecutionContext,

@@ -1,5 +1,5 @@
-"""Stage I asset: sample the batch's task descriptions, with the frontier draw and the history
-it read as two more tables (stages/describe.py does the work)."""
+"""The describe stage asset: sample the batch's task descriptions, with the frontier draw and the
+history it read as two more tables (stages/describe.py does the work)."""
 
 import dagster as dg
 
@@ -26,7 +26,8 @@ def _out(table: str, description: str, **kwargs) -> dg.AssetOut:
     outs={
         TABLE: _out(
             TABLE,
-            "Stage I: one row per sampled task (instruction, privileged truth, reference "
+            "The describe stage: one row per sampled task (instruction, privileged truth, "
+            "reference "
             "solution), seeded by the batch key; rejected samples keep their row and reason. "
             "Under the frontier sampler each task's cell is drawn from the solver's history of "
             "the batches before it (task_draws, cell_history).",

@@ -43,7 +43,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             filtered_dataset.filter(pl.col("kept")),
             task_soundness,
             log=context.log,
-            # as stage II built them: imported Dockerfiles as `build_network` says
+            # as the build stage built them: imported Dockerfiles as `build_network` says
             network=imported_build_network(pipeline, settings) if spec.imported else None,
         )
         return stage_result(context, result, spec.prefix)

@@ -1,4 +1,4 @@
-"""Stage II asset: build each task's environment and check its initial state
+"""The build stage asset: build each task's environment and check its initial state
 (stages/environment.py does the work)."""
 
 import os
@@ -20,7 +20,7 @@ def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
         TABLE,
         ["task_descriptions", "task_decontamination"],
         invariant="every ok environment has a built image",
-        description="Stage II: a Dockerfile on the base image and an initial-state test per "
+        description="The build stage: a Dockerfile on the base image and an initial-state test per "
         "task; built and run; repaired with the error as feedback where the generator can.",
     )
     def task_environments(

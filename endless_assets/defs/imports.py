@@ -38,7 +38,7 @@ class ImportConfig(dg.Config):
     TABLE,
     [],
     docker=False,
-    description="Stage I for an imported batch: one row per task directory found in the "
+    description="The describe stage for an imported batch: one row per task directory found in the "
     "source, carrying its own environment, tests and solution; unreadable ones keep a row with "
     "the reason.",
 )

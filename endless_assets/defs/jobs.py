@@ -15,7 +15,7 @@ PIPELINE_ASSETS = ["base_image", *INPUTS, "filtered_dataset"]
 
 
 def asset_selection(names) -> dg.AssetSelection:
-    """The assets of these definitions (stage I's with the draw tables it writes too)."""
+    """The assets of these definitions (the describe stage's with the draw tables it writes too)."""
     return dg.AssetSelection.assets(*names).required_multi_asset_neighbors()
 
 
@@ -26,11 +26,12 @@ daily_batch = dg.define_asset_job(
     "filter.",
 )
 
-# A batch larger than `shard_tasks` runs as: stage I once, then the per-task stages once per
-# shard (a run tagged endless/shard=i/n), then stages II-V once more, untagged: they find every
-# row in the journals and write the partitions (store/shards.py). Stage I is not run again: its
-# tasks are the ones the shards worked on. These three jobs are `endless run`'s steps for such a
-# batch, not jobs to launch by hand: their descriptions say so first, and their tag marks them.
+# A batch larger than `shard_tasks` runs as: the describe stage once, then the per-task stages once
+# per shard (a run tagged endless/shard=i/n), then the build, validation, solver and filter stages
+# once more, untagged: they find every row in the journals and write the partitions
+# (store/shards.py). The describe stage is not run again: its tasks are the ones the shards worked
+# on. These three jobs are `endless run`'s steps for such a batch, not jobs to launch by hand: their
+# descriptions say so first, and their tag marks them.
 STAGE_ONE_ASSETS = PIPELINE_ASSETS[:3]
 SHARD_ASSETS = PIPELINE_ASSETS[3:-1]
 FINISH_ASSETS = PIPELINE_ASSETS[3:]
@@ -55,13 +56,15 @@ batch_stage_one = _sharded_step(
 batch_shard = _sharded_step(
     "batch_shard",
     SHARD_ASSETS,
-    "once per shard: stages II-IV for the tasks of one shard (the run's endless/shard tag, e.g. "
+    "once per shard: the build, validation and solver stages for the tasks of one shard (the "
+    "run's endless/shard tag, e.g. "
     "3/20); its rows are journaled and staged, the partition is written by batch_finish.",
 )
 batch_finish = _sharded_step(
     "batch_finish",
     FINISH_ASSETS,
-    "after the shard runs: stages II-V over the shards' journaled rows (nothing runs again but "
+    "after the shard runs: the build, validation, solver and filter stages over the shards' "
+    "journaled rows (nothing runs again but "
     "harness errors), written as the batch's partitions.",
 )
 

@@ -1,4 +1,4 @@
-"""Stage IV asset: k attempts per task by the configured solver, each in a fresh container
+"""The solver stage asset: k attempts per task by the configured solver, each in a fresh container
 (stages/rollouts.py does the work)."""
 
 import dagster as dg
@@ -16,7 +16,8 @@ def build_solver_rollouts(spec: StageSpec) -> dg.AssetsDefinition:
         TABLE,
         ["task_descriptions", "task_environments", "completion_tests", "task_soundness"],
         code_version=solver_version(),
-        description="Stage IV: one row per attempt (reward, termination, trajectory, failure "
+        description="The solver stage: one row per attempt (reward, termination, trajectory, "
+        "failure "
         "analysis) for every task whose completion test was validated.",
     )
     def solver_rollouts(

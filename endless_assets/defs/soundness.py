@@ -1,6 +1,6 @@
-"""The soundness stage (between stage III and the solver): is each validated task's verdict
-stable, and does any shortcut pass its completion test? (stages/soundness/stage.py does the work;
-with `auditor_model` set, stages/soundness/audit.py adds the model probes.)"""
+"""The soundness stage (between the validation stage and the solver): is each validated task's
+verdict stable, and does any shortcut pass its completion test? (stages/soundness/stage.py does the
+work; with `auditor_model` set, stages/soundness/audit.py adds the model probes.)"""
 
 import dagster as dg
 import polars as pl
@@ -19,7 +19,8 @@ def build_task_soundness(spec: StageSpec) -> dg.AssetsDefinition:
         ["task_descriptions", "task_environments", "completion_tests"],
         invariant="every sound task passed every run of the reference (when required) and no "
         "run of the do-nothing control, and no shortcut passed its test",
-        description="Soundness: for every task whose completion test stage III validated, the "
+        description="Soundness: for every task whose completion test the validation stage "
+        "validated, the "
         "reference and the do-nothing control run `soundness_repeats` times (flaky verdicts), "
         "shortcut probes try to pass the test without doing the task (hackable), and one-step "
         "ablations of the reference measure the test's strength (mutation score); with "

@@ -2,11 +2,12 @@
 
 A generator is asked three things, one per stage, and may be asked again with feedback:
 
-- `describe(batch, index, seed)`: stage I, the task and its privileged truth, in the generator's
-  own seeded deal; or `describe_cell(batch, index, seed, name, grade)`, the task of one of its
-  `cells()` (a family and level, a taxonomy category and complexity) as stage I's draw chose it;
-- `write_environment(draft, feedback)`: stage II, a Dockerfile and an initial-state test;
-- `write_completion_test(draft, feedback)`: stage III, the final-state test.
+- `describe(batch, index, seed)`: the describe stage, the task and its privileged truth, in the
+  generator's own seeded deal; or `describe_cell(batch, index, seed, name, grade)`, the task of one
+  of its `cells()` (a family and level, a taxonomy category and complexity) as the describe stage's
+  draw chose it;
+- `write_environment(draft, feedback)`: the build stage, a Dockerfile and an initial-state test;
+- `write_completion_test(draft, feedback)`: the validation stage, the final-state test.
 
 `repair_rounds` says how many times a stage may ask again after a failure (the paper: 3 for the
 LLM; 1 for the procedural generator, whose families are fixed code and cannot learn).
@@ -66,7 +67,7 @@ class TaskGenerator(Protocol):
     repair_rounds: int
     reference_required: bool  # must the reference solution pass the completion test?
     needs_build_network: bool  # may its Dockerfiles' RUN steps reach the network?
-    dedupe_threshold: float | None  # near-duplicate rejection in stage I; None: never
+    dedupe_threshold: float | None  # near-duplicate rejection in the describe stage; None: never
     # What its cells are (sampling/cells.py): "family" (family, level 1-6), "taxonomy"
     # (category, complexity), or "" for a generator whose tasks cannot be drawn by cell.
     cell_kind: str

@@ -152,7 +152,7 @@ def find_near_duplicates(
 def reject_duplicates(
     rows: list[dict[str, Any]], lake: Lake, threshold: float
 ) -> list[dict[str, Any]]:
-    """Reject stage I rows whose instruction nearly repeats a task kept earlier in this
+    """Reject the describe stage rows whose instruction nearly repeats a task kept earlier in this
     batch or in any other batch of the lake; record the matched task id."""
     candidates = [
         Candidate(i, r["task_id"], r["batch"], r["instruction"])
@@ -175,7 +175,7 @@ def reject_duplicates(
 
 
 def _stored_tasks(lake: Lake, exclude: set[str]) -> Iterator[tuple[str, str, str]]:
-    """(task_id, batch, instruction) of every task kept at stage I in other batches."""
+    """(task_id, batch, instruction) of every task kept at the describe stage in other batches."""
     if not lake.has_data("task_descriptions"):
         return iter(())
     frame = (

@@ -136,7 +136,7 @@ def _truncated_note(closed: bool) -> str:
     return "" if closed else " (its code block is not closed: the reply looks cut off)"
 
 
-# --- stage I: the task --------------------------------------------------------------------------
+# --- the describe stage: the task -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class TaskReply:
 
 
 def parse_task(text: str) -> TaskReply:
-    """A stage I reply: a public <task>, a privileged <truth> and a reference <solution>."""
+    """A describe stage reply: a public <task>, a privileged <truth> and a reference <solution>."""
     body = _answer(text)
     found = sections(body, ("task", "truth", "solution"))
     if "task" not in found:
@@ -165,9 +165,10 @@ def parse_task(text: str) -> TaskReply:
     if "truth" not in found:
         raise ParseError("no <truth> section in the reply (the privileged ground truth)")
     truth = _prose(found["truth"])
-    # The paper's own format has no solution section: a reply without one (or with an empty one)
-    # is a task without a reference solution, not an unusable reply. Stage III then records that
-    # there was nothing to check, and stage IV's solver decides whether the task is solvable.
+    # The paper's own format has no solution section: a reply without one (or with an empty one) is
+    # a task without a reference solution, not an unusable reply. The validation stage then records
+    # that there was nothing to check, and the solver stage's solver decides whether the task is
+    # solvable.
     solution = unfence(found.get("solution", "")).strip()
     return TaskReply(instruction, truth, solution + "\n" if solution else "")
 
@@ -189,7 +190,7 @@ def _prose(content: str) -> str:
     return textwrap.dedent(content.strip("\n")).strip()
 
 
-# --- stages II and III: tests -------------------------------------------------------------------
+# --- the build and validation stages: tests -------------------------------------------------------
 
 
 def parse_test(text: str, what: str) -> str:
@@ -274,7 +275,7 @@ def _imported(tree: ast.Module) -> set[str]:
     return names
 
 
-# --- stage II: the environment ------------------------------------------------------------------
+# --- the build stage: the environment -------------------------------------------------------------
 
 
 @dataclass(frozen=True)

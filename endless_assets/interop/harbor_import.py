@@ -14,8 +14,8 @@ What a directory must hold, and where each part of a task comes from:
   only `test_*.py`;
 - initial-state test: `tests/test_initial_state.py` or `environment/test_initial_state.py`; if
   neither exists a trivial one is generated (the image's working directory exists);
-- reference solution: `solution/solve.sh` (optional: without one, stage III cannot require it
-  and the solver decides);
+- reference solution: `solution/solve.sh` (optional: without one, the validation stage cannot
+  require it and the solver decides);
 - who the agent is: task.toml's `[agent] user`, else the image's USER; where it starts:
   `[environment] workdir`, else the image's WORKDIR (our own exports: `user` in /home/user);
 - metadata: all of `task.toml` (kept whole for a faithful export), with `[metadata]` category,

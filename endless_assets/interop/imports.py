@@ -6,7 +6,7 @@ is Terminal-Bench).
 Base images the machine cannot pull are mapped with `base_image_map` (`ubuntu:22.04` ->
 `endless-base:<tag>`; the value `endless-base` without a tag means our base image of the
 setting `base_recipe`, `endless-base-bookworm` and `endless-base-trixie` name a recipe). An image
-that is neither mapped nor present is not checked here: stage II rejects the task with
+that is neither mapped nor present is not checked here: the build stage rejects the task with
 `build_failed` and Docker's own message (e.g. pull access denied).
 
 A task exported by us carries its quality record (quality.py: Harbor `[metadata.quality]`,

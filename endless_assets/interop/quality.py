@@ -4,13 +4,13 @@ Terminal-Bench `quality:`, the `quality` field of RL and SFT rows), and read bac
 
 Where each value comes from (the task's row of each table; no row: null, and "not checked"):
 
-- `task_soundness`: `soundness` ("checked"; "off" when it ran with soundness off, whose counts
-  are then null; "not checked": no row), `soundness_repeats`, `reference_runs` and
-  `reference_passes` (stage III's run of the reference included), `noop_runs`, `noop_passes`,
+- `task_soundness`: `soundness` ("checked"; "off" when it ran with soundness off, whose counts are
+  then null; "not checked": no row), `soundness_repeats`, `reference_runs` and `reference_passes`
+  (the validation stage's run of the reference included), `noop_runs`, `noop_passes`,
   `shortcuts_run`, `shortcuts_passed`, `hackable`, `ablations_run`, `ablations_rejected`,
   `mutation_score`, and the model probes where they ran: `audit`, `audit_model`, `aligned`,
   `cheat_passed`, `cheat_judged_done`;
-- `completion_tests`: `fails_with_noop` (stage III's do-nothing run);
+- `completion_tests`: `fails_with_noop` (the validation stage's do-nothing run);
 - `filtered_dataset` (the task's score): `solver_model`, `scored_attempts`, `successes`,
   `pass_rate`, `pass_at_n`, `difficulty`;
 - the latest `contamination_recheck` row of the task, else its `task_decontamination` row:

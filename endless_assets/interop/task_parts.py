@@ -1,7 +1,7 @@
 """The parts of a stored task that exports write back out as files: the Dockerfile as the task
 had it, its build context as text and bytes, and its own verifier, if it has one.
 
-What stage II stores is what it built: the task's Dockerfile plus the agent identity labels
+What the build stage stores is what it built: the task's Dockerfile plus the agent identity labels
 (identity.py) for a task whose agent is not ours, and a build context whose binary files are
 encoded (images.py). Exports undo both: the identity goes into the format's own field (Harbor's
 `[agent] user`), binary files are written as bytes.

@@ -2,12 +2,12 @@
 chat messages (`sft`). Each is written as Parquet and as JSONL with the same fields.
 
 RL rows follow the shape SkyRL and verl dataset loaders read: `data_source`, `prompt` (chat
-messages: the solver's system prompt and the task, exactly as stage IV sends them), `env_class`,
-`reward_spec` (SkyRL) and `reward_model` (verl) whose `ground_truth` is the completion test,
-and `extra_info`; plus flat columns with everything needed to rebuild and grade the task
+messages: the solver's system prompt and the task, exactly as the solver stage sends them),
+`env_class`, `reward_spec` (SkyRL) and `reward_model` (verl) whose `ground_truth` is the completion
+test, and `extra_info`; plus flat columns with everything needed to rebuild and grade the task
 (`dockerfile` FROM the chosen base image, `context_files` as JSON, `initial_test`,
-`completion_test`, `reference_solution`, the agent user and limits). A row's `split` is decided
-by a hash of its task id, so it never changes between exports.
+`completion_test`, `reference_solution`, the agent user and limits). A row's `split` is decided by a
+hash of its task id, so it never changes between exports.
 
 Both carry the task's quality record (quality.py) as `quality`: a struct column in Parquet and an
 object in JSONL, with the same keys as everywhere else (null: not measured).
@@ -51,7 +51,7 @@ def split_of(task_id: str, val_fraction: float) -> str:
 
 
 def prompt_messages(instruction: str, settings: Settings) -> list[dict[str, str]]:
-    """The first two messages of a stage IV episode, rendered from prompts/solver_*.md."""
+    """The first two messages of a solver stage episode, rendered from prompts/solver_*.md."""
     from endless_assets.agent.chat import ChatConfig, SolverPrompts
     from endless_assets.settings import SettingsError
 

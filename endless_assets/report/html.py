@@ -280,12 +280,13 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
                 "Learnable share",
                 "<p class='sub'>Kept tasks the solver solved in some of its attempts but not "
                 "all (0 &lt; pass rate &lt; 1): the ones a group of RL rollouts learns from. Per "
-                "batch, with what each learnable task cost, stage I's draw (the frontier "
+                "batch, with what each learnable task cost, the describe stage's draw (the "
+                "frontier "
                 "sampler: what it expected of each batch before it was made, next to what was "
                 "measured after), and variants with the task they came from.</p>",
                 learnable_chart(per_batch),
                 html_table(per_batch),
-                "<h3>Stage I's draw</h3>",
+                "<h3>The describe stage's draw</h3>",
                 calibration_chart(draws),
                 html_table(draws),
                 "<h3>Lineages</h3>",
@@ -323,7 +324,8 @@ def build_report(lake: Lake, batches: list[str] | None = None, *, sample: int = 
             _section(
                 "Decontamination",
                 "<p class='sub'>Tasks held against the benchmarks of "
-                "<code>decontamination_references</code>, field by field: right after stage I "
+                "<code>decontamination_references</code>, field by field: right after the "
+                "describe stage "
                 "(<i>pipeline</i>) and again later (<i>recheck</i>, <code>endless "
                 "decontaminate</code>). Exports leave out what a recheck found.</p>",
                 table("decontamination"),

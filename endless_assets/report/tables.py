@@ -192,9 +192,9 @@ FRONTIER_STATS = (
 
 
 def draws_per_batch(lake: Lake, batches: list[str] | None) -> pl.DataFrame:
-    """Stage I's draw per batch (frontier only): its mode, how many tasks each source gave, how
-    unsure it was of the cells it explored, and what it expected of the batch next to what was
-    measured after (the `frontier_batches` view)."""
+    """The describe stage's draw per batch (frontier only): its mode, how many tasks each source
+    gave, how unsure it was of the cells it explored, and what it expected of the batch next to what
+    was measured after (the `frontier_batches` view)."""
     columns = ", ".join(FRONTIER_COLUMNS)
     return query(
         lake, f"select {columns} from frontier_batches where {batch_filter(batches)} order by batch"

@@ -83,12 +83,13 @@ def cell_batches(
     filtered: pl.DataFrame,
     costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per batch, solver and cell (`CellBatches`), from task_descriptions (task_id,
-    batch, status, generator, category, complexity, family, truth), solver_rollouts (task_id,
-    policy, model, reward, and tokens_in and tokens_out when it has them), filtered_dataset
-    (task_id, solver_model, kept) and the tokens making each task cost (`costs`: task_id, tokens,
-    as `measures.task_costs` gives over stages I-III and soundness; none: 0). A catalog view can
-    expose it as is; `History.from_cell_batches` sums the window a draw reads."""
+    """One row per batch, solver and cell (`CellBatches`), from task_descriptions (task_id, batch,
+    status, generator, category, complexity, family, truth), solver_rollouts (task_id, policy,
+    model, reward, and tokens_in and tokens_out when it has them), filtered_dataset (task_id,
+    solver_model, kept) and the tokens making each task cost (`costs`: task_id, tokens, as
+    `measures.task_costs` gives over the describe, build and validation stages and soundness; none:
+    0). A catalog view can expose it as is; `History.from_cell_batches` sums the window a draw
+    reads."""
     cells = task_cells(descriptions)
     tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
     solvers = tasks.select("batch", "solver").unique()

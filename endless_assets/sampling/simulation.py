@@ -123,7 +123,7 @@ Policy = Callable[[list[Cell], History, int, random.Random], Draw]
 
 
 def frontier(cells: list[Cell], history: History, n: int, rng: random.Random) -> Draw:
-    """The frontier sampler as stage I runs it: the pooled posterior."""
+    """The frontier sampler as the describe stage runs it: the pooled posterior."""
     return draw(cells, history, n, rng=rng)
 
 
@@ -176,7 +176,7 @@ def simulate(
     seed: int = 0,
 ) -> Run:
     """`batches` consecutive daily batches of `n` tasks, `k` attempts each: every batch drawn
-    by `policy` from the history of the batches before it, as stage I would."""
+    by `policy` from the history of the batches before it, as the describe stage would."""
     run = Run()
     first = date.fromisoformat(start)
     cells = world.cells

@@ -1,13 +1,13 @@
-"""One served episode: stage IV's episode loop (agent/episode.py) in a thread of its own, with
-the client as its policy.
+"""One served episode: the solver stage's episode loop (agent/episode.py) in a thread of its own,
+with the client as its policy.
 
-`run_episode_in` asks its policy for the next action and waits for it. Here the policy hands
-the loop's observation to the client's pending call (the reset, or the step before) and waits
-for the client's next step. So everything is stage IV's, unchanged: a container of the task's
-image with the sandbox's identity, limits and no network; the grader resident before the first
-command; the persistent shell, its output cap and command timeout; the turn and time budget;
-the verdict (a root agent's in a verifier container, with its tamper checks); the container
-removed whatever happened.
+`run_episode_in` asks its policy for the next action and waits for it. Here the policy hands the
+loop's observation to the client's pending call (the reset, or the step before) and waits for the
+client's next step. So everything is the solver stage's, unchanged: a container of the task's image
+with the sandbox's identity, limits and no network; the grader resident before the first command;
+the persistent shell, its output cap and command timeout; the turn and time budget; the verdict (a
+root agent's in a verifier container, with its tamper checks); the container removed whatever
+happened.
 
 What the engine or the harness did wrong ends the episode as `infra_error`, with its reason and
 no reward. A client that leaves (it closes or disconnects, its session is reaped, the server
@@ -108,7 +108,7 @@ class ServedEpisode:
     ) -> None:
         """`on_end`: called from the episode's thread once its container is gone.
         The sandbox takes its CPU slot while the container starts and while the verdict runs, as
-        in stage IV (a small machine stays responsive when many resets come at once)."""
+        in the solver stage (a small machine stays responsive when many resets come at once)."""
         self.on_end = on_end
         self.sandbox, self.image, self.task, self.limits = sandbox, image, task, limits
         self.session_id, self.episode_id = session_id, episode_id

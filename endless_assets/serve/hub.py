@@ -58,7 +58,7 @@ class Hub:
         episodes: EpisodeLog | None = None,
     ) -> None:
         """Container starts and verdicts at once are bounded by the sandbox's CPU slots (the
-        `workers` setting, as in stage IV)."""
+        `workers` setting, as in the solver stage)."""
         self.sandbox, self.tasks, self.limits = sandbox, tasks, limits
         self.max_sessions = max_sessions
         self.episodes = episodes

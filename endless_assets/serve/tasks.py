@@ -1,7 +1,7 @@
 """Which tasks a server serves: kept rows of `filtered_dataset` (less those a recheck found
-contaminated) chosen by a SQL filter, each read
-back as the `Task` stage IV rolled out on (the stored task JSON, checked against its columns as
-exports check it), and a seedable sampler over them.
+contaminated) chosen by a SQL filter, each read back as the `Task` the solver stage rolled out on
+(the stored task JSON, checked against its columns as exports check it), and a seedable sampler over
+them.
 
 The filter is a boolean SQL expression over the columns of `filtered_dataset` plus two derived
 ones: `difficulty` (easy, medium, hard, unsolved, unknown: the stats views' labels) and

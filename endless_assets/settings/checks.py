@@ -9,7 +9,7 @@ from endless_assets.settings.declare import setting
 
 @dataclass(frozen=True)
 class DecontaminationSettings:
-    # Which tasks enter stage II, not what any stage makes of a task: operational.
+    # Which tasks enter the build stage, not what any stage makes of a task: operational.
     references: str = setting(
         "",
         "ENDLESS_DECONTAMINATION_REFERENCES",

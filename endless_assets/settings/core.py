@@ -158,7 +158,7 @@ class Settings:
 
     @property
     def episode_workers(self) -> int:
-        """Episodes in parallel in stage IV: a chat model waits on the network, so more."""
+        """Episodes in parallel in the solver stage: a chat model waits on the network, so more."""
         return self.solver.episode_workers(self.run.workers)
 
     @property

@@ -1,4 +1,5 @@
-"""Settings of the task generator (stages I-III) and of every LLM client's transport."""
+"""Settings of the task generator (the describe, build and validation stages) and of every LLM
+client's transport."""
 
 from __future__ import annotations
 
@@ -28,16 +29,23 @@ class GeneratorSettings:
         operational=True,
         name="generator_base_url",
     )
-    task_temperature: float = setting(1.0, "ENDLESS_TASK_TEMPERATURE", "temperature, stage I")
+    task_temperature: float = setting(
+        1.0, "ENDLESS_TASK_TEMPERATURE", "temperature, the describe stage"
+    )
     test_temperature: float = setting(
-        0.6, "ENDLESS_TEST_TEMPERATURE", "temperature for environments and tests (stages II-III)"
+        0.6,
+        "ENDLESS_TEST_TEMPERATURE",
+        "temperature for environments and tests (the build and validation stages)",
     )
     max_tokens: int = setting(4096, "ENDLESS_MAX_TOKENS", "max tokens per generator reply")
-    repair_rounds: int = setting(3, "ENDLESS_REPAIR_ROUNDS", "LLM tries per stage II/III task")
+    repair_rounds: int = setting(
+        3, "ENDLESS_REPAIR_ROUNDS", "LLM tries per build or validation stage task"
+    )
     dedupe_threshold: float = setting(
         0.4,
         "ENDLESS_DEDUPE_THRESHOLD",
-        "stage I rejects a task sharing this share of word 3-grams with a kept one (0-1]",
+        "the describe stage rejects a task sharing this share of word 3-grams with a kept one "
+        "(0-1]",
     )
 
 

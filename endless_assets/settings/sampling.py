@@ -1,5 +1,5 @@
-"""Settings of stage I's draw: which cells a batch's tasks are drawn from, steered by what the
-solver made of the batches before it (sampling/)."""
+"""Settings of the describe stage's draw: which cells a batch's tasks are drawn from, steered by
+what the solver made of the batches before it (sampling/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ class SamplingSettings:
     sampler: str = setting(
         "auto",
         "ENDLESS_SAMPLER",
-        "how stage I chooses each task's cell: frontier (cells drawn where a task teaches most "
+        "how the describe stage chooses each task's cell: frontier (cells drawn where a task "
+        "teaches most "
         "per token, by a model of the solver's pass rates over categories and levels fitted to "
         "its history of earlier batches; uniform over the cells until there is one), uniform "
         "(the generator's own seeded deal, as a batch has always been drawn) or "

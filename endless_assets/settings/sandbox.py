@@ -50,7 +50,8 @@ class SandboxSettings:
     warm_containers: int = setting(
         0,
         "ENDLESS_WARM_CONTAINERS",
-        "stage IV starts up to this many task containers ahead of the attempts that will take "
+        "the solver stage starts up to this many task containers ahead of the attempts that will "
+        "take "
         "them (grader resident, nothing run in them): for engines with cores to spare; 0: "
         "each attempt starts its own",
         operational=True,

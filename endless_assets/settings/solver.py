@@ -1,4 +1,5 @@
-"""Settings of stage IV (the solver, its episodes) and of the keep rule over its pass rates."""
+"""Settings of the solver stage (the solver, its episodes) and of the keep rule over its pass
+rates."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ class SolverSettings:
     policy: str = setting(
         "oracle",
         "ENDLESS_SOLVER",
-        "stage IV policy",
+        "the solver stage policy",
         choices=("oracle", "noop", "chat"),
         name="solver",
     )
@@ -32,7 +33,9 @@ class SolverSettings:
     temperature: float = setting(
         1.0, "ENDLESS_SOLVER_TEMPERATURE", "solver temperature", name="solver_temperature"
     )
-    k: int = setting(0, "ENDLESS_K", "attempts per task in stage IV (0: 1 for oracle, 16 for chat)")
+    k: int = setting(
+        0, "ENDLESS_K", "attempts per task in the solver stage (0: 1 for oracle, 16 for chat)"
+    )
     max_turns: int = setting(16, "ENDLESS_MAX_TURNS", "agent turns per episode")
     command_timeout: float = setting(60.0, "ENDLESS_COMMAND_TIMEOUT", "seconds per agent command")
     episode_seconds: float = setting(900.0, "ENDLESS_EPISODE_SECONDS", "wall clock per episode")
@@ -54,8 +57,8 @@ class SolverSettings:
         return 16 if self.policy == "chat" else 1
 
     def episode_workers(self, workers: int) -> int:
-        """Episodes in parallel in stage IV (`workers`: the run's): a chat model waits on the
-        network, so more."""
+        """Episodes in parallel in the solver stage (`workers`: the run's): a chat model waits on
+        the network, so more."""
         if self.rollout_workers:
             return self.rollout_workers
         return 16 if self.policy == "chat" else workers

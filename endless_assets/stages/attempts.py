@@ -1,4 +1,5 @@
-"""Stage IV's bookkeeping (no Dagster here): which attempts a run must make and which it reuses.
+"""The solver stage's bookkeeping (no Dagster here): which attempts a run must make and which it
+reuses.
 
 Rows of other solvers already in the partition are kept, so two models' pass rates compare in
 one query. Re-running reuses this solver's scored attempts and plans only the missing or
@@ -75,7 +76,8 @@ def current_columns(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class ImageCache:
-    """Each task's image, checked once per run (a content-addressed cache hit after stage II)."""
+    """Each task's image, checked once per run (a content-addressed cache hit after the build
+    stage)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox

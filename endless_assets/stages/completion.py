@@ -1,5 +1,5 @@
-"""Stage III: the completion test must fail on the initial state, pass after the reference
-solution, and fail again after a do-nothing episode."""
+"""The validation stage: the completion test must fail on the initial state, pass after the
+reference solution, and fail again after a do-nothing episode."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def check_completion_test(
     only make a later check pass where it should fail, which rejects the task, never accepts it.
 
     `reference_required=False` (the LLM path) records a failing reference solution instead of
-    rejecting the task: stage IV's solver then decides whether the task is solvable.
+    rejecting the task: the solver stage's solver then decides whether the task is solvable.
     The container holds its CPU slot for its whole life (`hold_cpu`), not while the generator
     writes.
     """
@@ -158,10 +158,10 @@ def _initial_failure(outcome: CompletionOutcome, verdict: Verdict) -> Failed:
 def run_completion_tests(
     run: StageRun, descriptions: pl.DataFrame, environments: pl.DataFrame
 ) -> StageResult:
-    """Stage III over the tasks whose environment stage II built."""
+    """The validation stage over the tasks whose environment the build stage built."""
     reference_required = run.generator.reference_required
     drafts = tasks_with_environments(descriptions, environments)
-    run.log.info(f"{len(drafts)} tasks enter stage III")
+    run.log.info(f"{len(drafts)} tasks enter the validation stage")
     no_reference = {d.task_id for d in drafts if not d.reference_solution.strip()}
 
     def work(draft: Task) -> CompletionOutcome:
@@ -171,7 +171,8 @@ def run_completion_tests(
             run.generator,
             run.sandbox,
             # A task that carries no reference solution (e.g. imported without one) cannot be
-            # required to pass with it: the solver in stage IV decides whether it is solvable.
+            # required to pass with it: the solver in the solver stage decides whether it is
+            # solvable.
             reference_required=reference_required and draft.task_id not in no_reference,
         )
 
@@ -186,7 +187,7 @@ def run_completion_tests(
         if required and not r["passes_with_reference"]:
             violations.append(f"{r['task_id']}: ok but the reference solution fails")
     metadata = {**usage_metadata(rows), **run.generator.run_metadata()}
-    if run.generator.model:  # what the model cost per task kept so far (I-III)
+    if run.generator.model:  # what the model cost per task kept so far (describe to validation)
         kept = sum(1 for r in rows if r["status"] == OK)
         table = frame(run.table, rows)
         metadata.update(cost_per_task([descriptions, environments, table], kept))

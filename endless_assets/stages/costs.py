@@ -107,8 +107,8 @@ def stage_measures(
     steps: Mapping[str, Sequence[Mapping[str, Any]]], walls: Mapping[str, float]
 ) -> dict[str, Measured]:
     """Per stage, what its steps measured: `steps`, each step's metadata (StageMeter's keys,
-    rollouts' `ran_now`, stage I's `rows` less those recovered from its journal); `walls`, the
-    steps' wall seconds."""
+    rollouts' `ran_now`, the describe stage's `rows` less those recovered from its journal);
+    `walls`, the steps' wall seconds."""
     measured = {stage: Measured() for stage in STAGE_TABLES}
     for stage, metas in steps.items():
         for meta in metas:

@@ -1,7 +1,7 @@
-"""Stage I: sample the batch's task descriptions (no Dagster here; defs/descriptions.py is the
-asset). Under the frontier sampler each task's cell is drawn from the solver's history of the
-batches before it (stages/draws.py); the run returns the draw and the history it read as the
-rows of `task_draws` and `cell_history`, beside the descriptions."""
+"""The describe stage: sample the batch's task descriptions (no Dagster here; defs/descriptions.py
+is the asset). Under the frontier sampler each task's cell is drawn from the solver's history of the
+batches before it (stages/draws.py); the run returns the draw and the history it read as the rows of
+`task_draws` and `cell_history`, beside the descriptions."""
 
 from __future__ import annotations
 
@@ -52,15 +52,15 @@ _BLANK = ("category", "complexity", "scenario", "family", "parent_task_id", "ref
 
 @functools.cache
 def generator_version() -> str:
-    """What writes stage I's rows: the procedural families' code and the LLM generator's
+    """What writes the describe stage's rows: the procedural families' code and the LLM generator's
     prompts (each row records the one that wrote it, as prompt_version)."""
     return f"{procedural_version()}+{PromptSet.load().version}"
 
 
 @dataclass
 class Description:
-    """Stage I's outcome for one slot: the task described (or, `described` False, a placeholder
-    that keeps the slot in the funnel), what it cost, and its status."""
+    """The describe stage's outcome for one slot: the task described (or, `described` False, a
+    placeholder that keeps the slot in the funnel), what it cost, and its status."""
 
     draft: Task
     usage: Usage = field(default_factory=Usage)
@@ -122,7 +122,8 @@ class Description:
 
 @dataclass
 class DescribeRun(StageResult):
-    """What one run of stage I made: its descriptions, and the rows of the draw's two tables."""
+    """What one run of the describe stage made: its descriptions, and the rows of the draw's two
+    tables."""
 
     draws: pl.DataFrame = field(default_factory=pl.DataFrame)
     history: pl.DataFrame = field(default_factory=pl.DataFrame)

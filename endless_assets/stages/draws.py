@@ -1,4 +1,4 @@
-"""Stage I's draw: the cell each task of a batch is drawn from, with the frontier sampler
+"""The describe stage's draw: the cell each task of a batch is drawn from, with the frontier sampler
 (sampling/policy.py) over what the configured solver made of the daily batches before it, and
 the variants (sampling/evolve.py) of past tasks at its edge.
 

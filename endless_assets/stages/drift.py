@@ -86,7 +86,7 @@ def run_drift(
     network: bool | None = None,
 ) -> StageResult:
     """Re-validate the `filtered_dataset` rows of `kept` tasks on freshly rebuilt images.
-    `network`: may RUN steps reach the network (None: as stage II built them)."""
+    `network`: may RUN steps reach the network (None: as the build stage built them)."""
     started = time.monotonic()
     # The reference must pass again where it passed every run when the task was kept.
     passed = {

@@ -1,4 +1,5 @@
-"""Stage II: build the task's environment and check its initial state, repairing if allowed."""
+"""The build stage: build the task's environment and check its initial state, repairing if
+allowed."""
 
 from __future__ import annotations
 
@@ -146,11 +147,11 @@ def _last_line(text: str) -> str:
 def run_environments(
     run: StageRun, descriptions: pl.DataFrame, decontamination: pl.DataFrame, network: bool | None
 ) -> StageResult:
-    """Stage II over the batch's described tasks that no benchmark contaminates. `network`: may
-    RUN steps reach the network (None: as the generator says)."""
+    """The build stage over the batch's described tasks that no benchmark contaminates. `network`:
+    may RUN steps reach the network (None: as the generator says)."""
     contaminated = decontamination.filter(pl.col("status") != OK)["task_id"].to_list()
     drafts = ok_drafts(descriptions.filter(~pl.col("task_id").is_in(contaminated)))
-    run.log.info(f"{len(drafts)} tasks enter stage II")
+    run.log.info(f"{len(drafts)} tasks enter the build stage")
     if network is False:
         run.log.info(
             "imported Dockerfiles build without a network (set build_network explicitly, "

@@ -1,5 +1,5 @@
 """The solver filter (no Dagster here; defs/dataset.py is the asset): each task that reached
-stage IV scored by the configured solver's attempts (pass@n, pass rate, the keep decision),
+the solver stage scored by the configured solver's attempts (pass@n, pass rate, the keep decision),
 with everything a trainer needs to rebuild and grade it, and the batch's funnel."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The repair loop stages II and III share (no Dagster here): ask the generator, try what it
-wrote, and when the try fails ask again with the failure as numbered feedback, up to its repair
-rounds.
+"""The repair loop the build and validation stages share (no Dagster here): ask the generator, try
+what it wrote, and when the try fails ask again with the failure as numbered feedback, up to its
+repair rounds.
 
 A stage brings its `write` (one generator call) and its `check` (what it requires of what was
 written, logging its own steps); this module owns the rest: the rounds, the feedback, an

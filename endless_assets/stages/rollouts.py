@@ -1,5 +1,5 @@
-"""Stage IV: k attempts per task by the configured solver, each in a fresh container (no Dagster
-here).
+"""The solver stage: k attempts per task by the configured solver, each in a fresh container (no
+Dagster here).
 
 Which attempts run and which are reused is attempts.py's business; each scored attempt is
 persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
@@ -53,13 +53,15 @@ ENGINE_COLUMNS = ("engine", "slots", "placed", "up", "down_reason")  # of Engine
 
 @functools.cache
 def solver_version() -> str:
-    """What stage IV's chat solver is told: its prompts' hash (oracle and noop have none)."""
+    """What the solver stage's chat solver is told: its prompts' hash (oracle and noop have
+    none)."""
     return SolverPrompts.load().version
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """Stage IV's outcome for one attempt: the rollout, its index among the task's attempts."""
+    """The solver stage's outcome for one attempt: the rollout, its index among the task's
+    attempts."""
 
     batch: str
     rollout_idx: int
@@ -94,7 +96,8 @@ class Attempt:
 
 @dataclass
 class RolloutRun:
-    """What one run of stage IV made: the plan, the rows it ran now, and the solver's probe."""
+    """What one run of the solver stage made: the plan, the rows it ran now, and the solver's
+    probe."""
 
     probe: Policy
     tasks: int

@@ -108,12 +108,13 @@ def resumable(
     key: str = "task_id",
     made_from: object = None,
 ) -> Resumable:
-    """Stage I-III work that survives a crash: each finished row is journaled as it finishes and
-    a rerun under the same settings reuses it (store/journal.py). Rows are keyed by `key`.
-    Settings that say where and how fast the work runs, not what it makes (the engines, the
-    endpoints' URLs: the models are named apart, the parallelism, the data directory), are not
-    part of "the same": a batch whose engine was lost is rerun on the others without redoing
-    what is journaled. `made_from` is anything else the rows depend on (stage I's draw)."""
+    """The work of the describe to validation stages that survives a crash: each finished row is
+    journaled as it finishes and a rerun under the same settings reuses it (store/journal.py). Rows
+    are keyed by `key`. Settings that say where and how fast the work runs, not what it makes (the
+    engines, the endpoints' URLs: the models are named apart, the parallelism, the data directory),
+    are not part of "the same": a batch whose engine was lost is rerun on the others without redoing
+    what is journaled. `made_from` is anything else the rows depend on (the describe stage's
+    draw)."""
     parts: tuple = (settings.made(), generator.name, generator.model, generator.version)
     scope = fingerprint(*parts, *([made_from] if made_from is not None else []))
     return Resumable(

@@ -81,10 +81,10 @@ class StageRun:
         self.entered = self.recovered = 0
 
     def image(self, task: Task) -> str:
-        """The tag of the task's image as stage II built it (a cache hit, or rebuilt)."""
+        """The tag of the task's image as the build stage built it (a cache hit, or rebuilt)."""
         build = self.sandbox.build(task.dockerfile or "", task.context_files)
         if not build.ok:
-            raise SandboxError(f"the stage II image no longer builds: {build.log[-500:]}")
+            raise SandboxError(f"the build stage image no longer builds: {build.log[-500:]}")
         return build.tag
 
     def each(

@@ -15,7 +15,7 @@ def draft_from_row(row: dict[str, Any]) -> Task:
 
 
 def ok_drafts(descriptions: pl.DataFrame) -> list[Task]:
-    """The tasks stage I described without a rejection."""
+    """The tasks the describe stage described without a rejection."""
     return [draft_from_row(row) for row in descriptions.filter(pl.col("status") == OK).to_dicts()]
 
 
@@ -30,7 +30,8 @@ def draft_with_environment(draft: Task, env_row: dict[str, Any]) -> Task:
 
 
 def tasks_with_environments(descriptions: pl.DataFrame, environments: pl.DataFrame) -> list[Task]:
-    """The tasks that passed stage II, each with its environment filled in (stage III's)."""
+    """The tasks that passed the build stage, each with its environment filled in (the validation
+    stage's)."""
     envs = {r["task_id"]: r for r in environments.filter(pl.col("status") == OK).to_dicts()}
     return [
         draft_with_environment(draft_from_row(row), envs[row["task_id"]])
@@ -45,8 +46,8 @@ def tasks_with_tests(
     completion_tests: pl.DataFrame,
     soundness: pl.DataFrame | None = None,
 ) -> list[Task]:
-    """The tasks that passed stage III (and the soundness stage, when given), each with its
-    environment and completion test filled in (what stage IV attempts and what
+    """The tasks that passed the validation stage (and the soundness stage, when given), each with
+    its environment and completion test filled in (what the solver stage attempts and what
     `filtered_dataset` scores)."""
     tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
     if soundness is not None:

@@ -137,8 +137,8 @@ ESTIMATE_SCHEMA = {
 
 
 def planned_runs(tasks: int, shard_tasks: int) -> int:
-    """The Dagster runs `endless run` makes a batch in: one, or stage I, the shards and the
-    finish (store/shards.py)."""
+    """The Dagster runs `endless run` makes a batch in: one, or the describe stage, the shards and
+    the finish (store/shards.py)."""
     shards = count_for(tasks, shard_tasks)
     return 1 if shards == 1 else shards + 2
 

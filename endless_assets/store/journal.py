@@ -5,8 +5,8 @@ A stage writes its partition only at its end. Until then, every finished row is 
 fsynced, renamed), so a `kill -9`, an out-of-memory kill or a lost node loses at most the work in
 flight. The next run of the stage reads the journal back as if the rows were stored, and runs only
 what is missing. The IO manager removes the journals of the partitions a run wrote once that run
-ended without a failure; after a failure or a kill they stay, so a run killed in stage IV is rerun
-without redoing the stages before the solver either.
+ended without a failure; after a failure or a kill they stay, so a run killed in the solver stage is
+rerun without redoing the stages before the solver either.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A lake whose `filtered_dataset` holds given tasks as kept, for the tests and benchmarks of
-`endless serve` and the ATIF export: the rows stage IV writes (stages/filter.Scored), with a
+`endless serve` and the ATIF export: the rows the solver stage writes (stages/filter.Scored), with a
 score made of the given rewards, and no Dagster run.
 
     tasks = procedural_tasks(sandbox.base.tag, "2026-07-01", 4)

@@ -8,18 +8,18 @@ answering and can hold per-task behaviour across stages and rounds:
     model = ScriptedTaskModel(base_image, behaviours={seed: {"build_fails_once"}})
     with ScriptedServer(model) as server: ...
 
-Behaviours: `think` (a reasoning block and prose around the answer), `truncated` (a stage I reply
-cut off inside its last section, finish_reason "length"), `no_task` (no <task> section),
-`duplicate_of:<seed>` (the instruction of another task with one word changed),
-`rate_limited` (the first stage I request gets a 429, the second a 500), `bad_from_once` (the
-first Dockerfile names another base image), `build_fails_once` / `build_always_fails`,
-`completion_passes_once` / `completion_always_passes` (a completion test that already passes on
-the initial state), `reference_fails` (a reference solution that writes the wrong output),
-`completion_exists_only` (a completion test that only checks that the output file exists and is
-not empty: hackable), `completion_flaky` (a completion test that fails every other time it runs
-in a container: a deterministic stand-in for one that fails at random half the time),
-`fetch_input:<url>` (the Dockerfile downloads input.txt from `url` at build time instead of
-copying it: a dependency that can drift). `every` gives flags to every task.
+Behaviours: `think` (a reasoning block and prose around the answer), `truncated` (a describe stage
+reply cut off inside its last section, finish_reason "length"), `no_task` (no <task> section),
+`duplicate_of:<seed>` (the instruction of another task with one word changed), `rate_limited` (the
+first the describe stage request gets a 429, the second a 500), `bad_from_once` (the first
+Dockerfile names another base image), `build_fails_once` / `build_always_fails`,
+`completion_passes_once` / `completion_always_passes` (a completion test that already passes on the
+initial state), `reference_fails` (a reference solution that writes the wrong output),
+`completion_exists_only` (a completion test that only checks that the output file exists and is not
+empty: hackable), `completion_flaky` (a completion test that fails every other time it runs in a
+container: a deterministic stand-in for one that fails at random half the time), `fetch_input:<url>`
+(the Dockerfile downloads input.txt from `url` at build time instead of copying it: a dependency
+that can drift). `every` gives flags to every task.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The LLM generator (stages I-III through any OpenAI-compatible endpoint); see `generator.py`."""
+"""The LLM generator (the describe, build and validation stages through any OpenAI-compatible
+endpoint); see `generator.py`."""
 
 from endless_assets.generation.llm.generator import LLMGenerator
 

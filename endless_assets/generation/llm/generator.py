@@ -1,11 +1,12 @@
-"""The LLM generator: any OpenAI-compatible chat endpoint writes stages I-III of a task.
+"""The LLM generator: any OpenAI-compatible chat endpoint writes the describe, build and validation
+stages of a task.
 
 Requests per task (what a batch of N tasks costs):
 
-- stage I: 1 (the task, its truth and a reference solution);
-- stage II: 2 in the first round (the initial-state test, then the Dockerfile written to pass
+- the describe stage: 1 (the task, its truth and a reference solution);
+- the build stage: 2 in the first round (the initial-state test, then the Dockerfile written to pass
   it), 1 per repair round (the model sends back whichever of the two it fixed);
-- stage III: 1, plus 1 per repair round.
+- the validation stage: 1, plus 1 per repair round.
 
 So 4 requests for a task that needs no repair and at most 1 + 4 + 3 = 8 with the default 3
 rounds per stage; an unusable reply counts as a round. Every reply is cached by a hash of
@@ -51,7 +52,7 @@ class LLMGenerator:
     """Writes tasks with a chat model. Thread-safe: the stage assets call it from many threads."""
 
     name = "llm"
-    reference_required = False  # a failing reference solution is recorded; stage IV decides
+    reference_required = False  # a failing reference solution is recorded; the solver stage decides
     needs_build_network = True  # its Dockerfiles may apt-get or pip install
     cell_kind = "taxonomy"
 
@@ -117,7 +118,7 @@ class LLMGenerator:
             "prompt_version": self.version,
         }
 
-    # --- stage I ----------------------------------------------------------------------------
+    # --- the describe stage -----------------------------------------------------------------------
 
     def cells(self) -> list[tuple[str, str]]:
         """Every (category, complexity) of the taxonomy, category by category."""
@@ -197,7 +198,7 @@ class LLMGenerator:
             raise _error(f"unusable_task: {exc.errors()[0]['msg']}", usage) from exc
         return task, usage
 
-    # --- stage II ---------------------------------------------------------------------------
+    # --- the build stage --------------------------------------------------------------------------
 
     def write_environment(
         self, draft: Task, feedback: str | None, previous: Environment | None
@@ -274,7 +275,7 @@ class LLMGenerator:
             initial_test=test.rstrip("\n"),
         )
 
-    # --- stage III --------------------------------------------------------------------------
+    # --- the validation stage ---------------------------------------------------------------------
 
     def write_completion_test(
         self, draft: Task, feedback: str | None, previous: str | None
@@ -364,8 +365,9 @@ class LLMGenerator:
         code: str = "",
         partial: Environment | None = None,
     ) -> Iterator[None]:
-        """Turn a parse failure into a GenerationError saying why (stage I rows carry a reason
-        code; stages II and III add their own). `partial` is what the stage may keep."""
+        """Turn a parse failure into a GenerationError saying why (the describe stage rows carry a
+        reason code; the build and validation stages add their own). `partial` is what the stage may
+        keep."""
         try:
             yield
         except ParseError as exc:

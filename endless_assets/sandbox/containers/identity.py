@@ -6,7 +6,7 @@ the image sets none), in the image's WORKDIR. The agent, the oracle and the do-n
 all run as that identity, so relative paths in reference solutions work.
 
 The identity travels with the image, so that every stage that rebuilds a task from its
-Dockerfile finds it: stage II appends two labels to the Dockerfile it builds when the task's
+Dockerfile finds it: the build stage appends two labels to the Dockerfile it builds when the task's
 identity is not ours (`identity_dockerfile`); a container reads them when it starts (`resolve`).
 An image without them is one of our own tasks' (the default identity). Labels are part of the
 image's configuration, which nothing inside a container can change.
@@ -94,8 +94,8 @@ def strip_identity(dockerfile: str) -> str:
 
 
 def identity_dockerfile(dockerfile: str, agent_user: str, workdir: str) -> str:
-    """The Dockerfile stage II builds: the task's own, plus the identity labels when the task's
-    agent is not ours (the same text for the same task, so images stay cached)."""
+    """The Dockerfile the build stage builds: the task's own, plus the identity labels when the
+    task's agent is not ours (the same text for the same task, so images stay cached)."""
     base = strip_identity(dockerfile)
     if is_default(agent_user, workdir):
         return base

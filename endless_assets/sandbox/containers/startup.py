@@ -23,7 +23,7 @@ START_SECONDS = 10.0
 
 class ContainerExited(SandboxError):
     """The container stopped by itself: its image's ENTRYPOINT (or CMD) exits instead of running
-    the command it is given. The task's fault, not the engine's: stage II rejects the task
+    the command it is given. The task's fault, not the engine's: the build stage rejects the task
     (`container_failed`); later stages, which never see such an image, call it a harness error."""
 
 

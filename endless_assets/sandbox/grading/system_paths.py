@@ -8,7 +8,7 @@ configuration, every directory on the image's PATH and every path its ENV loads 
 of the homes grading runs in) the agent changed and the reference does not is not tampering but
 `pristine`: the verifier sees the image's own there (verifier_view.py), unless the engine's
 layers cannot be read (then it is tampering), it is also a system location, or grading loads it
-(OpenSSL's configuration). Stage III runs the
+(OpenSSL's configuration). The validation stage runs the
 reference solution and records what it changed there (`learn`); the completion test carries that
 record (bundle.Verifier.allowed), so that an honest agent may make the same changes: install the
 same tool, edit the same configuration. A file among what grading itself loads (the interpreter's

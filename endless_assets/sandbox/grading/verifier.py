@@ -86,8 +86,8 @@ def grade_in_verifier(
     *,
     learn: bool = False,
 ) -> Verdict:
-    """The verdict in a verifier container (module docstring). `learn`: the reference
-    solution's episode (stage III): what it changed in the system locations is returned in the
+    """The verdict in a verifier container (module docstring). `learn`: the reference solution's
+    episode (the validation stage): what it changed in the system locations is returned in the
     verdict (`system_changes`) instead of being tampering."""
     halted = stop_agent and uid == 0  # a root agent's: stopped while graded
     homes = verifier_view.homes_of(container, spec)

@@ -76,7 +76,7 @@ class ProbeOutcome:
 class Job:
     name: str
     kind: str
-    policy: str = ""  # reference | noop: an episode, like stage III's; else a probe
+    policy: str = ""  # reference | noop: an episode, like the validation stage's; else a probe
     probe: Probe | None = None
     scan: bool = False  # list what the run changed (lane 0's reference)
 

@@ -2,11 +2,11 @@
 
 Three kinds of evidence offline (no model), and a fourth with one, per task:
 
-1. Repeated controls. The do-nothing episode and the reference solution each run `repeats`
-   times, like stage III runs them once, each first in a fresh container in some lanes and
-   after the other control in others; any disagreement between runs is `flaky: ...`. Stage
-   III's run of the reference is one more (`earlier_reference`): a test that passed it there
-   and fails it every time here is flaky too, not a reference that fails.
+1. Repeated controls. The do-nothing episode and the reference solution each run `repeats` times,
+   like the validation stage runs them once, each first in a fresh container in some lanes and after
+   the other control in others; any disagreement between runs is `flaky: ...`. The validation
+   stage's run of the reference is one more (`earlier_reference`): a test that passed it there and
+   fails it every time here is flaky too, not a reference that fails.
 2. Shortcut probes (stages/soundness/probes.py): end states that never do the task (output stubs
 with
    wrong content, touched files, a blanket chmod, the setup steps alone, planted pytest hooks).
@@ -74,7 +74,7 @@ class SoundnessOutcome:
     seconds: float = 0.0
     cpu_seconds: float | None = None  # the containers' own CPU (None: cgroups not visible)
     audit: AuditOutcome = field(default_factory=lambda: AuditOutcome.skipped("not run"))
-    # Stage III's run of the reference (None: not known), counted with the repeated ones
+    # The validation stage's run of the reference (None: not known), counted with the repeated ones
     earlier_reference: bool | None = None
 
     def decide(self, min_mutation_score: float = 0.0, reference_required: bool = True) -> None:
@@ -104,7 +104,11 @@ class SoundnessOutcome:
         reasons: list[tuple[str, str]] = []
         ref_runs, ref = self.reference_runs, self.reference_passes
         if 0 < ref < ref_runs:
-            included = " (stage III's run included)" if self.earlier_reference is not None else ""
+            included = (
+                " (the validation stage's run included)"
+                if self.earlier_reference is not None
+                else ""
+            )
             reasons.append(("flaky", f"reference passed {ref} of {ref_runs}{included}"))
         if 0 < noop < runs:
             reasons.append(("flaky", f"{DO_NOTHING} passed {noop} of {runs}"))
@@ -200,20 +204,20 @@ def check_soundness(
     earlier_reference: bool | None = None,
 ) -> SoundnessOutcome:
     """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
-    stage III settled) in containers of `image_tag`; see the module's docstring.
+    the validation stage settled) in containers of `image_tag`; see the module's docstring.
 
-    Each lane holds a CPU slot of the sandbox (`Sandbox.cpu`) for its whole life, as stage III's
-    containers hold theirs; lanes take one slot each. `reference_required=False` (the LLM path)
-    accepts a reference that fails every run (stage IV's solver decides solvability); a
-    reference that passes some runs and fails others is flaky either way. `probes=False` runs
-    the repeated controls only (e.g. to re-validate kept tasks on a rebuilt image).
-    `earlier_reference`: whether the reference passed stage III's run (None: unknown).
+    Each lane holds a CPU slot of the sandbox (`Sandbox.cpu`) for its whole life, as the validation
+    stage's containers hold theirs; lanes take one slot each. `reference_required=False` (the LLM
+    path) accepts a reference that fails every run (the solver stage's solver decides solvability);
+    a reference that passes some runs and fails others is flaky either way. `probes=False` runs the
+    repeated controls only (e.g. to re-validate kept tasks on a rebuilt image). `earlier_reference`:
+    whether the reference passed the validation stage's run (None: unknown).
     """
     started = time.monotonic()
     outcome = SoundnessOutcome(task_id=task.task_id, status=REJECTED, repeats=max(1, repeats))
     outcome.earlier_reference = earlier_reference
     if not task.completion_test:
-        outcome.reject_reason = "no_completion_test: stage III left the task without one"
+        outcome.reject_reason = "no_completion_test: the validation stage left the task without one"
         return outcome
     run = LaneRun(
         task,
@@ -248,11 +252,12 @@ def run_soundness(
     environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
 ) -> StageResult:
-    """The soundness stage over the tasks whose completion test stage III validated (with
+    """The soundness stage over the tasks whose completion test the validation stage validated (with
     `auditor_model` set and soundness `full`, the model probes too)."""
     settings = run.settings
     tasks = tasks_with_tests(descriptions, environments, completion_tests)
-    # Whether each task's reference passed stage III's run (counted with the repeated ones).
+    # Whether each task's reference passed the validation stage's run (counted with the repeated
+    # ones).
     earlier = dict(completion_tests.select("task_id", "passes_with_reference").iter_rows())
     run.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness.mode})")
     auditor = Auditor.from_settings(settings) if settings.soundness.mode == "full" else None
@@ -315,7 +320,7 @@ def run_soundness(
             agreement = [r["judge_agreement"] for r in rows if r.get("judge_agreement") is not None]
             if agreement:
                 metadata["judge_agreement"] = round(sum(agreement) / len(agreement), 3)
-    return run.result(rows, violations, funnel_step="III b. soundness", **metadata)
+    return run.result(rows, violations, funnel_step="soundness", **metadata)
 
 
 def _skipped_audit(mode: str, auditor: Auditor | None) -> AuditOutcome:

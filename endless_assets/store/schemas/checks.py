@@ -1,5 +1,5 @@
 """The tables of decontamination: a task checked against the benchmarks of the reference sets,
-in the pipeline (right after stage I) and after the fact (kept tasks, every field)."""
+in the pipeline (right after the describe stage) and after the fact (kept tasks, every field)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ HITS = (
 
 class TaskDecontamination(pa.DataFrameModel):
     """One row per task checked: each described task in the pipeline (a contaminated one never
-    reaches stage II), or each kept task of a batch checked again later."""
+    reaches the build stage), or each kept task of a batch checked again later."""
 
     task_id: pl.Utf8 = col(TASK_ID, unique=True)
     batch: pl.Utf8 = col(BATCH)

@@ -30,7 +30,7 @@ class BatchCosts(pa.DataFrameModel):
     generator_model: pl.Utf8 = col("the generator's model ('' for procedural)")
     solver: pl.Utf8 = col("the solver setting: oracle, noop or chat")
     solver_model: pl.Utf8 = col("the solver's model ('' for oracle and noop)")
-    k: pl.Int64 = col("attempts per task in stage IV", ge=1)
+    k: pl.Int64 = col("attempts per task in the solver stage", ge=1)
     soundness: pl.Utf8 = col("the soundness setting: full, controls or off")
     soundness_repeats: pl.Int64 = col("runs of each soundness control", **N)
     auditor_model: pl.Utf8 = col("the soundness auditor's model ('' when none runs)")

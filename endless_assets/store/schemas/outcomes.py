@@ -1,4 +1,4 @@
-"""The tables of soundness, stage IV, the filtered dataset and drift re-validation."""
+"""The tables of soundness, the solver stage, the filtered dataset and drift re-validation."""
 
 from __future__ import annotations
 

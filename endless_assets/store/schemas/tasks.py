@@ -1,4 +1,5 @@
-"""The tables of stages I-III: what a task is, its environment and its completion test."""
+"""The tables of the describe, build and validation stages: what a task is, its environment and its
+completion test."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The LLM generator through whole Dagster runs: the real `openai` client over HTTP against a
 scripted model server on 127.0.0.1, real Docker builds and containers, a real lake.
 
-One batch exercises every path of stages I-III at once (a clean task, repairs, rejections,
-malformed replies, retried 429/500s, a near-duplicate) and is then materialized again to show
-that the reply cache makes the rerun send no request at all.
+One batch exercises every path of the describe, build and validation stages at once (a clean task,
+repairs, rejections, malformed replies, retried 429/500s, a near-duplicate) and is then materialized
+again to show that the reply cache makes the rerun send no request at all.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_stage_one_keeps_good_tasks_and_rejects_malformed_and_duplicate_ones(bat
 
 def test_stage_two_repairs_builds_and_replies_and_gives_up_after_three_rounds(batch):
     rows = by_index(batch["lake"], "task_environments", batch["ids"])
-    assert rows[5] is None and rows[6] is None  # rejected in stage I, never entered
+    assert rows[5] is None and rows[6] is None  # rejected in the describe stage, never entered
     assert [(r["status"], r["attempts"], r["requests"]) for r in rows[:5]] == [
         ("ok", 1, 2),  # initial-state test, then the Dockerfile written to pass it
         ("ok", 2, 3),  # + one repair after the failed build
@@ -200,7 +200,9 @@ def test_cost_and_rejections_are_queryable_and_in_the_metadata(batch):
     meta = first.asset_materializations_for_node("task_environments")[0].metadata
     assert meta["llm_requests_sent"].value == 14 and meta["tokens_out"].value > 0
     meta = first.asset_materializations_for_node("completion_tests")[0].metadata
-    assert meta["requests_per_ok_task"].value == round(28 / 3, 1)  # stages I-III, 3 survive
+    assert meta["requests_per_ok_task"].value == round(
+        28 / 3, 1
+    )  # the describe, build and validation stages, 3 survive
     assert meta["tokens_out_per_ok_task"].value > 0
 
 

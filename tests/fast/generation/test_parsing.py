@@ -31,7 +31,7 @@ TASK_REPLY = (
 TEST = "import os\n\n\ndef test_output():\n    assert os.path.isfile('/home/user/errors.csv')\n"
 
 
-# --- stage I ------------------------------------------------------------------------------------
+# --- the describe stage ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_reasoning_is_stripped_in_all_its_forms():
     assert strip_reasoning("answer<think>cut off while thinking") == "answer"
 
 
-# --- tests (stages II and III) ------------------------------------------------------------------
+# --- tests (the build and validation stages) ------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -170,7 +170,7 @@ def test_code_blocks_reports_unclosed_blocks():
     ]
 
 
-# --- Dockerfiles (stage II) ---------------------------------------------------------------------
+# --- Dockerfiles (the build stage) ----------------------------------------------------------------
 
 DOCKERFILE = f"FROM {BASE}\nRUN mkdir -p /home/user/data && chown -R user:user /home/user/data\n"
 

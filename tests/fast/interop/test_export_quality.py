@@ -55,7 +55,8 @@ def scored_tasks(n: int = 2) -> list[Task]:
 
 
 def sound(task: Task) -> SoundnessOutcome:
-    """Two repeats, stage III's run counted, three shortcuts, four ablations, an audit."""
+    """Two repeats, the validation stage's run counted, three shortcuts, four ablations, an
+    audit."""
     probes = [
         ProbeOutcome("reference#1", "control", True),
         ProbeOutcome("reference#2", "control", True),
@@ -101,7 +102,7 @@ def test_the_record_takes_each_value_from_its_table_and_a_recheck_over_the_pipel
     assert record == {
         "soundness": "checked",
         "soundness_repeats": 2,
-        "reference_runs": 3,  # stage III's run of the reference is one of them
+        "reference_runs": 3,  # the validation stage's run of the reference is one of them
         "reference_passes": 3,
         "noop_runs": 2,
         "noop_passes": 0,

@@ -168,7 +168,7 @@ def test_metadata_of_our_own_exports_is_kept_and_a_missing_initial_test_is_gener
     assert draft.truth == {"answer": 3}
     assert draft.context_files == {"home/data.csv": "a,b\n1,2\n"}
     assert draft.reference_solution == "echo ok > /home/user/out.txt\n"
-    # No map given: the foreign image stays (stage II will say it cannot be pulled).
+    # No map given: the foreign image stays (the build stage will say it cannot be pulled).
     assert base_images(draft.dockerfile) == ["ubuntu:22.04"]
     assert "initial-state test generated (the task has none)" in outcome.notes
     assert "/srv/app" in draft.initial_test  # the last WORKDIR of the Dockerfile

@@ -1,6 +1,6 @@
-"""Stage I as its stage function and as its asset: the outcome makes the rows its table accepts,
-a failed slot keeps its row, and the asset writes the draw and the history it read as its own
-outputs (a real Dagster run and a real lake; no Docker: stage I builds nothing)."""
+"""The describe stage as its stage function and as its asset: the outcome makes the rows its table
+accepts, a failed slot keeps its row, and the asset writes the draw and the history it read as its
+own outputs (a real Dagster run and a real lake; no Docker: the describe stage builds nothing)."""
 
 from __future__ import annotations
 

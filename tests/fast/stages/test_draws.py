@@ -1,5 +1,5 @@
-"""Stage I's draw outside Dagster: when a batch is the generator's own deal, what a cold start
-draws, variants of past tasks from a real lake (procedural, and an LLM shown the parent over
+"""The describe stage's draw outside Dagster: when a batch is the generator's own deal, what a cold
+start draws, variants of past tasks from a real lake (procedural, and an LLM shown the parent over
 real HTTP), and the cells each generator offers."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The repair loop stages II and III share (stages/repair.py), on scripted replies and checks:
-no Docker needed. The stages' own checks are tested on real Docker in test_stages.py."""
+"""The repair loop the build and validation stages share (stages/repair.py), on scripted replies and
+checks: no Docker needed. The stages' own checks are tested on real Docker in test_stages.py."""
 
 from __future__ import annotations
 

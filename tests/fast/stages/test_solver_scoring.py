@@ -1,4 +1,4 @@
-"""Stage IV arithmetic and failure analysis on plain data (no Docker, no Dagster)."""
+"""The solver stage arithmetic and failure analysis on plain data (no Docker, no Dagster)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Stages II and III on real Docker: each rejection path, with a clear reason, and the good path."""
+"""The build and validation stages on real Docker: each rejection path, with a clear reason, and
+the good path."""
 
 from __future__ import annotations
 

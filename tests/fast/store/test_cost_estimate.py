@@ -159,7 +159,8 @@ def test_soundness_history_is_read_only_for_the_same_soundness_settings(lake):
     assert by["soundness"].basis.startswith("prior") and "soundness off" in by["soundness"].basis
     assert by["soundness"].figures.containers == 0
     assert by["completion test"].from_history
-    # Stage IV's share is read from batches with the same soundness: none here, so the prior's.
+    # The solver stage's share is read from batches with the same soundness: none here, so the
+    # prior's.
     assert "the prior's" in by["solver rollouts"].basis
 
 

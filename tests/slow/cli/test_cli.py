@@ -19,7 +19,8 @@ def ran(tmp_path_factory, sandbox):
     home = tmp_path_factory.mktemp("dagster_home")
     data = tmp_path_factory.mktemp("data")
     env = {**os.environ, "DAGSTER_HOME": str(home), "ENDLESS_DATA_DIR": str(data)}
-    # Two tasks per shard: the batch runs as stage I, two shard runs and the finishing run.
+    # Two tasks per shard: the batch runs as the describe stage, two shard runs and the finishing
+    # run.
     env["ENDLESS_SHARD_TASKS"] = "2"
     proc = subprocess.run(
         [*ENDLESS, "run", "--date", "2026-04-01", "--tasks", "4", "--quiet"],
@@ -191,7 +192,8 @@ def test_a_flag_wins_over_a_bad_value_of_its_setting_in_the_environment(tmp_path
 
 
 def test_ctrl_c_while_a_sharded_submit_waits_names_the_runs_it_leaves_queued(tmp_path):
-    """No daemon runs here: the queued stage I run never starts, so `--submit` waits on it."""
+    """No daemon runs here: the queued describe-stage run never starts, so `--submit` waits on
+    it."""
     import signal
 
     env = {

@@ -1,8 +1,8 @@
-"""Decontamination in the pipeline (real Dagster runs, real Docker, a real lake): tasks copied
-into a benchmark are rejected right after stage I, naming the benchmark task and the field, and
-never built; unrelated benchmarks flag nothing; an imported batch is checked too; a batch kept
-earlier is checked again against a benchmark added later, nothing regenerated, and the export
-leaves the contaminated tasks out and says so."""
+"""Decontamination in the pipeline (real Dagster runs, real Docker, a real lake): tasks copied into
+a benchmark are rejected right after the describe stage, naming the benchmark task and the field,
+and never built; unrelated benchmarks flag nothing; an imported batch is checked too; a batch kept
+earlier is checked again against a benchmark added later, nothing regenerated, and the export leaves
+the contaminated tasks out and says so."""
 
 from __future__ import annotations
 

@@ -74,7 +74,9 @@ def test_every_table_the_batch_stored_holds_to_its_model(full_batch):
 def test_every_table_asset_reports_its_row_count_and_column_schema(full_batch):
     _, tasks, first, _, _ = full_batch
     for name in ASSETS[1:]:
-        node = first.asset_materializations_for_node(name)  # stage I's also writes its draw
+        node = first.asset_materializations_for_node(
+            name
+        )  # the describe stage's also writes its draw
         (materialization,) = [m for m in node if m.asset_key == dg.AssetKey(name)]
         metadata = materialization.metadata
         assert metadata["dagster/row_count"].value >= tasks

@@ -78,7 +78,7 @@ def test_a_batch_run_in_shards_writes_the_same_rows_as_one_run(tmp_path, monkeyp
         assert all(shard.owns(t) for t in staged[index])
         (event,) = result.asset_materializations_for_node("solver_rollouts")
         assert event.metadata["shard"].value == f"{index}/{SHARDS}"
-        # Nothing of the batch is in the lake's views yet: only stage I's partition.
+        # Nothing of the batch is in the lake's views yet: only the describe stage's partition.
         assert not lake.partition_path("solver_rollouts", BATCH).exists()
     assert set().union(*staged.values()) == set(lake.read("task_descriptions", BATCH)["task_id"])
 

@@ -110,7 +110,9 @@ def expected(lake) -> dict[str, dict]:
     records = {}
     for task_id, row in kept.items():
         soundness, check = sound[task_id], checks[task_id]
-        assert soundness["reference_runs"] == soundness["repeats"] + 1  # stage III's run too
+        assert (
+            soundness["reference_runs"] == soundness["repeats"] + 1
+        )  # the validation stage's run too
         assert check["status"] == "ok" and check["reference_sets"].startswith("peers:")
         records[task_id] = {
             "soundness": "checked",

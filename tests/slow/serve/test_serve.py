@@ -152,7 +152,7 @@ def test_reset_returns_the_instruction_and_steps_say_what_the_command_did(client
     slow = client.ok("step", action={"command": "sleep 30"})["observation"]
     assert slow["timed_out"] and slow["exit_code"] is None and "timed out" in slow["text"]
     who = client.ok("step", action={"command": "id -un; ls /sys/class/net"})["observation"]
-    assert who["output"] == "user\nlo\n"  # stage IV's agent, and no network but loopback
+    assert who["output"] == "user\nlo\n"  # the solver stage's agent, and no network but loopback
     state = client.ok("state")
     assert state["task_id"] == task.task_id and state["step_count"] == 5
     assert state["status"] == "running" and state["steps_left"] == MAX_TURNS - 5

@@ -1,5 +1,5 @@
-"""A run killed in stage IV loses only the attempts in flight: each scored attempt is persisted as
-it finishes, and the rerun sends the model only the requests of unfinished attempts.
+"""A run killed in the solver stage loses only the attempts in flight: each scored attempt is
+persisted as it finishes, and the rerun sends the model only the requests of unfinished attempts.
 
 Real parts throughout: the killed run is a separate Python process running a real Dagster
 materialization (real Docker, real lake) against the scripted OpenAI-compatible server, which

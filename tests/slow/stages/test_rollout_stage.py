@@ -1,5 +1,5 @@
-"""Stage IV through Dagster with a chat solver: an endpoint that fails mid-batch, a rerun that
-completes only what is missing, a second model evaluated on the same batch, and the keep band.
+"""The solver stage through Dagster with a chat solver: an endpoint that fails mid-batch, a rerun
+that completes only what is missing, a second model evaluated on the same batch, and the keep band.
 
 Real Dagster runs (`dg.materialize`), real Docker, a real lake and catalog; the solver is the real
 `openai` client talking HTTP to a scripted OpenAI-compatible server on 127.0.0.1.

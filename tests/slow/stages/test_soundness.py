@@ -287,7 +287,7 @@ def _tallied(reference: int, noop: int, repeats: int = 3) -> SoundnessOutcome:
         (1, 2, True, "flaky: reference passed 1 of 3, do-nothing passed 2 of 3"),
         (3, 3, True, "hackable: do-nothing"),
         (0, 0, True, "reference_fails: the reference passed 0 of 3 runs"),
-        (0, 0, False, ""),  # the LLM path: stage IV's solver decides
+        (0, 0, False, ""),  # the LLM path: the solver stage's solver decides
     ],
 )
 def test_the_reject_reason_follows_from_the_tallies(reference, noop, required, reason):
@@ -300,12 +300,13 @@ def test_the_reject_reason_follows_from_the_tallies(reference, noop, required, r
 @pytest.mark.parametrize(
     ("reference", "earlier", "required", "reason"),
     [
-        # A test that passes at random: the reference passed stage III's run, then none here.
-        (0, True, False, "flaky: reference passed 1 of 4 (stage III's run included)"),
-        (0, True, True, "flaky: reference passed 1 of 4 (stage III's run included)"),
+        # A test that passes at random: the reference passed the validation stage's run, then none
+        # here.
+        (0, True, False, "flaky: reference passed 1 of 4 (the validation stage's run included)"),
+        (0, True, True, "flaky: reference passed 1 of 4 (the validation stage's run included)"),
         (3, True, False, ""),
-        (3, False, False, "flaky: reference passed 3 of 4 (stage III's run included)"),
-        (0, False, False, ""),  # the LLM path, failing everywhere: stage IV decides
+        (3, False, False, "flaky: reference passed 3 of 4 (the validation stage's run included)"),
+        (0, False, False, ""),  # the LLM path, failing everywhere: the solver stage decides
     ],
 )
 def test_stage_iiis_run_of_the_reference_counts_with_the_repeated_ones(

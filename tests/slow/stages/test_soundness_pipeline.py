@@ -5,10 +5,10 @@ catalog hold the rows.
 Four batches in one lake, each from a generator with one habit:
 - its completion tests only check that the output file exists and is not empty -> every task is
   rejected `hackable` (they fail initially and after doing nothing, and pass after the
-  reference, so stage III keeps them);
+  reference, so the validation stage keeps them);
 - its completion tests fail every other time they run in a container (a deterministic stand-in
   for "at random half the time") -> every task is rejected `flaky`;
-- its tasks are sound -> kept (at most one false alarm in six), through stage IV;
+- its tasks are sound -> kept (at most one false alarm in six), through the solver stage;
 - sound tasks again, now with an auditor model: one whose cheat rollout passes and is judged
   not done (`hackable: cheat`), one whose test the alignment audit flags (`misaligned: ...`), one
   whose cheat passes but is judged done (kept); a rerun sends the auditor no request at all.
@@ -126,7 +126,7 @@ def test_tests_that_only_check_that_outputs_exist_are_rejected_as_hackable(lake)
     lake, runs = lake
     assert runs[HACKABLE].success
     tests = lake.read("completion_tests", HACKABLE)
-    assert tests["status"].to_list() == ["ok"] * 3  # stage III alone keeps them
+    assert tests["status"].to_list() == ["ok"] * 3  # the validation stage alone keeps them
     rows = soundness(lake, HACKABLE)
     assert [r["status"] for r in rows] == ["rejected"] * 3
     assert all(r["reject_reason"].startswith("hackable: ") for r in rows)
@@ -138,7 +138,7 @@ def test_tests_that_fail_every_other_run_are_rejected_as_flaky(lake):
     lake, runs = lake
     assert runs[FLAKY].success
     rows = soundness(lake, FLAKY)
-    expected = "flaky: reference passed 3 of 4 (stage III's run included)"
+    expected = "flaky: reference passed 3 of 4 (the validation stage's run included)"
     assert [r["reject_reason"] for r in rows] == [expected] * 2
 
 

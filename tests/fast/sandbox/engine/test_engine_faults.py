@@ -214,7 +214,7 @@ def containers_of(sandbox, draft) -> list:
 
 
 def built_through(engine, tmp_path: Path, sandbox):
-    """Stage II of a fresh task through the faulty engine: (proxy, draft, outcome)."""
+    """The build stage of a fresh task through the faulty engine: (proxy, draft, outcome)."""
     proxy, box = engine
     draft = imported_draft(
         tmp_path, sandbox.base.tag, unique_dockerfile(sandbox.base.tag, tmp_path)

@@ -254,8 +254,9 @@ def test_a_root_agent_on_podman_is_graded_from_a_snapshot_and_its_tampering_foun
 def test_a_procedural_batch_is_built_validated_and_solved_on_podman(
     on_podman, podman_url, tmp_path
 ):
-    """Stages II-IV on Podman through Dagster: every task's image builds, its tests hold, the
-    soundness probes and the oracle's episodes run; no container is left behind."""
+    """The build, validation and solver stages on Podman through Dagster: every task's image builds,
+    its tests hold, the soundness probes and the oracle's episodes run; no container is left
+    behind."""
     result = dg.materialize(
         [getattr(definitions, name) for name in ASSETS],
         partition_key=BATCH,

@@ -130,7 +130,7 @@ def engine_one(tmp_path_factory):
 
 
 def serve_lake(root: Path) -> list[str]:
-    """A project that serves two kept tasks (written as stage IV writes them); their ids."""
+    """A project that serves two kept tasks (written as the solver stage writes them); their ids."""
     tasks = procedural_tasks(base_image_tag(), "2026-06-01", 2)
     write_kept(Lake(root / "data"), tasks)
     return [t.task_id for t in tasks]
