@@ -214,9 +214,7 @@ def test_a_daemon_launched_run_killed_with_its_daemon_is_failed_by_the_next_daem
     with dg.DagsterInstance.get() as instance:
         try:
             dead = _submit(env, batch)
-            _poll(
-                lambda: _claimed(instance, "task_environments") == dead, "the run's build stage"
-            )
+            _poll(lambda: _claimed(instance, "task_environments") == dead, "the run's build stage")
             worker = processes.parse(instance.get_run_by_id(dead).tags[dead_runs.OWNER_TAG])
             os.killpg(daemon.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
