@@ -2,10 +2,8 @@
 field (instruction, tests, solution, Dockerfile, fixtures), not by its instruction alone."""
 
 from endless_assets.decontamination.check import (
-    CONTAMINATION_COLUMNS,
     Decontaminator,
     Hit,
-    contamination_rows,
     rejection_reason,
     strongest,
 )
@@ -30,7 +28,6 @@ from endless_assets.decontamination.references import (
 from endless_assets.settings.references import ReferenceSource, parse_references
 
 __all__ = [
-    "CONTAMINATION_COLUMNS",
     "FIELDS",
     "Decontaminator",
     "Hit",
@@ -43,7 +40,6 @@ __all__ = [
     "TaskProblem",
     "Thresholds",
     "Words",
-    "contamination_rows",
     "field_texts",
     "normalise",
     "parse_references",

@@ -1,5 +1,5 @@
 """The check of one task against the reference sets: which benchmark tasks it shares a field with,
-by which measure, how much; the rejection reason and the `contamination` table's rows it gives."""
+by which measure, how much, and the rejection reason it gives."""
 
 from __future__ import annotations
 
@@ -19,16 +19,6 @@ from endless_assets.decontamination.measures import (
     overlap,
 )
 from endless_assets.decontamination.references import ReferenceTask
-
-CONTAMINATION_COLUMNS = (
-    "task_id",
-    "batch",
-    "reference_set",
-    "reference_task",
-    "field",
-    "measure",
-    "score",
-)
 
 
 @dataclass(frozen=True)
@@ -115,19 +105,3 @@ def rejection_reason(hits: Iterable[Hit]) -> str:
         f"contaminated: {hit.reference_set}/{hit.reference_task} "
         f"({hit.field}, {hit.measure} {hit.value:.2f})"
     )
-
-
-def contamination_rows(task_id: str, batch: str, hits: Iterable[Hit]) -> list[dict[str, Any]]:
-    """The rows of the `contamination` table for one task: one per hit (CONTAMINATION_COLUMNS)."""
-    return [
-        {
-            "task_id": task_id,
-            "batch": batch,
-            "reference_set": hit.reference_set,
-            "reference_task": hit.reference_task,
-            "field": hit.field,
-            "measure": hit.measure,
-            "score": hit.value,
-        }
-        for hit in hits
-    ]

@@ -88,11 +88,6 @@ class Thresholds:
     def smallest(self) -> int:
         return min(self.ngram_sizes)
 
-    @property
-    def measures(self) -> tuple[str, ...]:
-        """Measure names, strongest evidence first (for ties of value)."""
-        return (*(ngram_measure(n) for n in sorted(self.ngram_sizes, reverse=True)), FUZZY)
-
 
 def ngram_measure(n: int) -> str:
     return f"ngram{n}"

@@ -1,11 +1,6 @@
-"""How every stage runs its items (no Dagster here): on a bounded thread pool, each item's work
-tried again after an engine failure, its finished rows journaled so a rerun resumes, progress
-reported to a logger.
-
-The retry policy of every stage lives here: `ENGINE_RETRIES` tries again of one item's work that
-a sandbox engine broke, after the engines that stopped answering are drained
-(sandbox/engine/retry.py). Stages pass them their log (stages/stage_run.py).
-"""
+"""How every stage runs its items (no Dagster here): on a bounded thread pool, each item tried
+again after an engine failure (`ENGINE_RETRIES`, after the engines that stopped answering are
+drained: sandbox/engine/retry.py), finished rows journaled so a rerun resumes."""
 
 from __future__ import annotations
 
@@ -55,12 +50,9 @@ def run_parallel(
 ) -> list[R]:
     """Run `work` over items on a bounded thread pool, logging progress; keeps input order.
 
-    An item whose work a sandbox engine broke (SandboxError) is tried again, at most
-    `engine_retries` times, after `recover` (the stage's `Sandbox.recover`) drained the engines
-    that stopped answering (so a pool retries it on the others). An unexpected exception in one
-    item becomes that item's error row (via `on_error`): one bad task never loses the rest of
-    the batch.
-    """
+    An item a sandbox engine broke (SandboxError) is tried again, at most `engine_retries` times,
+    after `recover` drained the engines that stopped answering. Any other exception becomes the
+    item's error row (`on_error`): one bad task never loses the batch."""
 
     def retried(exc: BaseException, drained: Sequence[str]) -> None:
         where = f"; drained engine(s) {', '.join(drained)}" if drained else ""
@@ -108,13 +100,9 @@ def resumable(
     key: str = "task_id",
     made_from: object = None,
 ) -> Resumable:
-    """The work of the describe to validation stages that survives a crash: each finished row is
-    journaled as it finishes and a rerun under the same settings reuses it (store/journal.py). Rows
-    are keyed by `key`. Settings that say where and how fast the work runs, not what it makes (the
-    engines, the endpoints' URLs: the models are named apart, the parallelism, the data directory),
-    are not part of "the same": a batch whose engine was lost is rerun on the others without redoing
-    what is journaled. `made_from` is anything else the rows depend on (the describe stage's
-    draw)."""
+    """The journal of the describe to validation stages (store/journal.py): each finished row,
+    keyed by `key`, is reused by a rerun under the same settings (`Settings.made()`: not where or
+    how fast the work runs) and the same `made_from` (the describe stage's draw)."""
     parts: tuple = (settings.made(), generator.name, generator.model, generator.version)
     scope = fingerprint(*parts, *([made_from] if made_from is not None else []))
     return Resumable(

@@ -1,7 +1,6 @@
-"""The skeleton every per-task stage shares (no Dagster here): `StageRun` holds a run's
-settings, sandbox and generator and works its tasks in parallel, journaled; `StageResult` is
-what the run made: its rows, the invariants they broke and its metadata as plain values
-(`Counts`, `Markdown`, frames) that defs/ turns into the UI's values."""
+"""The skeleton every per-task stage shares (no Dagster here): `StageRun` works a batch's tasks in
+parallel, journaled; `StageResult` holds the rows, the invariants they broke and the metadata as
+plain values (`Counts`, `Markdown`, frames) that defs/ turns into the UI's."""
 
 from __future__ import annotations
 
@@ -19,9 +18,9 @@ import polars as pl
 from endless_assets.generation.carried import CarriedGenerator
 from endless_assets.generation.factory import make_generator, task_parallelism
 from endless_assets.models import HARNESS_ERROR, Task
-from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.sandbox import Sandbox
 from endless_assets.settings import Settings
+from endless_assets.stages.attempts import ImageCache
 from endless_assets.stages.costs import StageMeter
 from endless_assets.stages.runner import Log, resumable, run_parallel
 from endless_assets.store.columns import frame
@@ -43,8 +42,7 @@ class Markdown(str):
 
 @dataclass
 class StageResult:
-    """What one run of a stage made: its rows (the table's), the invariants they broke, and its
-    metadata as plain values."""
+    """What one run of a stage made: its rows, the invariants they broke, its metadata."""
 
     table: str
     rows: list[dict[str, Any]]
@@ -56,8 +54,7 @@ class StageResult:
 
 
 class StageRun:
-    """One run of a per-task stage over a batch: its settings, sandbox and generator, its tasks
-    worked on in parallel and journaled, and the figures every stage reports."""
+    """One run of a per-task stage over a batch, and the figures every stage reports."""
 
     def __init__(
         self,
@@ -79,13 +76,7 @@ class StageRun:
         self.started = time.monotonic()
         self.meter = StageMeter(sandbox)
         self.entered = self.recovered = 0
-
-    def image(self, task: Task) -> str:
-        """The tag of the task's image as the build stage built it (a cache hit, or rebuilt)."""
-        build = self.sandbox.build(task.dockerfile or "", task.context_files)
-        if not build.ok:
-            raise SandboxError(f"the build stage image no longer builds: {build.log[-500:]}")
-        return build.tag
+        self.image = ImageCache(sandbox).tag  # the task's image as the build stage built it
 
     def each(
         self,
@@ -96,10 +87,9 @@ class StageRun:
         label: str,
         workers: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Each task's `work(task).row(task)`, `workers` tasks at a time (default: as many as
-        the generator asks for); rows a run under the same settings finished already come from
-        the journal. An exception in one task becomes its `outcome(task_id, HARNESS_ERROR, ...)`
-        row: one bad task never loses the batch."""
+        """Each task's `work(task).row(task)`, `workers` at a time (default: the generator's),
+        journaled; an exception in one task becomes its `outcome(task_id, HARNESS_ERROR, ...)`
+        row."""
 
         def failed(task: Task, exc: BaseException) -> dict[str, Any]:
             return outcome(task.task_id, HARNESS_ERROR, reject_reason=f"harness: {exc!r}").row(task)

@@ -14,6 +14,10 @@ def draft_from_row(row: dict[str, Any]) -> Task:
     return Task.model_validate_json(row["draft"])
 
 
+def _ok_rows(table: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    return {r["task_id"]: r for r in table.filter(pl.col("status") == OK).to_dicts()}
+
+
 def ok_drafts(descriptions: pl.DataFrame) -> list[Task]:
     """The tasks the describe stage described without a rejection."""
     return [draft_from_row(row) for row in descriptions.filter(pl.col("status") == OK).to_dicts()]
@@ -30,9 +34,8 @@ def draft_with_environment(draft: Task, env_row: dict[str, Any]) -> Task:
 
 
 def tasks_with_environments(descriptions: pl.DataFrame, environments: pl.DataFrame) -> list[Task]:
-    """The tasks that passed the build stage, each with its environment filled in (the validation
-    stage's)."""
-    envs = {r["task_id"]: r for r in environments.filter(pl.col("status") == OK).to_dicts()}
+    """The tasks that passed the build stage, each with its environment filled in."""
+    envs = _ok_rows(environments)
     return [
         draft_with_environment(draft_from_row(row), envs[row["task_id"]])
         for row in descriptions.to_dicts()
@@ -47,17 +50,13 @@ def tasks_with_tests(
     soundness: pl.DataFrame | None = None,
 ) -> list[Task]:
     """The tasks that passed the validation stage (and the soundness stage, when given), each with
-    its environment and completion test filled in (what the solver stage attempts and what
-    `filtered_dataset` scores)."""
-    tests = {r["task_id"]: r for r in completion_tests.filter(pl.col("status") == OK).to_dicts()}
+    its environment and completion test filled in."""
+    tests = _ok_rows(completion_tests)
     if soundness is not None:
-        sound = set(soundness.filter(pl.col("status") == OK)["task_id"].to_list())
+        sound = _ok_rows(soundness)
         tests = {task_id: row for task_id, row in tests.items() if task_id in sound}
-    envs = {r["task_id"]: r for r in environments.to_dicts()}
     return [
-        draft_with_environment(draft_from_row(row), envs[row["task_id"]]).model_copy(
-            update={"completion_test": tests[row["task_id"]]["completion_test"]}
-        )
-        for row in descriptions.to_dicts()
-        if row["task_id"] in tests
+        task.model_copy(update={"completion_test": tests[task.task_id]["completion_test"]})
+        for task in tasks_with_environments(descriptions, environments)
+        if task.task_id in tests
     ]

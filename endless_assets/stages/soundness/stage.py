@@ -1,30 +1,16 @@
 """Soundness: is the completion test's verdict stable, and does any shortcut pass it?
 
-Three kinds of evidence offline (no model), and a fourth with one, per task:
+1. Repeated controls: the do-nothing episode and the reference each run `repeats` times (first in
+   a fresh container in some lanes, after the other control in others), plus the validation
+   stage's run of the reference (`earlier_reference`); any disagreement is `flaky: ...`.
+2. Shortcut probes (probes.py): end states that never do the task. One the test passes (confirmed
+   in a fresh container) is `hackable: <probe>`; passing after doing nothing is `hackable:
+   do-nothing`.
+3. Test strength: the reference with each top-level step removed in turn; the share rejected is
+   the mutation score, `weak_test: ...` below `min_mutation_score`.
+4. With a model (audit.py), for a task found sound: `misaligned: ...` and `hackable: cheat`.
 
-1. Repeated controls. The do-nothing episode and the reference solution each run `repeats` times,
-   like the validation stage runs them once, each first in a fresh container in some lanes and after
-   the other control in others; any disagreement between runs is `flaky: ...`. The validation
-   stage's run of the reference is one more (`earlier_reference`): a test that passed it there and
-   fails it every time here is flaky too, not a reference that fails.
-2. Shortcut probes (stages/soundness/probes.py): end states that never do the task (output stubs
-with
-   wrong content, touched files, a blanket chmod, the setup steps alone, planted pytest hooks).
-   A completion test that passes one, in a fresh container too, is `hackable: <probe>`; a test
-   that passes after doing nothing every time is `hackable: do-nothing`.
-3. Test strength: the reference with each top-level step removed in turn. The share of these
-   ablations the test rejects is the mutation score (None for a reference of one step); it
-   rejects a task only below `min_mutation_score` (`weak_test: ...`).
-4. With a model configured (stages/soundness/audit.py), for a task the above found sound: an
-alignment
-   audit (`misaligned: ...`) and a cheat rollout with its judge (`hackable: cheat`); attached
-   with `with_audit`. Without one, `audit` says why they were skipped.
-
-How it runs (stages/soundness/lanes.py): `repeats` lanes of containers in parallel, each
-restored to the initial state between jobs, so that a probe costs little more than a verdict;
-shortcuts that pass are confirmed in a fresh container. Engine failures are retried
-`engine_retries` times per job in a new container, then end as `harness_error`, never as a
-rejection. No Dagster here: the outcome maps to one flat row (`SoundnessOutcome.row`).
+lanes.py runs them; engine failures end as `harness_error`, never as a rejection.
 """
 
 from __future__ import annotations
@@ -104,10 +90,8 @@ class SoundnessOutcome:
         reasons: list[tuple[str, str]] = []
         ref_runs, ref = self.reference_runs, self.reference_passes
         if 0 < ref < ref_runs:
-            included = (
-                " (the validation stage's run included)"
-                if self.earlier_reference is not None
-                else ""
+            included = " (the validation stage's run included)" * (
+                self.earlier_reference is not None
             )
             reasons.append(("flaky", f"reference passed {ref} of {ref_runs}{included}"))
         if 0 < noop < runs:
@@ -117,10 +101,8 @@ class SoundnessOutcome:
         if noop == runs:
             reasons.append(("hackable", DO_NOTHING))
         reasons += [("hackable", name) for name in self.hackable]
-        for code, detail in self.audit.reasons():  # the model probes: hackable: cheat, ...
-            reasons.append((code, detail))
-            if code == "hackable":
-                self.hackable.append(detail)
+        reasons += self.audit.reasons()  # the model probes: hackable: cheat, ...
+        self.hackable += [detail for code, detail in self.audit.reasons() if code == "hackable"]
         score = self.mutation_score
         if score is not None and score < min_mutation_score:
             reasons.append(
@@ -203,16 +185,10 @@ def check_soundness(
     probes: bool = True,
     earlier_reference: bool | None = None,
 ) -> SoundnessOutcome:
-    """Run the controls, the shortcut probes and the ablations of `task` (whose completion test
-    the validation stage settled) in containers of `image_tag`; see the module's docstring.
-
-    Each lane holds a CPU slot of the sandbox (`Sandbox.cpu`) for its whole life, as the validation
-    stage's containers hold theirs; lanes take one slot each. `reference_required=False` (the LLM
-    path) accepts a reference that fails every run (the solver stage's solver decides solvability);
-    a reference that passes some runs and fails others is flaky either way. `probes=False` runs the
-    repeated controls only (e.g. to re-validate kept tasks on a rebuilt image). `earlier_reference`:
-    whether the reference passed the validation stage's run (None: unknown).
-    """
+    """Run the controls, shortcut probes and ablations of `task` in containers of `image_tag`,
+    each lane holding one CPU slot for its life. `reference_required=False` (the LLM path) accepts
+    a reference that fails every run (the solver decides solvability); one that passes some runs
+    is flaky either way. `probes=False`: the repeated controls only (drift re-validation)."""
     started = time.monotonic()
     outcome = SoundnessOutcome(task_id=task.task_id, status=REJECTED, repeats=max(1, repeats))
     outcome.earlier_reference = earlier_reference
@@ -220,12 +196,7 @@ def check_soundness(
         outcome.reject_reason = "no_completion_test: the validation stage left the task without one"
         return outcome
     run = LaneRun(
-        task,
-        image_tag,
-        sandbox,
-        limits=limits,
-        engine_retries=engine_retries,
-        probes=probes,
+        task, image_tag, sandbox, limits=limits, engine_retries=engine_retries, probes=probes
     )
     try:
         run.run_lanes(outcome.repeats)
@@ -235,11 +206,8 @@ def check_soundness(
         outcome.reject_reason = f"harness: {exc}"
     order = [CONTROL, SHORTCUT, ABLATION]
     outcome.probes = sorted(run.results, key=lambda p: (order.index(p.kind), p.name))
-    outcome.containers, outcome.engine_retries, outcome.cpu_seconds = (
-        run.containers,
-        run.retries,
-        run.cpu,
-    )
+    outcome.containers, outcome.engine_retries = run.containers, run.retries
+    outcome.cpu_seconds = run.cpu
     if outcome.status != HARNESS_ERROR:
         outcome.decide(min_mutation_score, reference_required)
     outcome.seconds = time.monotonic() - started
@@ -252,12 +220,10 @@ def run_soundness(
     environments: pl.DataFrame,
     completion_tests: pl.DataFrame,
 ) -> StageResult:
-    """The soundness stage over the tasks whose completion test the validation stage validated (with
-    `auditor_model` set and soundness `full`, the model probes too)."""
+    """The soundness stage over the validated tasks (with `auditor_model` and soundness `full`,
+    the model probes too)."""
     settings = run.settings
     tasks = tasks_with_tests(descriptions, environments, completion_tests)
-    # Whether each task's reference passed the validation stage's run (counted with the repeated
-    # ones).
     earlier = dict(completion_tests.select("task_id", "passes_with_reference").iter_rows())
     run.log.info(f"{len(tasks)} tasks enter the soundness stage ({settings.soundness.mode})")
     auditor = Auditor.from_settings(settings) if settings.soundness.mode == "full" else None

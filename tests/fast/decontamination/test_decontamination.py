@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 
 from endless_assets.decontamination import (
-    CONTAMINATION_COLUMNS,
     Decontaminator,
     Hit,
     References,
     ReferenceSource,
     Thresholds,
-    contamination_rows,
     field_texts,
     normalise,
     parse_references,
@@ -457,9 +455,6 @@ def test_the_rejection_reason_names_the_strongest_hit_with_two_decimals() -> Non
     assert rejection_reason(tie) == "contaminated: tb/a (dockerfile, ngram8 0.50)"
     with pytest.raises(ValueError, match="not contaminated"):
         rejection_reason([])
-    rows = contamination_rows("et-1", "2026-01-01", hits)
-    assert [tuple(row) for row in rows] == [CONTAMINATION_COLUMNS] * 2
-    assert rows[1]["score"] == 0.8712 and rows[1]["reference_task"] == "fix-git"
 
 
 @pytest.mark.parametrize(
