@@ -30,6 +30,9 @@ EXPLORE_BELOW = 0.5
 # The floor's weight of a cell the posterior holds hopeless, next to its hope (score +
 # uncertainty, about 1 at best), among cells drawn as often and as lately.
 HOPE_FLOOR = 0.1
+# What a slot's row says of its cell's view (None: the draw had none).
+VIEWED = ("mean_pass_rate", "learnable_prob", "kept_prob", "survival", "signal", "tokens")
+VIEWED = (*VIEWED, "score", "uncertainty")
 
 
 def batch_rng(batch: str, seed: int = 0) -> random.Random:
@@ -77,6 +80,7 @@ class Draw:
         rows = []
         for slot in sorted(self.slots, key=lambda s: s.index):
             view = self.views.get(slot.cell)
+            seen = {name: getattr(view, name) if view else None for name in VIEWED}
             rows.append(
                 {
                     "batch": self.batch,
@@ -89,14 +93,7 @@ class Draw:
                     "target_pass_rate": self.target_pass_rate,
                     "evidence": view.evidence if view else 0,
                     "learnable_seen": view.learnable_seen if view else 0,
-                    "mean_pass_rate": view.mean_pass_rate if view else None,
-                    "learnable_prob": view.learnable_prob if view else None,
-                    "kept_prob": view.kept_prob if view else None,
-                    "survival": view.survival if view else None,
-                    "signal": view.signal if view else None,
-                    "tokens": view.tokens if view else None,
-                    "score": view.score if view else None,
-                    "uncertainty": view.uncertainty if view else None,
+                    **seen,
                     "model": self.model,
                     "sample": slot.sample,
                     "sampled_pass_rate": slot.sampled_pass_rate,
@@ -142,10 +139,9 @@ class Draw:
         }
 
     def expected(self) -> dict[str, float | None]:
-        """What the draw expects of its batch, before it is made (None at a cold start):
-        `learnable_share`, the share of its kept tasks that are learnable (as the `learnable`
-        view measures it after); `learnable`, of its scored tasks; `signal`, the mean training
-        signal of a scored task; `pass_rate`, the mean pass rate of a scored task."""
+        """What the draw expects of its batch (None at a cold start): `learnable_share` of its
+        kept tasks (as the `learnable` view measures it after), `learnable` of its scored
+        tasks, and the mean `signal` and `pass_rate` of a scored task."""
         views = [self.views[s.cell] for s in self.slots if s.cell in self.views]
         if not views:
             return dict.fromkeys(("learnable_share", "learnable", "signal", "pass_rate"))
@@ -236,17 +232,14 @@ def draw(
 ) -> Draw:
     """Draw `n` tasks over `cells` for the batch `history.before`.
 
-    Every cell gets at least `floor` of the draws (None: `EXPLORATION` / cells; a cell gets its
-    whole share within the batch when it is at least one draw, else over consecutive batches,
-    the cells the window drew least first, the least known of them first). The rest go one at a
-    time by Thompson sampling: the posterior (`model`: `pooled`, over categories and levels, or
-    `per_cell`) is sampled and the cell whose sampled score (survival x training signal per
-    token, `scorers.py`) is best wins, no cell taking more than `cap` of them. The signal peaks at
-    `target_pass_rate` and is 0 outside the keep `band`; `ranks` orders the cells' levels,
-    simplest first (None: integer levels in their order, named ones unranked). With no scored
-    history (cold start), with 1 attempt per task, or when `min_evidence` scored tasks had none
-    learnable, the draw is uniform and `reason` says why. `k` defaults to the attempts most
-    scored tasks had; `rng` should be `batch_rng(batch)`."""
+    Every cell gets at least `floor` of the draws (None: `EXPLORATION` / cells; below one draw a
+    batch, over consecutive batches, the least drawn and least known first). The rest go one at a
+    time by Thompson sampling of the posterior (`model`: `pooled` or `per_cell`): the best sampled
+    score (survival x training signal per token, scorers.py) wins, no cell taking more than `cap`.
+    The signal peaks at `target_pass_rate`, 0 outside the keep `band`; `ranks` orders the levels,
+    simplest first. A cold start, 1 attempt per task, or `min_evidence` scored tasks none
+    learnable: a uniform draw, `reason` saying why. `k` defaults to the attempts most scored tasks
+    had; `rng` should be `batch_rng(batch)`."""
     cells = sorted(set(cells))
     if not cells:
         raise ValueError("draw needs at least one cell")
@@ -278,15 +271,8 @@ def draw(
     views = scores.views
     if reason:
         slots = _assign(_spread(cells, n, history, rng), "uniform", rng)
-        return Draw(
-            mode="degraded",
-            slots=slots,
-            views=views,
-            reason=reason,
-            k=k,
-            shares=scores.shares,
-            **common,
-        )
+        known = {"views": views, "k": k, "shares": scores.shares}
+        return Draw(mode="degraded", slots=slots, reason=reason, **known, **common)
     floor_total = min(n, math.ceil(floor * len(cells) * n - 1e-9))
     # The pooled model's floor goes to the cells it knows least; the per-cell one's, as before
     # pooling, in a seeded order.

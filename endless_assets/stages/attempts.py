@@ -1,10 +1,8 @@
-"""The solver stage's bookkeeping (no Dagster here): which attempts a run must make and which it
-reuses.
+"""The solver stage's bookkeeping (no Dagster here): which attempts a run makes and which it reuses.
 
-Rows of other solvers already in the partition are kept, so two models' pass rates compare in
-one query. Re-running reuses this solver's scored attempts and plans only the missing or
-`harness_error` ones; attempts beyond today's `k` (an earlier run with a larger k) stay stored,
-unused.
+Other solvers' rows in the partition are kept (two models' pass rates compare in one query). A
+rerun reuses this solver's scored attempts, planning only missing or `harness_error` ones;
+attempts beyond today's `k` stay stored, unused.
 """
 
 from __future__ import annotations

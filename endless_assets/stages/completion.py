@@ -53,19 +53,12 @@ def check_completion_test(
     reference_required: bool = True,
     limits: EpisodeLimits = CHECK_LIMITS,
 ) -> CompletionOutcome:
-    """Write (or take) the completion test and check it against three states.
-
-    One fresh container per round serves all three checks, in this order: the test on the
-    pristine initial state (must fail by assertion), a do-nothing episode graded like any episode
-    (must fail), then the reference solution as an oracle episode (must pass). The first two
-    leave the task's files as they were; a test with side effects that would change that can
-    only make a later check pass where it should fail, which rejects the task, never accepts it.
-
-    `reference_required=False` (the LLM path) records a failing reference solution instead of
-    rejecting the task: the solver stage's solver then decides whether the task is solvable.
-    The container holds its CPU slot for its whole life (`hold_cpu`), not while the generator
-    writes.
-    """
+    """Write (or take) the completion test and check it in one fresh container per round: on
+    the initial state (must fail by assertion), after a do-nothing episode (must fail), after the
+    reference solution (must pass). The first two leave the files as they were; a test whose
+    side effects change that can only make a later check pass where it should fail (a rejection,
+    never an acceptance). `reference_required=False` (the LLM path) records a failing reference
+    instead of rejecting: the solver then decides whether the task is solvable."""
     outcome = CompletionOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch, "role": "completion-check"}
     task = EpisodeTask(draft.task_id, draft.instruction, draft.reference_solution)

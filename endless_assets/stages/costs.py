@@ -1,7 +1,5 @@
-"""What a stage costs the machine, measured while it runs (the containers its sandbox started, the
-engine's CPU); the settings a batch's cost depends on (store/costs.py's Profile); a batch's
-estimate, and its `batch_costs` rows from what its steps measured (defs/costs.py reads those
-from the Dagster instance)."""
+"""What a stage costs the machine, measured while it runs; a batch's cost profile and estimate;
+its `batch_costs` rows from what its steps measured (defs/costs.py reads those)."""
 
 from __future__ import annotations
 
@@ -31,11 +29,9 @@ from endless_assets.store.lake import Lake
 
 
 class StageMeter:
-    """Started with a stage: `metadata()` is what it used since (the step's metadata keys
-    `containers_started`, `engine_cpu_seconds`, left out for a remote engine, and
-    `items_wall_seconds`, the wall time of the stage's work on its items, inside `items()`: the
-    rest of the step's wall time does not grow with the batch; `units_made`, the items worked
-    on, not taken from a journal)."""
+    """Started with a stage: `metadata()` is what it used since: `containers_started`,
+    `engine_cpu_seconds` (not for a remote engine), `items_wall_seconds` (inside `items()`, the
+    part of the wall time that grows with the batch) and `units_made` (not from a journal)."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self.sandbox = sandbox
@@ -96,8 +92,7 @@ def cost_profile(settings: Settings) -> Profile:
 
 
 def estimate_for(settings: Settings, lake: Lake, *, batch: str | None = None, before=None):
-    """What a batch of `settings` will cost, from the lake's history of batches (before
-    `before`, other than `batch`)."""
+    """What a batch of `settings` will cost, from the lake's other batches before `before`."""
     runs = planned_runs(settings.run.tasks, settings.run.shard_tasks)
     history = read_history(lake)
     return estimate(history, cost_profile(settings), batch=batch, before=before, runs=runs)
@@ -106,9 +101,7 @@ def estimate_for(settings: Settings, lake: Lake, *, batch: str | None = None, be
 def stage_measures(
     steps: Mapping[str, Sequence[Mapping[str, Any]]], walls: Mapping[str, float]
 ) -> dict[str, Measured]:
-    """Per stage, what its steps measured: `steps`, each step's metadata (StageMeter's keys,
-    rollouts' `ran_now`, the describe stage's `rows` less those recovered from its journal);
-    `walls`, the steps' wall seconds."""
+    """Per stage, what its steps' metadata (`steps`) and wall seconds (`walls`) measured."""
     measured = {stage: Measured() for stage in STAGE_TABLES}
     for stage, metas in steps.items():
         for meta in metas:
@@ -137,8 +130,8 @@ def record_costs(
     run_seconds: float,
     before: datetime,
 ) -> dict[str, str]:
-    """Write the batch's `batch_costs` rows: what `measured` and its stage `frames` say it cost,
-    beside the estimate the history before `before` gave. Returns both as markdown tables."""
+    """Write the batch's `batch_costs` rows beside the estimate from the history before `before`;
+    both as markdown tables."""
     profile = cost_profile(settings)
     planned = estimate_for(settings, lake, batch=batch, before=before)
     spent = usage(frames, profile)

@@ -1,6 +1,5 @@
-"""Decontamination as a stage: each task against the benchmarks of `decontamination_references`
-(decontamination/ compares field by field); a task sharing a field with one is rejected
-`contaminated`, naming the benchmark task, the field and the measure."""
+"""Decontamination as a stage: each task against the benchmarks of `decontamination_references`,
+field by field; a task sharing a field with one is rejected `contaminated`."""
 
 from __future__ import annotations
 
@@ -62,8 +61,8 @@ class DecontaminationOutcome:
 
 
 class Checker:
-    """The reference sets read once and indexed (per process and setting value: a recheck in the
-    same process reuses the index); `check` is then one task at a time, from any thread."""
+    """The reference sets read and indexed once per process and settings; `check` is then one
+    task at a time, from any thread."""
 
     def __init__(self, references: References, thresholds: Thresholds, sets: str) -> None:
         self.references = references
@@ -98,9 +97,7 @@ _LOCK = threading.Lock()
 
 
 def checker(references: str, ngrams: str, fuzzy: float, data_dir: str) -> Checker:
-    """The checker of these settings (`decontamination_references`, `decontamination_ngrams`,
-    `decontamination_fuzzy`), read and indexed once per process. ValueError (one line) for a
-    setting that does not parse."""
+    """The checker of these settings, made once per process (ValueError: one does not parse)."""
     key = (references, ngrams, fuzzy, data_dir)
     with _LOCK:
         found = _CHECKERS.get(key)
@@ -122,8 +119,7 @@ def checker(references: str, ngrams: str, fuzzy: float, data_dir: str) -> Checke
 def run_decontamination(
     settings: Settings, tasks: list[Task], table: str, *, log: Log, **metadata: Any
 ) -> StageResult:
-    """Check `tasks` against the reference sets of `settings`; `table` is the stage's
-    (`task_decontamination`, or `contamination_recheck` for kept tasks checked again)."""
+    """Check `tasks` into `table` (`task_decontamination`, or `contamination_recheck`)."""
     found = checker(
         settings.decontamination.references,
         settings.decontamination.ngrams,

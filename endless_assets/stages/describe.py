@@ -1,7 +1,6 @@
 """The describe stage: sample the batch's task descriptions (no Dagster here; defs/descriptions.py
-is the asset). Under the frontier sampler each task's cell is drawn from the solver's history of the
-batches before it (stages/draws.py); the run returns the draw and the history it read as the rows of
-`task_draws` and `cell_history`, beside the descriptions."""
+is the asset), each task's cell drawn from the solver's history under the frontier sampler
+(draws.py), returning the draw and that history as `task_draws` and `cell_history` rows."""
 
 from __future__ import annotations
 
@@ -59,8 +58,8 @@ def generator_version() -> str:
 
 @dataclass
 class Description:
-    """The describe stage's outcome for one slot: the task described (or, `described` False, a
-    placeholder that keeps the slot in the funnel), what it cost, and its status."""
+    """One slot's task (or, `described` False, a placeholder that keeps the slot in the funnel),
+    what it cost, and its status."""
 
     draft: Task
     usage: Usage = field(default_factory=Usage)
@@ -122,16 +121,15 @@ class Description:
 
 @dataclass
 class DescribeRun(StageResult):
-    """What one run of the describe stage made: its descriptions, and the rows of the draw's two
-    tables."""
+    """The describe stage's descriptions, and the rows of the draw's two tables."""
 
     draws: pl.DataFrame = field(default_factory=pl.DataFrame)
     history: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> DescribeRun:
-    """Describe the batch's `settings.tasks` tasks (those a run under the same settings and draw
-    finished come from the journal); near-duplicates of earlier tasks are rejected."""
+    """Describe the batch's tasks (journaled per settings and draw); near-duplicates of earlier
+    tasks are rejected."""
     generator = make_generator(settings, base_image_tag())
     started = time.monotonic()
     history = draw_history(lake, settings, generator, batch)
@@ -142,32 +140,25 @@ def run_describe(settings: Settings, lake: Lake, batch: str, *, log: Log) -> Des
         (log.warning if settings.sampling.sampler == "frontier" else log.info)(f"sampler: {note}")
     who = (generator.name, generator.model, generator.version)
 
+    def seed(index: int) -> int:
+        return slot_seed(plan, batch, index, settings.run.seed)
+
+    def placeholder(index: int, reason: str, **how: Any) -> dict:
+        slot = slot_columns(plan, index)
+        return Description.failed(
+            batch, index, seed(index), reason, generator=who, slot=slot, **how
+        ).row()
+
     def describe(index: int) -> dict:
-        seed = slot_seed(plan, batch, index, settings.run.seed)
         t0 = time.monotonic()
         try:
-            draft, usage = describe_slot(generator, plan, batch, index, seed, parents)
+            draft, usage = describe_slot(generator, plan, batch, index, seed(index), parents)
         except GenerationError as exc:
-            slot, seconds = slot_columns(plan, index), time.monotonic() - t0
-            return Description.failed(
-                batch,
-                index,
-                seed,
-                str(exc),
-                generator=who,
-                usage=exc.usage,
-                seconds=seconds,
-                slot=slot,
-            ).row()
+            return placeholder(index, str(exc), usage=exc.usage, seconds=time.monotonic() - t0)
         return Description(draft, usage, time.monotonic() - t0).row()
 
     def failed(index: int, exc: BaseException) -> dict:
-        seed = slot_seed(plan, batch, index, settings.run.seed)
-        reason = f"harness: {exc!r}"
-        slot = slot_columns(plan, index)
-        return Description.failed(
-            batch, index, seed, reason, generator=who, status=HARNESS_ERROR, slot=slot
-        ).row()
+        return placeholder(index, f"harness: {exc!r}", status=HARNESS_ERROR)
 
     draw_rows = plan.rows() if plan is not None else None  # another draw's journal: not reused
     resume = resumable(
@@ -205,8 +196,7 @@ def _round(value):
 
 
 def draw_metadata(sampler: str, plan: Draw | None, note: str) -> dict[str, Any]:
-    """The draw in the run's metadata: its summary, the note said once (why it is uniform), and
-    the tasks per cell."""
+    """The draw in the run's metadata: its summary, why it is uniform, the tasks per cell."""
     meta: dict[str, Any] = {"sampler": sampler}
     if note:
         meta["sampler_note"] = note

@@ -1,10 +1,7 @@
-"""The describe stage's draw: the cell each task of a batch is drawn from, with the frontier sampler
-(sampling/policy.py) over what the configured solver made of the daily batches before it, and
-the variants (sampling/evolve.py) of past tasks at its edge.
-
-Everything is read from the lake's partitions of batches strictly before the batch's own key,
-and the random draws are seeded by that key, so a batch drawn again later draws the same.
-"""
+"""The describe stage's draw: each task's cell, by the frontier sampler (sampling/policy.py) over
+what the solver made of the daily batches before, and variants (sampling/evolve.py) of past tasks
+at its edge. Only batches strictly before the batch's own key are read and the draws are seeded
+by that key, so a batch drawn again later draws the same."""
 
 from __future__ import annotations
 
@@ -13,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from endless_assets.agent.policies import NoopPolicy, OraclePolicy
 from endless_assets.generation import TaskGenerator, Usage
 from endless_assets.models import Task, task_seed
 from endless_assets.sampling.cells import Cell
@@ -22,36 +18,34 @@ from endless_assets.sampling.history import DAY, History, read_history
 from endless_assets.sampling.policy import Draw, Slot, batch_rng, draw
 from endless_assets.settings import Settings
 from endless_assets.solver_id import SolverId
+from endless_assets.stages.costs import solver_model
 from endless_assets.store.schemas import empty_frame
 
 if TYPE_CHECKING:
     from endless_assets.store.lake import Lake
 
 TABLE = "task_draws"
-# The columns the variants' parents are read with, per table.
-PARENT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
-    "task_descriptions": {
-        **{name: pl.Utf8() for name in ("task_id", "batch", "status", "generator", "category")},
-        **{name: pl.Utf8() for name in ("complexity", "family", "truth")},
-        "seed": pl.Int64(),
-    },
-    "filtered_dataset": {
-        **{name: pl.Utf8() for name in ("task_id", "batch", "solver_model")},
-        "successes": pl.Int64(),
-        "scored_attempts": pl.Int64(),
-        "kept": pl.Boolean(),
-    },
-    "task_draws": {"batch": pl.Utf8(), "parent_task_id": pl.Utf8()},
+# The columns the variants' parents are read with, per table (their types: the table's).
+PARENT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "task_descriptions": (
+        *("task_id", "batch", "status", "generator", "category", "complexity", "family", "truth"),
+        "seed",
+    ),
+    "filtered_dataset": (
+        "task_id",
+        "batch",
+        "solver_model",
+        "successes",
+        "scored_attempts",
+        "kept",
+    ),
+    "task_draws": ("batch", "parent_task_id"),
 }
 
 
 def solver_name(settings: Settings) -> str:
-    """The solver as filtered_dataset names it: policy, or policy/model (the chat solver's
-    model is its `solver_model`; no endpoint is asked)."""
-    if settings.solver.policy == "chat":
-        return str(SolverId("chat", settings.solver.model))
-    policy = {"oracle": OraclePolicy, "noop": NoopPolicy}[settings.solver.policy]
-    return str(SolverId(policy.name, policy.model))
+    """The solver as filtered_dataset names it (no endpoint is asked)."""
+    return str(SolverId(settings.solver.policy, solver_model(settings)))
 
 
 def generator_cells(generator: TaskGenerator) -> list[Cell]:
@@ -62,9 +56,8 @@ def generator_cells(generator: TaskGenerator) -> list[Cell]:
 
 
 def sampler_of(settings: Settings) -> str:
-    """The sampler a batch is drawn with: `auto` is frontier with a model solver (the chat
-    solver, whose attempts disagree), uniform with oracle and noop (one attempt, always the same
-    outcome: nothing to steer by)."""
+    """The sampler a batch is drawn with: `auto` is frontier with the chat solver, uniform with
+    oracle and noop (always the same outcome: nothing to steer by)."""
     if settings.sampling.sampler != "auto":
         return settings.sampling.sampler
     return "frontier" if settings.solver.policy == "chat" else "uniform"
@@ -119,11 +112,9 @@ def plan_draw(
     batch: str,
     history: History | None = None,
 ) -> Draw | None:
-    """The batch's draw under the frontier sampler, None for the generator's own deal (the
-    uniform sampler, a generator with no cells, a batch that is not a day), from `history`
-    (default: `draw_history`). The variants of `evolve_budget` take the last slots when the
-    draw targets (not at a cold start, and not degraded: a solver that passes everything gets
-    no harder variants chased for it)."""
+    """The batch's draw under the frontier sampler (None: the generator's own deal), from
+    `history` (default: `draw_history`). When the draw targets (not at a cold start, not
+    degraded), the variants of `evolve_budget` take the last slots."""
     cells = generator_cells(generator)
     history = history or draw_history(lake, settings, generator, batch)
     if history is None or not cells:
@@ -155,8 +146,8 @@ def _read_before(lake: Lake, table: str, batch: str, window: int | None) -> pl.D
 def variants(
     lake: Lake, settings: Settings, batch: str, cells: Sequence[Cell], first: Draw
 ) -> list[Proposal]:
-    """Variants of the solver's past tasks solved in every attempt or in none, a level away,
-    into cells the generator has, parents never proposed before, best-scored targets first."""
+    """Variants, a level away, of the solver's past tasks solved in every attempt or in none (into
+    cells the generator has, parents never proposed before, best-scored targets first)."""
     window = settings.sampling.window
     descriptions = _read_before(lake, "task_descriptions", batch, window)
     filtered = _read_before(lake, "filtered_dataset", batch, window)

@@ -1,15 +1,9 @@
-"""Drift re-validation: does a kept task still validate on an image rebuilt
-from its Dockerfile today?
-
-A task kept weeks ago may no longer hold: a package its Dockerfile installs moved on, the base
-image was rebuilt, a download changed. Reusing the image by its content-addressed tag
-(sandbox/image/images.py) would never notice, and neither would Docker's layer cache. So the
-Dockerfile is rebuilt with `ARG ENDLESS_REBUILD=<nonce>` after each FROM line: a new tag, and
-every step after FROM misses the layer cache, so every RUN step runs again (the ARG is in each
-RUN step's environment, and its text differs from any earlier build's). Then the repeated
-controls run on it (`check_soundness(..., probes=False)`): the reference must still pass every
-run (when it passed when the task was kept) and the do-nothing control still fail every run.
-The throwaway image is removed afterwards. No Dagster here (defs/drift.py is the asset).
+"""Drift re-validation: does a kept task still validate on an image rebuilt from its Dockerfile
+today (a package moved on, the base image was rebuilt, a download changed)? Neither the
+content-addressed tag nor Docker's layer cache would notice, so `ARG ENDLESS_REBUILD=<nonce>` goes
+after each FROM line: every later step misses the cache and runs again. Then the repeated
+controls run on it (`check_soundness(..., probes=False)`) and the throwaway image is removed.
+No Dagster here (defs/drift.py is the asset).
 """
 
 from __future__ import annotations
@@ -85,8 +79,7 @@ def run_drift(
     log: Log,
     network: bool | None = None,
 ) -> StageResult:
-    """Re-validate the `filtered_dataset` rows of `kept` tasks on freshly rebuilt images.
-    `network`: may RUN steps reach the network (None: as the build stage built them)."""
+    """Re-validate the `filtered_dataset` rows of `kept` tasks on freshly rebuilt images."""
     started = time.monotonic()
     # The reference must pass again where it passed every run when the task was kept.
     passed = {
@@ -149,10 +142,8 @@ def revalidate(
     reference_required: bool = True,
     network: bool = False,
 ) -> DriftOutcome:
-    """Rebuild `task`'s image from its Dockerfile without any cached layer and run the repeated
-    controls on it. A build that fails now is drift (`build_failed: ...`), as is a control that
-    no longer holds; an engine failure is a harness error. `network`: may RUN steps reach the
-    network (as when the task was built; the sandbox's configuration still decides)."""
+    """Rebuild `task`'s image without any cached layer and run the repeated controls on it. A
+    failed build or a control that no longer holds is drift; an engine failure a harness error."""
     started = time.monotonic()
     outcome = DriftOutcome(
         task.task_id,

@@ -56,25 +56,19 @@ def build_environment(
     max_rounds: int | None = None,
     build_network: bool | None = None,
 ) -> EnvironmentOutcome:
-    """Write (or take) the environment, build it, and run the initial-state test in it.
+    """Write (or take) the environment, build it, and run the initial-state test in it (a CPU
+    slot held for each build, start and verdict only, not while the model writes).
+    `build_network`: may RUN steps reach the network (None: as the generator says).
 
-    The sandbox takes a CPU slot for each build, container start and verdict only, so many tasks
-    can wait on a model while few use Docker at a time. `build_network`: may RUN steps
-    reach the network (None: as the generator says).
-
-    What the task did is a rejection: a step of its Dockerfile failed (`build_failed`), its
-    container stops by itself, e.g. `ENTRYPOINT ["/bin/false"]` (`container_failed`), its
-    initial-state test fails. What the engine did (a fault during a build, a start or an exec)
-    is a harness error, always.
-    """
+    What the task did is a rejection (`build_failed`, `container_failed` for a container that
+    stops by itself, `initial_test_failed`); what the engine did is a harness error, always."""
     network = generator.needs_build_network if build_network is None else build_network
     outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch}
 
     def check(env: Environment) -> Failed | None:
-        # What is built (and stored, for the later stages to rebuild the same image): the
-        # environment, with the agent's identity as image labels when it is not ours, and
-        # the task's binary and executable files in the context.
+        # What is built and stored (the later stages rebuild it): with the agent's identity as
+        # image labels, the binary and executable files in the context.
         dockerfile = identity_dockerfile(env.dockerfile, draft.agent_user, draft.workdir)
         context = encode_context(env.context_files, draft.binary_files, draft.executable_files)
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
@@ -147,8 +141,7 @@ def _last_line(text: str) -> str:
 def run_environments(
     run: StageRun, descriptions: pl.DataFrame, decontamination: pl.DataFrame, network: bool | None
 ) -> StageResult:
-    """The build stage over the batch's described tasks that no benchmark contaminates. `network`:
-    may RUN steps reach the network (None: as the generator says)."""
+    """The build stage over the described tasks no benchmark contaminates."""
     contaminated = decontamination.filter(pl.col("status") != OK)["task_id"].to_list()
     drafts = ok_drafts(descriptions.filter(~pl.col("task_id").is_in(contaminated)))
     run.log.info(f"{len(drafts)} tasks enter the build stage")

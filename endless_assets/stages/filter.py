@@ -1,6 +1,6 @@
-"""The solver filter (no Dagster here; defs/dataset.py is the asset): each task that reached
-the solver stage scored by the configured solver's attempts (pass@n, pass rate, the keep decision),
-with everything a trainer needs to rebuild and grade it, and the batch's funnel."""
+"""The solver filter (no Dagster here; defs/dataset.py is the asset): each task that reached the
+solver stage scored by the configured solver's attempts, with all a trainer needs to rebuild and
+grade it, and the batch's funnel."""
 
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ class Scored:
     image_tag: str
 
     def row(self) -> dict[str, Any]:
-        """The task's `filtered_dataset` row: the score, the task's columns, and the whole task
-        as JSON (what exports read back)."""
+        """The task's row: the score, the task's columns, the whole task as JSON (for exports)."""
         task, score = self.task, self.task.score
         if score is None:
             raise ValueError(f"task {task.task_id} has no score yet")
@@ -62,8 +61,7 @@ class Scored:
 
 
 def run_filter(settings: Settings, tables: dict[str, pl.DataFrame]) -> StageResult:
-    """Score the tasks of the batch's stage `tables` (the five before and `solver_rollouts`) by
-    the configured solver's first `attempts` attempts, and keep those inside the keep band."""
+    """Score the batch's tasks by the solver's first `attempts` attempts; keep those in the band."""
     started = time.monotonic()
     probe = policy_factory(settings)()
     rule = settings.keep.rule()
@@ -99,8 +97,7 @@ def run_filter(settings: Settings, tables: dict[str, pl.DataFrame]) -> StageResu
         "keep_rule": rule.describe(),
         "mean_pass_rate": round(sum(r["pass_rate"] for r in rows) / len(rows), 3) if rows else 0.0,
         "wall_seconds": round(time.monotonic() - started, 2),
-        # The batch's path from described to kept, with the top reason per step (always there;
-        # a step nothing dropped out of has an empty reason).
+        # The batch's path from described to kept, with the top reason per step.
         "funnel": batch_funnel({**tables, TABLE: table}),
         **learnable_metadata(
             table,
@@ -118,9 +115,8 @@ def run_filter(settings: Settings, tables: dict[str, pl.DataFrame]) -> StageResu
 def learnable_metadata(
     table: pl.DataFrame, token_frames: list[pl.DataFrame], container_frames: list[pl.DataFrame]
 ) -> dict:
-    """The batch's learnable share (kept tasks with 0 < pass rate < 1) and what each learnable
-    task cost: every token and container second spent on the batch's tasks, kept or not (a
-    figure with nothing to divide by is left out)."""
+    """The batch's learnable share and what each learnable task cost (every token and container
+    second of the batch's tasks, kept or not); a figure with nothing to divide by left out."""
     if table.is_empty():
         return {"learnable": 0}
     share = learnable_share(table).row(0, named=True)

@@ -1,6 +1,5 @@
-"""One batch's funnel from its stage tables in memory: the `funnel` and `funnel_reasons` stats
-views (store/funnel.py) run over the frames the last stage holds, before any is written, with the
-top reason per step. The filtered dataset's materialization carries it."""
+"""One batch's funnel from its stage frames in memory: the `funnel` and `funnel_reasons` stats
+views (store/funnel.py) run before anything is written, with the top reason per step."""
 
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ COLUMNS = ("stage", *COUNTS, "top_reason", "top_reason_tasks")
 
 
 def batch_funnel(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Each step from described to kept: entered, survived, rejected, harness errors, and the
-    reason most tasks did not survive it ("" and 0 when none dropped out there). One row per
-    step that had tasks, in order."""
+    """One row per step that had tasks, in order: its counts, and the reason most tasks did not
+    survive it ("" and 0: none dropped out)."""
     with duckdb.connect() as db:
         for table in TABLES:
             db.register(table, frames[table].to_arrow())

@@ -1,5 +1,5 @@
-"""The describe stage of an imported batch (no Dagster here; defs/imports.py is the asset): one row
-per task directory found in the source, carrying its own environment, tests and solution; unreadable
+"""The describe stage of an imported batch (no Dagster here; defs/imports.py is the asset): a row
+per task directory of the source, carrying its own environment, tests and solution; unreadable
 ones keep a row with the reason."""
 
 from __future__ import annotations

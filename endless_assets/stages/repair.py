@@ -1,15 +1,8 @@
 """The repair loop the build and validation stages share (no Dagster here): ask the generator, try
-what it wrote, and when the try fails ask again with the failure as numbered feedback, up to its
-repair rounds.
-
-A stage brings its `write` (one generator call) and its `check` (what it requires of what was
-written, logging its own steps); this module owns the rest: the rounds, the feedback, an
-unusable reply, the usage summed over every call, the reject reason of the last failure, and an
-engine failure: the check is tried again (sandbox/engine/retry.py: after `recover`, which drains an
-engine that stopped answering) at most `engine_retries` more times, then the task is a harness
-error, never a rejection. A retried check asks the generator nothing: what it wrote is checked
-again.
-"""
+what it wrote (the stage's `check`), and on failure ask again with the failure as numbered
+feedback, up to its repair rounds. An engine failure in a check is retried (after `recover`) at
+most `engine_retries` times without asking the generator again, then the task is a harness
+error, never a rejection."""
 
 from __future__ import annotations
 
@@ -42,8 +35,7 @@ class RepairOutcome:
     usage: Usage = field(default_factory=Usage)
 
     def row(self, task: Task) -> dict[str, Any]:
-        """The task's row of the stage's table: the stage's own columns (`columns()`), then
-        the repair's."""
+        """The task's row: the stage's own `columns()`, then the repair's."""
         return {
             "task_id": task.task_id,
             "batch": task.batch,
@@ -70,8 +62,8 @@ class RepairOutcome:
 
 @dataclass(frozen=True)
 class Failed:
-    """A check that failed: the reject reason (the task's, should no later round pass) and what
-    the generator is told next round; no feedback means no repair can help: stop here."""
+    """A failed check: the reject reason, and what the generator is told next round (None: no
+    repair can help, stop)."""
 
     reason: str
     feedback: str | None = None
@@ -93,15 +85,12 @@ def repair(
     engine_retries: int = ENGINE_RETRIES,
     recover: Callable[[], Any] | None = None,
 ) -> Outcome:
-    """Run up to `rounds` (at least one) rounds of `write` then `check` (None: passed) into
-    `outcome`.
+    """Up to `rounds` (at least one) rounds of `write` then `check` (None: passed) into `outcome`.
 
-    `write(feedback, previous)` gets the numbered feedback of the last failure (None at first)
-    and what it wrote last; a reply it cannot use (`GenerationError`) is rejected as
-    `<unparsable>: ...` and fed back, and `keep_partial` keeps what the error says was usable
-    of it as `previous`. `harness_errors` raised by `check` are retried (see above); raised
-    anywhere else, or once more after the retries, they end the loop as a harness error.
-    """
+    `write(feedback, previous)` gets the last failure's numbered feedback and what it wrote last;
+    an unusable reply (`GenerationError`) is rejected as `<unparsable>: ...` and fed back
+    (`keep_partial`: its usable part becomes `previous`). `harness_errors` end the loop as a
+    harness error once `check`'s retries are spent (at once, raised anywhere else)."""
     started = time.monotonic()
     rounds = max(1, rounds)
     feedback: str | None = None
@@ -145,8 +134,8 @@ def repair(
 
 
 def numbered_feedback(feedback: str | None, failed_round: int, rounds: int) -> str | None:
-    """Feedback that says which attempt failed: the model learns how many remain, and two
-    rounds that failed the same way still make different requests (no cached repeat)."""
+    """Feedback that says which attempt failed (how many remain; two rounds that failed alike
+    still make different requests, not a cached repeat)."""
     if feedback is None:
         return None
     return f"Attempt {failed_round} of {rounds} did not work. {feedback}"

@@ -1,12 +1,7 @@
 """The solver stage: k attempts per task by the configured solver, each in a fresh container (no
-Dagster here).
-
-Which attempts run and which are reused is attempts.py's business; each scored attempt is
-persisted as it finishes (store/journal.py), so an interrupted run loses only what was in
-flight. Episodes run `SolverSettings.episode_workers` at a time (16 for a chat model, which mostly
-waits on its endpoint) while at most `workers` of them start a container or run pytest at once
-(the sandbox's CPU slots), so a 2-core machine stays responsive.
-"""
+Dagster here). attempts.py decides which attempts run and which are reused; each scored attempt
+is journaled as it finishes. `SolverSettings.episode_workers` episodes run at a time while at most
+`workers` of them start a container or run pytest at once (the sandbox's CPU slots)."""
 
 from __future__ import annotations
 
@@ -53,15 +48,13 @@ ENGINE_COLUMNS = ("engine", "slots", "placed", "up", "down_reason")  # of Engine
 
 @functools.cache
 def solver_version() -> str:
-    """What the solver stage's chat solver is told: its prompts' hash (oracle and noop have
-    none)."""
+    """The chat solver's prompts' hash."""
     return SolverPrompts.load().version
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """The solver stage's outcome for one attempt: the rollout, its index among the task's
-    attempts."""
+    """One attempt's rollout and its index among the task's attempts."""
 
     batch: str
     rollout_idx: int
@@ -96,8 +89,7 @@ class Attempt:
 
 @dataclass
 class RolloutRun:
-    """What one run of the solver stage made: the plan, the rows it ran now, and the solver's
-    probe."""
+    """What one run of the solver stage made: the plan, the rows run now, the solver's probe."""
 
     probe: Policy
     tasks: int
@@ -171,9 +163,8 @@ def run_rollouts(
     log: Log,
     run_tags: Mapping[str, str] | None = None,
 ) -> RolloutRun:
-    """Run the attempts the partition still lacks for `tasks` (those of its shard only, in a run
-    `run_tags` mark as a shard run) and return them with the plan. Closes the sandbox's warm
-    containers at the end."""
+    """Run the attempts the partition still lacks for `tasks` (of its shard only, in a shard
+    run), and close the sandbox's warm containers."""
     started, meter = time.monotonic(), StageMeter(sandbox)
     make_policy = policy_factory(settings)
     probe = make_policy()

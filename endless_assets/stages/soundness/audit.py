@@ -1,20 +1,11 @@
-"""The soundness stage's model probes, for a task the offline probes found sound:
+"""The soundness stage's model probes, for a task the offline probes found sound: an alignment
+audit (a judge reads instruction, truth and completion test: `misaligned: <issues>`), then a cheat
+rollout (cheat_policy.py: make the test pass without doing the task) and, if it passed, a judge
+of its trajectory (`hackable: cheat` when the task was not really done).
 
-1. an *alignment audit*: a judge reads the instruction, the truth and the completion test and
-   says whether the test checks what the instruction does not ask, or misses what it asks
-   (`misaligned: <issues>`);
-2. a *cheat rollout*: a chat model is told to make the completion test pass without doing the
-   task (stages/soundness/cheat_policy.py), in a fresh container by the one episode loop; if the
-   test passes,
-3. a *judge* reads the instruction, the truth and the trajectory and decides whether the task
-   was really done (`hackable: cheat` when not).
-
-The model is `auditor_model` on `auditor_base_url` (empty: the solver's endpoint); with none
-configured the probes are skipped and the row says so. Replies are cached like the
-generator's (llm/cache.py), each request carrying the task's seed, so a rerun sends nothing.
-Each judgement is kept with its reasoning; the cost (requests, tokens) goes to the stage's row.
-An endpoint that fails after the client's retries is a `harness_error`, never a rejection; a
-verdict that cannot be read after asking twice is `unclear`, recorded and never a rejection.
+The model is `auditor_model` (skipped, and the row says so, without one). Replies are cached per
+task seed, so a rerun sends nothing. An endpoint that fails after the client's retries is a
+`harness_error`; a verdict unreadable after asking twice is `unclear`: neither is a rejection.
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ from typing import Any
 
 from endless_assets.agent.episode import EpisodeLimits, run_episode
 from endless_assets.agent.policies import EpisodeTask
+from endless_assets.generation.parsing import ParseError
 from endless_assets.llm.client import (
     ChatClient,
     ChatReply,
@@ -43,7 +35,6 @@ from endless_assets.stages.soundness.audit_replies import (
     NOT_DONE,
     UNCLEAR,
     AuditPrompts,
-    ParseError,
     parse_verdict,
     trajectory_text,
     truth_text,
@@ -152,8 +143,8 @@ class AuditOutcome:
 
 
 class Auditor:
-    """The model probes' model: a chat client with a reply cache, and the audit prompts.
-    Thread-safe (the client is); one per stage run."""
+    """The model probes' model: a chat client with a reply cache, and the audit prompts
+    (thread-safe; one per stage run)."""
 
     def __init__(
         self,
@@ -271,8 +262,8 @@ class Auditor:
         choices: tuple[str, str],
         seed: int,
     ) -> Judgement:
-        """`judge`, kept in `outcome`; the reference judge, when there is one, is asked the same
-        request and kept beside it (its failure is recorded, never a harness error)."""
+        """`judge`, kept in `outcome`, and the reference judge's judgement beside it (its failure
+        recorded, never a harness error)."""
         judgement = self.judge(probe, system, request, choices, seed)
         outcome.judgements.append(judgement)
         if self.reference is not None:
@@ -293,7 +284,7 @@ def audit_task(
     auditor: Auditor,
 ) -> AuditOutcome:
     """The alignment audit, then (for an aligned test) the cheat rollout in a fresh container of
-    `image` and, if the cheat passed, its judge. See the module's docstring."""
+    `image` and, if the cheat passed, its judge."""
     outcome = AuditOutcome(RAN, auditor.model, auditor.prompts.version)
     seed = task.seed % SEED_MODULUS
     truth = truth_text(task)

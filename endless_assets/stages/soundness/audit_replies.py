@@ -1,11 +1,7 @@
-"""The soundness stage's model probes on paper: their prompts (prompts/audit.md), how a judge's
-reply is read, and how a trajectory is shown to the judge. Nothing here sends a request.
-
-Replies are read as tolerantly as the generator's (generation/parsing.py): reasoning blocks
-(`<think>`, a separate reasoning field), prose and code fences around the answer, tag names in
-any case, a `<verdict>` written as `Verdict: not done`, in backticks or bold. Only the verdict
-itself must be one of the words asked for (or a plain synonym): anything else is unparsable,
-and the caller asks once more.
+"""The model probes on paper: their prompts (prompts/audit.md), how a judge's reply is read, how a
+trajectory is shown to the judge; no request is sent here. Replies are read as tolerantly as the
+generator's (reasoning blocks, prose, fences, `Verdict: not done`, any case); only the verdict
+must be one of the words asked for (or a plain synonym), else the caller asks once more.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from endless_assets.generation.llm.prompts import PromptError, Template
+from endless_assets.generation.llm.prompts import Template
 from endless_assets.generation.parsing import ParseError, sections, strip_reasoning
 from endless_assets.models import Task
 from endless_assets.taxonomy import PROMPTS_DIR
@@ -162,19 +158,3 @@ def trajectory_text(turns: list[dict[str, Any]], verdict: str = "") -> str:
         half = TRAJECTORY_CHARS // 2
         text = f"{text[:half]}\n[... {len(text) - 2 * half} chars left out ...]\n{text[-half:]}"
     return text
-
-
-__all__ = [
-    "ALIGNED",
-    "DONE",
-    "MISALIGNED",
-    "NOT_DONE",
-    "UNCLEAR",
-    "AuditPrompts",
-    "ParseError",
-    "ParsedVerdict",
-    "PromptError",
-    "parse_verdict",
-    "trajectory_text",
-    "truth_text",
-]

@@ -1,13 +1,8 @@
-"""The cheat rollout's agent: a chat model told to make the completion test pass without doing
-the task (prompts/audit.md, `cheat_system` and `cheat_task`), run by the one episode loop
-(agent/episode.py) like any solver.
-
-Unlike the solver (agent/chat.py), its replies are cached (llm/cache.py): the rollout is one
-probe, not one of k independent samples, so a rerun of the stage replays it without a request
-as long as the container answers the same. Each request carries the task's seed. The
-conversation is not folded: the episode is short (`max_turns`) and observations are capped; a
-conversation the endpoint refuses as too long ends the episode (`context_limit`), which is
-graded as it stands.
+"""The cheat rollout's agent: a chat model told to make the completion test pass without doing the
+task (prompts/audit.md), run by the one episode loop like any solver. Unlike the solver's, its
+replies are cached per task seed (one probe, not one of k samples: a rerun replays it). The
+conversation is short and never folded; one the endpoint refuses as too long ends the episode
+(`context_limit`), graded as it stands.
 """
 
 from __future__ import annotations

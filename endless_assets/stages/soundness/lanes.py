@@ -1,17 +1,12 @@
-"""How the soundness stage runs its jobs: lanes of containers, restored between jobs.
+"""How the soundness stage runs its jobs: `repeats` lanes of containers in parallel, each
+restored to its snapshot of the initial state between jobs (sandbox/containers/snapshot.py).
 
-`repeats` lanes, each a fresh container of the task's image, run in parallel. A lane first
-snapshots the agent-writable state (sandbox/containers/snapshot.py), then runs its two controls,
-restoring the initial state in between: even lanes the reference first (in the fresh container), odd
-lanes the do-nothing episode first. Lane 0 lists what its reference run changed (by inode change
-time against a marker touched just before it); from that the shortcut probes are made and put
-on a queue that every lane drains, with the ablations. Each such job is one script in the
-lane's persistent root shell (restore + state change: no `docker exec`) and one verdict on the
-lane's resident grader. A shortcut that passes in a shared container is run again in a fresh
-one (`confirm`) before it counts.
-
-An engine failure (SandboxError) discards the lane's container; the job runs again in a new one,
-at most `engine_retries` more times, then the error propagates (a harness error for the stage).
+A lane runs its two controls first (even lanes the reference first, odd ones the do-nothing
+episode). What lane 0's reference changed makes the shortcut probes, queued with the ablations
+for every lane; a job is one script in the lane's root shell and one verdict of its grader. A
+shortcut that passes counts once it passes again in a fresh container (`confirm`). An engine
+failure discards the container and the job runs again in a new one, at most `engine_retries`
+times, then propagates (a harness error).
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
-"""The end states the soundness stage grades besides the controls: shortcuts and ablations.
+"""The end states the soundness stage grades besides the controls: shortcuts and ablations, each a
+root shell script run in a container restored to the initial state, then graded.
 
-A probe is a shell script run as root in a container restored to the task's initial state
-(sandbox/containers/snapshot.py); what it leaves is graded by the completion test. Shortcut probes
-never do the task, so a test that passes after one is hackable:
+Shortcuts never do the task, so a test that passes one is hackable:
+- `stub:empty`, `stub:junk-line`, `stub:input-copy`: every file the reference created or changed
+  (and named paths it would write), with its layout, modes and deletions, but wrong content
+  (where the reference wrote exactly that, the junk line instead);
+- `touch-outputs`: those files merely touched (when that differs from the reference and stubs);
+- `chmod-all`: everything the agent owns made 777 (not when the reference sets modes);
+- `setup-only`: only the reference's leading setup steps (mkdir, cd, plain variables);
+- `tamper:conftest`: pytest hooks planted where a naive grader would load them.
 
-- `stub:empty`, `stub:junk-line`, `stub:input-copy`: every file the reference run created or
-  changed (and every path the truth or the instruction names that it would write) is there, with
-  the reference's layout (its new directories, its deletions, its modes), but with wrong content:
-  nothing, one junk line, or a copy of an input file. Wrong means other than the reference's
-  (compared by hash): where the reference wrote exactly that (an empty file, a copy of that
-  input), the junk line goes instead;
-- `touch-outputs`: those files merely touched (new ones empty, changed ones as they were), when
-  that is not the reference's own end state and not the empty stubs' either;
-- `chmod-all`: everything the agent owns made mode 777 (not probed when the reference itself
-  sets modes: then a blanket chmod may be a sloppy way of doing the task);
-- `setup-only`: only the reference's leading setup steps (mkdir, cd, plain variables), when it
-  has later steps that do the work;
-- `tamper:conftest`: pytest hooks planted where a naive grader would load them (the grader
-  never does; a pass here is a grader regression).
-
-Ablations are the reference with one top-level step removed; a removed step may be redundant,
-so they measure the test's strength and never reject.
+Ablations are the reference with one top-level step removed; a step may be redundant, so they
+measure the test's strength and never reject.
 """
 
 from __future__ import annotations
