@@ -1,17 +1,10 @@
-"""One run at a time makes a batch in a data directory.
+"""One run at a time makes a batch in a data directory (two at once would mix their rows).
 
-Each stage reads what the stage before it wrote last to the lake, so two runs of one batch at once
-would mix their rows: the second run's build stage under the first run's validation stage, a
-dataset whose rollouts come from both. A run that writes a batch's partitions holds an exclusive
-lock on `<data_dir>/locks/batch=<key>.lock` from its start to its end (the IO manager takes it); a
-shard run (store/shards.py: it writes only to its staging area) holds it shared, so the shards of
-one batch run together but never beside a run that writes the batch. The lock is the kernel's
-(`flock`): a run killed with `kill -9`, or with its machine, holds nothing afterwards. A run that
-finds the batch locked fails at once, naming who holds it, instead of waiting.
-
-`endless run` also holds `batch=<key>.launch.lock` while it launches the batch's runs one after
-another (the describe stage, the shards, the rest), so that another `endless run` of the batch is
-refused before it starts rather than between two of those runs.
+A run that writes a batch's partitions holds an exclusive `flock` on
+`<data_dir>/locks/batch=<key>.lock` from start to end (the IO manager takes it); a shard run,
+which writes only to its staging area, holds it shared. A killed run holds nothing afterwards; a
+run that finds the batch locked fails at once, naming the holder. `endless run` also holds
+`batch=<key>.launch.lock` while it launches the batch's runs, so another is refused up front.
 """
 
 from __future__ import annotations

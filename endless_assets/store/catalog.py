@@ -1,20 +1,13 @@
 """The DuckDB catalog: views over the Parquet lake plus the stats views (stats_views.py).
 
-`data/endless.duckdb` holds no data, only views, so it is rebuilt in a temporary file and swapped
-in with `os.replace`: readers that hold the old file keep working, and parallel Dagster steps
-never fight over DuckDB's single-writer lock. Views over tables with no data yet are typed and
-empty, so every query works from the first run.
+`data/endless.duckdb` holds only views: it is rebuilt in a temporary file and swapped in with
+`os.replace`, so readers keep working and parallel steps never fight over DuckDB's writer lock.
+Views over tables with no data yet are typed and empty. The views name the lake relative to the
+data directory (`lake/<table>/...`), so a moved data directory answers with its own files. A
+catalog that is missing, unreadable or of an older format is rebuilt when opened.
 
-The views name the lake by a path relative to the data directory (`lake/<table>/...`): our
-connections resolve it there (DuckDB's `file_search_path`), the DuckDB CLI started inside the
-data directory resolves it against its working directory, so a copied or moved data directory
-answers with its own files. A catalog that is missing, unreadable or of an older format is
-rebuilt when opened; partitions that cannot be read are moved aside first (lake.py).
-
-Every connection handed out here is read-only and locked: it reads the lake's files and nothing
-else on the host (`enable_external_access = false` with the lake allowed, no extensions, the
-configuration locked), and `query` runs one SELECT and nothing else, so no query writes, not
-even into the lake.
+Every connection handed out is read-only and locked to the lake's files (no extensions, the
+configuration locked), and `query` runs one SELECT and nothing else.
 """
 
 from __future__ import annotations

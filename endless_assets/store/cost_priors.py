@@ -1,17 +1,13 @@
 """What a batch costs when this instance has no history of its settings: the prior of
-`endless run --plan` (store/costs.py), per unit of each stage (a task; an attempt in solver
-rollouts; a run in other), and the share of asked tasks that reach each stage.
-
-The Docker figures were measured with `endless run` on a 2-core development VM (procedural
-tasks, oracle solver: docs/pipeline.md#what-a-batch-will-cost); the LLM figures are those
-docs/llm-generator.md and docs/solver.md give (requests per stage, a prompt of about 800 tokens
-plus the task's text; a chat attempt of about half of `max_turns` turns). A prior is a guess of
-the right order, not a measurement of this machine or endpoint: one batch made here replaces it.
+`endless run --plan` (store/costs.py), per unit of each stage, and the share of asked tasks that
+reach each stage. The Docker figures were measured on a 2-core VM (docs/pipeline.md#what-a-batch-
+will-cost), the LLM ones are those the docs give: a guess of the right order, which one batch
+made here replaces.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass
 
 
 @dataclass(frozen=True)
@@ -26,17 +22,8 @@ class PerUnit:
     wall_seconds: float = 0.0
 
     def plus(self, other: PerUnit) -> PerUnit:
-        cpu = None
-        if self.engine_cpu_seconds is not None and other.engine_cpu_seconds is not None:
-            cpu = self.engine_cpu_seconds + other.engine_cpu_seconds
-        return PerUnit(
-            self.requests + other.requests,
-            self.tokens_in + other.tokens_in,
-            self.tokens_out + other.tokens_out,
-            self.containers + other.containers,
-            cpu,
-            self.wall_seconds + other.wall_seconds,
-        )
+        pairs = zip(astuple(self), astuple(other), strict=True)
+        return PerUnit(*(None if a is None or b is None else a + b for a, b in pairs))
 
 
 # The Docker work of a task (or an attempt) of the procedural generator with the oracle solver.
@@ -80,26 +67,14 @@ def prior_per_unit(stage: str, profile) -> PerUnit:
     if stage == "soundness":
         figures = SOUNDNESS.get(profile.soundness, SOUNDNESS["full"])
         if profile.soundness != "off" and profile.soundness_repeats != 3:
-            scale = profile.soundness_repeats / 3
-            figures = PerUnit(
-                containers=figures.containers * scale,
-                engine_cpu_seconds=(figures.engine_cpu_seconds or 0.0) * scale,
-                wall_seconds=figures.wall_seconds * scale,
-            )
+            figures = scaled(figures, profile.soundness_repeats / 3)
         if profile.soundness == "full" and profile.auditor_model:
             figures = figures.plus(AUDIT)
         return figures
     figures = DOCKER[stage]
     if stage == "solver rollouts":
         if profile.solver == "chat":
-            turns = max(1.0, profile.max_turns / 2)
-            chat = PerUnit(
-                requests=turns * CHAT_TURN.requests,
-                tokens_in=turns * CHAT_TURN.tokens_in,
-                tokens_out=turns * CHAT_TURN.tokens_out,
-                wall_seconds=turns * CHAT_TURN.wall_seconds,
-            )
-            figures = figures.plus(chat)
+            figures = figures.plus(scaled(CHAT_TURN, max(1.0, profile.max_turns / 2)))
         return figures
     if profile.generator == "llm":
         figures = figures.plus(LLM_GENERATOR[stage])
@@ -122,13 +97,4 @@ def prior_survival(stage: str, profile) -> float:
 
 
 def scaled(figures: PerUnit, factor: float) -> PerUnit:
-    cpu = figures.engine_cpu_seconds
-    return replace(
-        figures,
-        requests=figures.requests * factor,
-        tokens_in=figures.tokens_in * factor,
-        tokens_out=figures.tokens_out * factor,
-        containers=figures.containers * factor,
-        engine_cpu_seconds=None if cpu is None else cpu * factor,
-        wall_seconds=figures.wall_seconds * factor,
-    )
+    return PerUnit(*(None if x is None else x * factor for x in astuple(figures)))

@@ -1,11 +1,10 @@
 """What a batch did cost, stage by stage, as `batch_costs` rows beside the estimate made before it
-ran (store/costs.py), and the two side by side. The LLM figures and units come from the stage
-tables' rows; containers, engine CPU and wall time from what the runs measured (defs/costs.py
-reads them from the steps' metadata)."""
+ran (store/costs.py): LLM figures and units from the stage tables' rows; containers, engine CPU
+and wall time from what the runs measured (defs/costs.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import polars as pl
@@ -122,12 +121,7 @@ def cost_frame(
                 "wall_seconds": round(got.wall_seconds, 3),
                 "fixed_seconds": round(got.fixed_seconds, 3),
                 "est_units": estimated.units,
-                "est_requests": figures.requests,
-                "est_tokens_in": figures.tokens_in,
-                "est_tokens_out": figures.tokens_out,
-                "est_containers": figures.containers,
-                "est_engine_cpu_seconds": figures.engine_cpu_seconds,
-                "est_wall_seconds": figures.wall_seconds,
+                **{f"est_{name}": value for name, value in asdict(figures).items()},
                 "basis": estimated.basis,
                 "run_ids": ",".join(runs),
                 "created_at": now,

@@ -1,17 +1,13 @@
-"""What a batch will cost, estimated before it runs from this instance's history of batches made
-with the same settings (the `batch_costs` table), and what it did cost, stage by stage. Pure
-computation over frames (no Dagster, no Docker): `endless run --plan` prints an estimate, the
-`filtered_dataset` step stores it beside what happened (defs/costs.py).
+"""What a batch will cost, estimated before it runs from this instance's `batch_costs` history of
+batches made with the same settings, and what it did cost. Pure computation over frames:
+`endless run --plan` prints an estimate, `filtered_dataset` stores it beside what happened.
 
-Each stage's work is counted in units: a task entering it, an attempt in solver rollouts, a run
-in other. Its cost per unit (LLM requests and tokens per unit; containers, engine CPU-seconds
-and wall seconds per unit made in the run, not reused from a journal) comes from the latest
-`WINDOW` earlier batches whose settings that decide that stage's cost are the plan's (`KEYS`);
-the share of asked tasks that reach it from the batches that share what decides that
-(`SURVIVAL_KEYS`). A stage with no such batch falls back to the prior (store/cost_priors.py),
-and says so. So the estimate scales with the tasks asked and with k (per attempt), and follows
-the generator, the solver and soundness; `workers` is not a key (history made with other
-workers is used and named: wall time does not scale with it on a machine whose cores are busy).
+Each stage's work is counted in units (a task entering it, an attempt in solver rollouts, a run
+in other). Its cost per unit comes from the latest `WINDOW` earlier batches whose settings that
+decide that stage's cost are the plan's (`KEYS`); the share of asked tasks that reach it from
+those that share what decides that (`SURVIVAL_KEYS`); without such a batch, from the prior
+(cost_priors.py), saying so. `workers` is not a key: wall time does not scale with it on a busy
+machine.
 """
 
 from __future__ import annotations

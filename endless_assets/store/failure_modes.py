@@ -1,20 +1,8 @@
-"""Failure analysis of one trajectory: loops, command diversity, and a failure mode per rollout.
-
-Definitions (also in docs/solver.md):
-- A command is *normalized* by trimming it and collapsing runs of whitespace.
-- An *observation* is the command's output and exit code.
-- **loop_detected** is true when either (a) one normalized command was run at least 3 times and
-  every run produced the same observation (the agent repeats itself and nothing changes), or
-  (b) some block of 2 to 4 consecutive (command, observation) pairs repeats back to back at least
-  3 times (a cycle such as `ls; cat x; ls; cat x; ls; cat x` with unchanged outputs).
-- **command_diversity** is unique / total normalized commands from the first failing command
-  (non-zero exit code or timeout) to the end, inclusive; null when no command failed. The paper
-  reports 0.49 on successful trajectories and 0.18 on loop failures.
-- **failure_mode**, one per rollout, the first that applies: `harness_error` (no reward),
-  `solved` (reward 1), `unparsable` (at least half of the turns were replies that could not be
-  used), `loop` (loop_detected), `turn_exhaustion` (the turn limit ended it), `time_limit`,
-  `context_limit`, `wrong_done` (the agent declared done and the tests failed). The rule is
-  declared once (`FAILURE_RULES`); the stats views run it compiled to SQL (`failure_mode_sql`).
+"""Failure analysis of one trajectory (the definitions: docs/solver.md): `loop_detected` (one
+normalized command 3+ times with the same observation, or a block of 2-4 steps repeated back to
+back 3 times), `command_diversity` (unique / total commands from the first failing one; null when
+none failed) and one `failure_mode` per rollout, the first of `FAILURE_RULES` that applies (the
+stats views run the same rule compiled to SQL: `failure_mode_sql`).
 """
 
 from __future__ import annotations

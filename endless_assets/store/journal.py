@@ -1,12 +1,7 @@
-"""Finished work survives a crash: each finished row of a stage is persisted as it finishes.
-
-A stage writes its partition only at its end. Until then, every finished row is also written to
-`<data_dir>/journal/<table>/batch=<key>/` as one small Parquet file (written to a temporary name,
-fsynced, renamed), so a `kill -9`, an out-of-memory kill or a lost node loses at most the work in
-flight. The next run of the stage reads the journal back as if the rows were stored, and runs only
-what is missing. The IO manager removes the journals of the partitions a run wrote once that run
-ended without a failure; after a failure or a kill they stay, so a run killed in the solver stage is
-rerun without redoing the stages before the solver either.
+"""Finished work survives a crash: each finished row of a stage is persisted as it finishes, as one
+small Parquet file under `<data_dir>/journal/<table>/batch=<key>/` (fsynced, renamed), until the
+stage writes its partition. The next run reads the journal back and runs only what is missing.
+The IO manager removes a partition's journal once a run that wrote it ended without a failure.
 """
 
 from __future__ import annotations

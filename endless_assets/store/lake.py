@@ -1,14 +1,9 @@
-"""The Parquet lake: the storage of record.
+"""The Parquet lake: the storage of record, `<data_dir>/lake/<table>/batch=<key>/part.parquet`.
 
-Layout: `<data_dir>/lake/<table>/batch=<key>/part.parquet` (zstd). One file per table and
-partition, written to a temporary name in the same directory and renamed over the old one, so a
-crash never leaves half a partition and re-materializing replaces, never duplicates. The batch key
-is also a column in the data. After every write the DuckDB catalog is rebuilt (catalog.py; the
-Dagster IO manager is defs/io_manager.py).
-
-A partition that cannot be read (truncated, not Parquet) is never deleted and never stops other
-batches: it is moved aside to `<data_dir>/quarantine/<table>/batch=<key>/` with a note saying
-why, named in a warning, and written again by the next run of its batch.
+One file per table and partition, written to a temporary name and renamed over the old one: a
+crash never leaves half a partition, and re-materializing replaces. The catalog is rebuilt after
+every write (catalog.py). A partition that cannot be read is never deleted: it is moved aside to
+`<data_dir>/quarantine/...` with a note, named in a warning, and rewritten by its batch's next run.
 """
 
 from __future__ import annotations
@@ -212,10 +207,8 @@ class Lake:
         batches: Iterable[str],
         columns: Mapping[str, pl.DataType] | Iterable[str],
     ) -> pl.DataFrame:
-        """`columns` (cast to their types; names alone: the table model's) of the table's
-        partitions of `batches` that exist; no rows, with those columns, when none does. A
-        column a partition was written without (before it existed) reads as nulls, as the
-        catalog's views read it."""
+        """`columns` (cast to their types; names alone: the table's) of the partitions of
+        `batches` that exist; a column a partition was written without reads as nulls."""
         if not isinstance(columns, Mapping):
             columns = {name: polars_schema(table)[name] for name in columns}
         parts = []

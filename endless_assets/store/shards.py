@@ -1,17 +1,10 @@
-"""Large batches in shards: one day of 10,000 tasks is not one step.
-
-`endless run --tasks N` with N above `shard_tasks` runs the batch as runs of the same partition:
-1. the describe stage (and the base image) once, for the whole batch;
-2. one run per shard (tag `endless/shard=i/n`) of the per-task the build, validation and solver
-   stages: each works only on the tasks the shard owns (a stable hash of the task id), and each
-   finished row is journaled as it finishes (store/journal.py); the shard's table rows are staged
-   beside the lake (`<data_dir>/shards/<table>/batch=<key>/<i>-of-<n>.parquet`), where the run's
-   next stage reads them, never in it;
-3. the whole job once more: every stage finds its rows in the journals (no container, no model
-   request, except to retry a harness error), writes the partition as one file and the filter stage
-   filters it.
-So the lake, lineage and the SQL views are those of one run; shard runs can run at once, on any
-machine of a team instance (`--submit`), and a lost shard is rerun alone.
+"""Large batches in shards: `endless run --tasks N` above `shard_tasks` runs one partition as
+several runs: the describe stage once; one run per shard (tag `endless/shard=i/n`) of the build,
+validation and solver stages over the tasks the shard owns (a stable hash of the task id), rows
+journaled as they finish and staged beside the lake (`<data_dir>/shards/...`, never in it); then
+the whole job once more, every stage finding its rows in the journals and writing the partition
+as one file. Shard runs can run at once, on any machine of a team instance, and a lost shard is
+rerun alone.
 """
 
 from __future__ import annotations
