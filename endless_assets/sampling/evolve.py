@@ -51,9 +51,8 @@ def child_seed(parent_seed: int, cell: Cell) -> int:
 def candidates(
     descriptions: pl.DataFrame, filtered: pl.DataFrame, *, before: str, window: int = 14
 ) -> pl.DataFrame:
-    """The tasks that reached the solver (filtered_dataset: every one passed soundness) in the
-    `window` most recent daily batches strictly before `before`, with their seed (from
-    task_descriptions), cell columns, solver_model, successes, scored_attempts and kept."""
+    """The tasks that reached the solver in the `window` daily batches before `before`, with
+    their seed, cell columns, solver_model, successes, scored_attempts and kept."""
     past = filtered.filter(
         (pl.col("batch") < before) & pl.col("batch").str.contains(DAY.pattern)
     ).select("task_id", "batch", "solver_model", "successes", "scored_attempts", "kept")
@@ -90,12 +89,10 @@ def propose(
     scores: Mapping[Cell, float] | None = None,
     exclude: Collection[str] = (),
 ) -> list[Proposal]:
-    """At most `budget` x `n` variants for batch `batch` from `candidates` (as `candidates`
-    gives): a task solved in every scored attempt gets a harder one (a family's next level, a
-    taxonomy category's next complexity in `complexities`, the taxonomy's order), one solved in
-    none an easier one; one per parent, none for a parent in `exclude` (already proposed). The
-    targets with the best `scores` (e.g. the draw's posterior scores) come first, then the most
-    recent parents, then an order seeded by `batch`."""
+    """At most `budget` x `n` variants from `candidates`: a harder one of a task solved in every
+    scored attempt (the next level, or complexity in `complexities`), an easier one of a task
+    solved in none; one per parent, none of `exclude`. The best `scores` of the targets first,
+    then the most recent parents, then an order seeded by `batch`."""
     if not 0 <= budget <= 1:
         raise ValueError(f"budget is a share of the batch, within 0 and 1: {budget}")
     found: list[tuple[float, str, str, Proposal]] = []

@@ -30,9 +30,8 @@ _COUNTS = [n for n, t in polars_schema(Counts).items() if t == pl.Int64 and n no
 
 
 def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
-    """task_id, batch, status and the cell columns of every task with a cell: procedural tasks
-    whose truth records a level 1-6, and LLM-written tasks; others (imported, unleveled) have
-    none and are left out."""
+    """task_id, batch, status and the cell columns of every task with a cell (procedural tasks
+    whose truth records a level 1-6, LLM-written tasks; not imported or unleveled ones)."""
     level = pl.col("truth").str.json_path_match("$.level").cast(pl.Int64, strict=False)
     family = (pl.col("generator") == "procedural") & level.is_between(1, 6)
     taxonomy = pl.col("generator") == "llm"
@@ -83,13 +82,9 @@ def cell_batches(
     filtered: pl.DataFrame,
     costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per batch, solver and cell (`CellBatches`), from task_descriptions (task_id, batch,
-    status, generator, category, complexity, family, truth), solver_rollouts (task_id, policy,
-    model, reward, and tokens_in and tokens_out when it has them), filtered_dataset (task_id,
-    solver_model, kept) and the tokens making each task cost (`costs`: task_id, tokens, as
-    `measures.task_costs` gives over the describe, build and validation stages and soundness; none:
-    0). A catalog view can expose it as is; `History.from_cell_batches` sums the window a draw
-    reads."""
+    """One row per batch, solver and cell (`CellBatches`, as the `cell_batches` view) from the
+    three tables' frames and the tokens making each task cost (`costs`, as `task_costs` gives;
+    none: 0). `History.from_cell_batches` sums the window a draw reads."""
     cells = task_cells(descriptions)
     tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
     solvers = tasks.select("batch", "solver").unique()
@@ -213,8 +208,7 @@ class History:
         solver: str | None = None,
     ) -> History:
         """The `window` most recent daily batches strictly before `before` that `solver` reached
-        (None: the solver of the most recent such batch), summed per cell. Batches at or after
-        `before` never count, so a batch drawn again later reads the same history."""
+        (None: the most recent one's solver), summed per cell."""
         if not DAY.match(before):
             raise ValueError(f"a history is for a daily batch key YYYY-MM-DD, got {before!r}")
         if window < 1:

@@ -7,22 +7,6 @@ from collections.abc import Iterable, Sequence
 
 import polars as pl
 
-LEARNABLE_COLUMNS = {
-    "scored": "tasks with at least one scored attempt",
-    "kept": "tasks kept",
-    "learnable": "kept tasks with 0 < successes < scored attempts (0 < pass rate < 1)",
-    "learnable_share": "learnable / kept: the share of the kept tasks that can teach (null: none)",
-    "learnable_per_scored": "learnable / scored: the share of what the solver saw (null: none)",
-}
-COST_COLUMNS = {
-    "tasks": "tasks the batch described (every one costs, whatever became of it)",
-    "tokens": "model tokens spent on them, in and out, over every stage",
-    "container_seconds": "seconds their containers ran, over every stage that runs one",
-    "learnable": "kept tasks with 0 < pass rate < 1",
-    "tokens_per_learnable": "tokens / learnable (null: no learnable task)",
-    "container_seconds_per_learnable": "container seconds / learnable (null: none)",
-}
-
 
 def is_learnable(successes: str = "successes", attempts: str = "scored_attempts") -> pl.Expr:
     """Solved in some scored attempts, not all: 0 < pass rate < 1, counted exactly."""
@@ -30,8 +14,9 @@ def is_learnable(successes: str = "successes", attempts: str = "scored_attempts"
 
 
 def learnable_share(filtered: pl.DataFrame, by: Sequence[str] = ("batch",)) -> pl.DataFrame:
-    """Per group of `by` (default: per batch), from filtered_dataset rows (kept, successes,
-    scored_attempts): `LEARNABLE_COLUMNS`, sorted by the groups."""
+    """Per group of `by` (default: per batch), from filtered_dataset rows: scored, kept,
+    learnable (kept, 0 < pass rate < 1), learnable_share (of kept) and learnable_per_scored
+    (null: nothing to divide by), sorted by the groups."""
     learnable = pl.col("kept") & is_learnable()
     return (
         filtered.group_by(*by)
@@ -60,10 +45,9 @@ def _ratio(numerator: str, denominator: str) -> pl.Expr:
 def task_costs(
     token_frames: Iterable[pl.DataFrame], container_frames: Iterable[pl.DataFrame]
 ) -> pl.DataFrame:
-    """task_id, batch, tokens and container_seconds per task: the tokens (tokens_in + tokens_out)
-    of every frame in `token_frames` (e.g. every stage's table) and the `seconds` of every frame
-    in `container_frames` (the stages that run containers: environments, completion tests,
-    soundness, rollouts). A task seen in none of them costs nothing."""
+    """task_id, batch, tokens and container_seconds per task: the tokens of every frame in
+    `token_frames` and the `seconds` of every frame in `container_frames` (the stages that run
+    containers)."""
     parts = [
         f.select(
             "task_id",
@@ -96,8 +80,9 @@ def task_costs(
 
 
 def cost_per_learnable(filtered: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
-    """Per batch, `COST_COLUMNS`: what every task of the batch cost (`costs`: task_id, batch,
-    tokens, container_seconds, as `task_costs` gives) over its learnable kept tasks."""
+    """Per batch: tasks, tokens and container_seconds over every task (`costs`, as `task_costs`
+    gives), learnable, and tokens_per_learnable and container_seconds_per_learnable (null: none
+    learnable)."""
     learnable = (
         filtered.filter(pl.col("kept") & is_learnable())
         .group_by("batch")

@@ -1,20 +1,14 @@
 """The pooled posterior: one additive logistic model of every cell's pass rate, fitted to the
 history window, so one batch's evidence moves every cell it informs.
 
-A task of the cell (group g, level l) — a taxonomy category or a procedural family, and its
-complexity — passes an attempt with probability sigmoid(mu + a_l + b_g + u_gl + e): a level effect
-shared by every group, a group effect shared by every level, a residual of the cell (what the sum
-gets wrong there: a level that is hard in one category only) and one of the task,
-e ~ N(0, tau^2), which makes a cell's tasks differ (U-shaped when tau is large). Its attempts are
-Binomial(n, p). Whatever its cell, a task may also be dead (every attempt fails: a broken or
-impossible task) or trivial (every attempt passes: a test too weak to fail), with shares shared
-by every cell; without them a third of dead tasks in every cell would pass for a wide tau, and a
-mastered level for a learnable one. mu, a, b and u have Gaussian priors centred on 0; the
-posterior is approximated by a Gaussian at its mode (Laplace), found by Newton's method, for each
-task spread tau on a grid, and the fits are weighted by their approximate evidence; the dead and
-trivial shares are estimated between fits (expectation-maximisation, shrunk towards none). What a
-new task of a cell does over k attempts is the binomial integrated over the posterior and e
-(Gauss-Hermite quadrature), mixed with the dead and trivial shares.
+A task of cell (group g, level l) passes an attempt with probability sigmoid(mu + a_l + b_g + u_gl
++ e): a level effect, a group effect, the cell's residual and the task's own e ~ N(0, tau^2)
+(large tau: a U-shaped cell). Any task may also be dead (every attempt fails) or trivial (every
+attempt passes), in shares common to all cells, lest dead tasks pass for a wide tau. mu, a, b and
+u have Gaussian priors; the posterior is a Laplace approximation at its mode (Newton) for each
+tau and residual sd on a grid, fits weighted by their evidence, the shares estimated between
+fits (EM, shrunk towards none). A new task's outcomes over k attempts are the binomial
+integrated over the posterior and e (Gauss-Hermite), mixed with the shares.
 """
 
 from __future__ import annotations
@@ -39,17 +33,14 @@ from endless_assets.sampling.binomial import (
 )
 from endless_assets.sampling.cells import Cell
 
-# Prior standard deviations on the logit scale: the intercept, a level's and a group's effect
-# (wide: they are learnt from every task of the level or the group). When the levels are ranked
-# (the taxonomy's complexities, the families' levels), a level's effect is the one below it plus
-# a step (`STEP_SD`), so a level no task has reached yet lies between its neighbours; a step may
-# go either way.
+# Prior standard deviations on the logit scale: the intercept, a level's and a group's effect.
+# Ranked levels are the one below plus a step (`STEP_SD`, either way), so a level no task reached
+# yet lies between its neighbours.
 MEAN_SD = 3.0
 LEVEL_SD = 3.0
 STEP_SD = 4.0
 GROUP_SD = 1.5
-# The grids the data weigh: tau, how a cell's tasks spread, and the sd of a cell's residual (a
-# world where cells follow their category and level, or one where each cell goes its own way).
+# The grids the data weigh: tau (how a cell's tasks spread) and the sd of a cell's residual.
 TASK_SPREADS = (0.3, 0.7, 1.2, 2.0, 3.0)
 CELL_SDS = (0.5, 1.0, 2.0, 4.0)
 # Where the dead and trivial shares' estimates start (few or many; the better explanation wins),
@@ -62,9 +53,8 @@ MIX_TOLERANCE = 2e-3
 @dataclass(frozen=True)
 class _Fit:
     """The Laplace fit for one task spread: per cell, the posterior mean and variance of its
-    logit pass rate, and what a Thompson draw of the level effects (mu, a) leaves of the rest
-    (the group's effect b and the cell's residual u): how its mean moves with the draw, and the
-    variance that remains."""
+    logit, how its mean moves with a Thompson draw of the level effects (mu, a), and the variance
+    the rest (b, u) leaves."""
 
     tau: float
     log_evidence: float
@@ -77,11 +67,9 @@ class _Fit:
 
 class Pooled:
     """The pooled posterior over `cells` from `outcomes` (per cell: (successes, scored attempts)
-    -> tasks). Cells are (group, level) by their key. `ranks` orders the levels, simplest first
-    (None: integer levels in their order, named ones unranked, each level's effect on its own).
-
-    The residuals u enter only their own cell, so they are solved for in closed form (a Schur
-    complement) and the linear algebra stays the size of mu, a and b."""
+    -> tasks). `ranks` orders the levels, simplest first (None: integer levels in order, named
+    ones unranked). The residuals u, each in one cell only, are solved for in closed form (a
+    Schur complement): the linear algebra stays the size of mu, a and b."""
 
     def __init__(
         self,
@@ -122,12 +110,9 @@ class Pooled:
         ]
         self._rows = np.array(rows, dtype=float).reshape(-1, 4)
         self._x = self.design[self.observed]
-        # The dead and trivial shares: none first, then from each of `MIX_STARTS` estimated
-        # from the fits and refitted until they settle; the shares whose fits explain the data
-        # best (their evidence, with the shares' prior) win. Every refit starts from the modes
-        # without the shares: a cell whose tasks all pass is mastered unless its own tasks say
-        # otherwise, not a run of trivial tasks (from modes the shares explain, its logit would
-        # be stuck where nothing moves it).
+        # The dead and trivial shares: none, then from each of `MIX_STARTS` refitted until they
+        # settle; the best evidence (with the shares' prior) wins. Every refit starts from the
+        # modes without the shares (else a mastered cell's logit sticks where nothing moves it).
         self.dead = self.trivial = 0.0
         live: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
         self.fits, self.weights, best = self._fits(spreads, cell_sds, live)
@@ -230,9 +215,8 @@ class Pooled:
         logdet += float(np.log(weight + cp).sum())
         prior_logdet = float(np.log(self._precision).sum()) + len(self.observed) * math.log(cp)
         log_evidence = value - 0.5 * logdet + 0.5 * prior_logdet
-        # Per cell: its logit is x.(mu, a, b) + u. Given (mu, a, b), u is normal with variance
-        # `left` and moves by `keep` of the change in x.(mu, a, b); an unseen cell's u is its
-        # prior, moved by nothing.
+        # Given (mu, a, b), a cell's u is normal with variance `left` and moves by `keep` of the
+        # change in x.(mu, a, b) (an unseen cell's: its prior).
         cells = len(self.cells)
         keep, left, eta = np.ones(cells), np.full(cells, 1 / cp), np.zeros(cells)
         keep[self.observed] = cp / (weight + cp)
@@ -274,9 +258,8 @@ class Pooled:
         return out
 
     def spread(self, k: int, values: np.ndarray) -> np.ndarray:
-        """Per cell, the posterior standard deviation of a new task's expected `values` (one per
-        0..k successes): how unsure the model is of what the cell is worth, not of its logit (a
-        cell surely out of reach is surely worth nothing, however wide its logit's posterior)."""
+        """Per cell, the posterior sd of a new task's expected `values` (one per 0..k successes):
+        how unsure the model is of the cell's worth, not of its logit."""
         first, second = np.zeros(len(self.cells)), np.zeros(len(self.cells))
         used = self.weights >= 1e-6
         for fit, weight in zip(self.fits, self.weights / self.weights[used].sum(), strict=True):
@@ -290,10 +273,9 @@ class Pooled:
         return np.sqrt(np.maximum(second - first**2, 0.0))
 
     def sample(self, rng: random.Random, k: int) -> np.ndarray:
-        """One Thompson draw: a task spread by its fit's weight and the level effects (mu, a)
-        from that fit; per cell, the probability of 0..k successes of a new task under that
-        draw, its group's effect and its own residual averaged over (sampling them too would
-        let the luckiest of hundreds of cells win on noise)."""
+        """One Thompson draw of a fit (by weight) and its level effects (mu, a): per cell, the
+        probability of 0..k successes of a new task, the group's effect and the residual
+        averaged over (sampled, the luckiest of hundreds of cells would win on noise)."""
         fit = self.fits[_pick(rng, self.weights)]
         normal = NormalDist()
         z = np.array(

@@ -23,11 +23,8 @@ MODELS = ("pooled", "per_cell")
 @dataclass(frozen=True)
 class CellView:
     """What the draw knew of one cell: its evidence and its posterior's predictions for a new
-    task (`kept_prob`: solved at least once inside the keep band; `learnable_prob`: that and not
-    solved every time; `signal`: its expected training signal; `tokens`: what a task of the cell
-    costs; `score`: survival x signal per token, relative to the average task's cost;
-    `uncertainty`: the posterior standard deviation of the signal a new task is expected to
-    give, how unsure the model is of what the cell is worth)."""
+    task (`score`: survival x signal per token, relative to the average task's cost;
+    `uncertainty`: the posterior sd of its expected signal)."""
 
     evidence: int
     learnable_seen: int
@@ -65,11 +62,9 @@ class Aim:
 
 @dataclass(frozen=True)
 class Costs:
-    """Per cell, shrunk towards its level's (`worth.pooled_rates`): the share of its generated
-    tasks that reach the solver with a score; the tokens making and scoring one of them takes
-    (None: no tokens recorded); and what training on it once kept takes, about its attempts'
-    tokens. A kept task the solver always solves is trained on for nothing, a dropped one never
-    is: the cost of a draw is `making + P(kept) x training`, in units of the average task's."""
+    """Per cell, shrunk towards its level's (`worth.pooled_rates`): the share of its tasks that
+    reach the solver scored, the tokens making and scoring one takes (None: none recorded), and
+    the cost of a draw `making + P(kept) x training`, in units of the average task's."""
 
     survival: dict[Cell, float]
     tokens: dict[Cell, float | None]

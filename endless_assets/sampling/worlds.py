@@ -1,34 +1,16 @@
 """Worlds of hidden skill with structure, for the simulation: a cell's logit pass rate is a level
 effect plus a category effect plus noise, in several shapes, so a sampler is not tuned to one.
 
-- `additive`: each level 2.5 logits harder than the one below, categories spread by 1 logit, a
-  little noise per cell (0.4) and per task (0.5);
-- `nonmonotone`: the same, but in a third of the categories the middle levels run backwards
-  (their level 5 is their level 2's difficulty, and so on);
-- `interaction`: every category its own offset and its own step per level (1.5 to 3.5 logits);
-- `noisy`: a noisier solver: the cell's tasks spread by 1.5 logits (most of a cell's tasks pass
-  every attempt or none), the cells by 0.8;
-- `steps`: the pipeline test's solver: each category has a frontier level (2 to 5); below it
-  every attempt passes, at it and the level above half of them, higher none (no noise);
-- `imprecise`: `steps` with a generator that misses the level it is asked for: a task asked at
-  level l is of level l - 1, l or l + 1 (a quarter, a half, a quarter; within 1-6);
-- `unstructured`: `simulation.hidden_skill_world`, every cell on its own (half out of reach, 30%
-  mastered), nothing shared to learn from.
+`additive` (2.5 logits a level, categories spread by 1), `nonmonotone` (a third of the categories
+run their middle levels backwards), `interaction` (each category its own step, 1.5-3.5),
+`noisy` (tasks spread by 1.5 logits, cells by 0.8), `steps` (the pipeline test's solver: a
+frontier level per category), `imprecise` (`steps` with levels missed by one a quarter of the
+time each way), `unstructured` (`simulation.hidden_skill_world`).
 
-Held out (`HELD_OUT`: shapes the model was not built around, for the held-out set-up):
-
-- `reversed`: the generator's levels run backwards (its level 6 is the easiest);
-- `category_only`: the level means nothing, categories spread by 3 logits;
-- `permuted`: every category ranks its levels in its own random order;
-- `plateau`: levels 1-3 alike and easy, 4-6 alike and hard, categories spread by 2 logits;
-- `gentle`: 0.8 logits a level: most cells in between;
-- `hard`: everything 3.5 logits harder than `additive`: mostly out of reach;
-- `named`: `additive` over taxonomy cells, complexities named (the levels unranked);
-- `broken`: `additive`, but a third of every cell's tasks fail every attempt (broken tasks);
-- and three where no draw under the sampler's rules (a floor of 20%, a cell at most a tenth of
-  the rest) reaches 70% (`simulation.oracle`, which knows the world, does no better): `steep`
-  (5 logits a level: one learnable level a category at most), `easy` (mostly mastered) and
-  `trivial` (a third of every cell's tasks pass every attempt).
+Held out (`HELD_OUT`): `reversed`, `category_only`, `permuted`, `plateau` (1-3 easy, 4-6 hard),
+`gentle` (0.8 a level), `hard` (3.5 logits harder), `named` (taxonomy cells), `broken` (a third
+of the tasks fail every attempt); and `CAPPED`, where no draw under the sampler's rules reaches
+70% learnable (`simulation.oracle` does no better): `steep`, `easy`, `trivial`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What a drawn task is worth: the training signal of its group of attempts, zero outside the
-keep band, per token the cell's tasks cost, and the share of them that reach the solver.
+keep band, per token its cell's tasks cost, and the share of them that reach the solver.
 
-A group of k attempts at a binary reward teaches through how its rewards differ: a
-group-relative update's signal is the reward's variance r(1 - r), r = successes / k, nothing
-when every attempt agrees. Tilted to peak at the target pass rate t instead of 0.5, normalised to
-1 there: (r / t)^(2t) ((1 - r) / (1 - t))^(2(1 - t)), which is 4 r (1 - r) at t = 0.5. A task the
-keep band [min_pass_rate, max_pass_rate] drops teaches nothing either.
+A group-relative update learns from the rewards' variance r(1 - r), r = successes / k; tilted to
+peak at the target pass rate t and normalised to 1 there: (r / t)^(2t) ((1 - r) / (1 - t))^(2(1 -
+t)), which is 4 r (1 - r) at t = 0.5.
 """
 
 from __future__ import annotations
