@@ -21,26 +21,16 @@ _PLACEHOLDERS = np.unique(word_hashes(["0", HOME, HEX]))
 class Thresholds:
     """When a task counts as contaminated by a benchmark task.
 
-    - ngram_sizes: word n-gram sizes compared (13 and 8, as TMAX; the smallest also finds the
-      candidates of the exact index and the near-duplicate index);
+    - ngram_sizes: word n-gram sizes compared (13 and 8, as TMAX; the smallest finds candidates);
     - min_shared: distinctive n-grams a field must share with the benchmark task's (1: any);
-    - min_shared_code: the same for the fields found through the near-duplicate index (code and
-      fixtures): a two-line Dockerfile (`FROM` a base, `COPY` the files) is the same in most
-      tasks built alike, so a file counts once it shares this many n-grams (about twice as many
-      words as the n-gram's size: a few lines, not a line);
-    - boilerplate_tasks: an n-gram found in at least this many tasks of one reference set is
-      that set's boilerplate (a shared test runner, an apt-get line) and never counts;
-    - fuzzy_ratio: the normalised Indel ratio (rapidfuzz `fuzz.ratio` / 100) from which two short
-      texts are one (0.8, as OpenThoughts-Agent);
-    - short_text_words: a field is short (compared by the ratio) below this many words, where
-      its n-grams are too few to tell;
-    - fuzzy_fields: the fields compared by the ratio (prose: code fields are too formulaic for
-      it, two one-line solutions `sort -u in > out` are 0.8 alike without one being a copy);
-    - exact_fields: fields whose every distinctive n-gram is indexed, so that one shared
-      n-gram is found whatever the rest of the text (the published checks, on instructions);
-      other fields are found through the near-duplicate index, file by file, then measured;
-    - lsh_threshold, num_perm: the near-duplicate index (datasketch MinHashLSH): the Jaccard
-      similarity of distinctive n-grams from which a file is a candidate, and the MinHash size.
+    - min_shared_code: the same for code and fixtures, found through the near-duplicate index (a
+      two-line Dockerfile is the same in most tasks built alike: a few lines, not a line);
+    - boilerplate_tasks: an n-gram in this many tasks of one reference set never counts;
+    - fuzzy_ratio: rapidfuzz's `fuzz.ratio` / 100 from which two short texts are one (0.8, as
+      OpenThoughts-Agent), for `fuzzy_fields` (prose: code is too formulaic) shorter than
+      `short_text_words`, where n-grams are too few to tell;
+    - exact_fields: fields whose every distinctive n-gram is indexed (the published checks, on
+      instructions); the others go through the MinHash LSH index (`lsh_threshold`, `num_perm`).
     """
 
     ngram_sizes: tuple[int, ...] = (13, 8)

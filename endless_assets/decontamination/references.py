@@ -51,9 +51,8 @@ class TaskProblem:
 
 @dataclass(frozen=True)
 class ReadStats:
-    """What reading the reference sets took: tasks read from their files (`parsed`) or found in
-    the cache (`cached`), of which `refused` are tasks `endless import` refuses (read loosely);
-    subdirectories that are no task (`skipped`); tasks left out (`unreadable`)."""
+    """What reading the reference sets took: tasks `parsed` or `cached` (of which `refused` were
+    read loosely), subdirectories that are no task (`skipped`), tasks left out (`unreadable`)."""
 
     parsed: int = 0
     cached: int = 0
@@ -88,12 +87,10 @@ def read_references(
     *,
     max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES,
 ) -> References:
-    """Every task directory of every set (Harbor or Terminal-Bench 1.x, told apart per task as
-    `endless import --format auto` does). A task that cannot be read is left out, with its
-    reason, and all of them are reported in one warning. With `cache_dir`, a task's words are
-    kept under the sha256 of its files: an unchanged task is not read or hashed again. A task
-    that import refuses but whose files can be read (a multi-container one) is compared all
-    the same, and listed in `refused`."""
+    """Every task directory of every set (Harbor or Terminal-Bench 1.x, as `endless import
+    --format auto` tells them apart); unreadable ones left out and named in one warning. With
+    `cache_dir`, a task's words are cached under the sha256 of its files. A task import refuses
+    but whose files can be read is compared all the same, and listed in `refused`."""
     tasks: list[ReferenceTask] = []
     unreadable: list[TaskProblem] = []
     refused: list[TaskProblem] = []

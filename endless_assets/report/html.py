@@ -1,10 +1,6 @@
-"""`endless report`: one self-contained HTML file about the dataset.
-
-Inline CSS, inline SVG charts and a few lines of inline JavaScript (filtering the task sample);
-nothing is fetched, so the file opens offline and can be mailed or archived as it is. Plots where
-a reader would rather look than read: the funnel, the category mix, the difficulty histogram,
-failure modes and turns per episode; tables for the rest; and a browsable sample of kept tasks.
-Every piece of task text is escaped.
+"""`endless report`: one self-contained HTML file about the dataset (inline CSS, SVG charts and a
+few lines of JavaScript: it opens offline and can be mailed as it is). Every piece of task text is
+escaped.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The stats as readable tables, over the chosen batches (all by default).
-
-The same templates as the catalog's stats views (stats_views.STATS_TEMPLATES), grouped over the
-selected batches instead of per batch, so `endless stats`, the HTML report and the
-`dataset_exports` metadata always agree with `select * from <view>`.
-"""
+"""The stats as readable tables over the chosen batches (all by default): the catalog's stats
+view templates grouped over the selection, so `endless stats`, the report and the export metadata
+agree with `select * from <view>`."""
 
 from __future__ import annotations
 
