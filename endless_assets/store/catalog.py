@@ -62,12 +62,12 @@ def _duck_type(dtype: pl.DataType) -> str:
     return _DUCK_TYPES.get(type(dtype), _DUCK_TYPES.get(dtype, "VARCHAR"))
 
 
-def _empty_view_sql(table: str) -> str:
-    columns = [
-        f'CAST(NULL AS {_duck_type(dtype)}) AS "{name}"'
-        for name, dtype in polars_schema(table).items()
+def _nulls(table: str, present: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The table's columns but `present` as typed NULLs."""
+    schema = polars_schema(table).items()
+    return [
+        f'CAST(NULL AS {_duck_type(t)}) AS "{name}"' for name, t in schema if name not in present
     ]
-    return f"select {', '.join(columns)} where false"
 
 
 def relative_glob(table: str) -> str:
@@ -80,7 +80,7 @@ def table_view_sql(lake: Lake, table: str, con: duckdb.DuckDBPyConnection | None
     partition has yet (written before the column existed) are added as typed NULLs, so every
     stats view can name every schema column whatever the age of the data."""
     if not lake.has_data(table):
-        return _empty_view_sql(table)
+        return f"select {', '.join(_nulls(table))} where false"
     source = (
         f"read_parquet({_sql_string(relative_glob(table))}, "
         "union_by_name = true, hive_partitioning = false)"
@@ -88,11 +88,7 @@ def table_view_sql(lake: Lake, table: str, con: duckdb.DuckDBPyConnection | None
     missing: list[str] = []
     if con is not None:
         present = {row[0] for row in con.execute(f"describe select * from {source}").fetchall()}
-        missing = [
-            f'CAST(NULL AS {_duck_type(dtype)}) AS "{name}"'
-            for name, dtype in polars_schema(table).items()
-            if name not in present
-        ]
+        missing = _nulls(table, present)
     return f"select *{''.join(', ' + m for m in missing)} from {source}"
 
 

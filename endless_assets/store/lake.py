@@ -185,9 +185,7 @@ class Lake:
 
     def read_or_empty(self, table: str, batch: str) -> pl.DataFrame:
         path = self.partition_path(table, batch)
-        if path.exists():
-            return self._read_partition(table, path)
-        return empty_frame(table) if table in TABLES else pl.DataFrame()
+        return self._read_partition(table, path) if path.exists() else _empty(table)
 
     def read_all(self, table: str) -> pl.DataFrame:
         """Every readable partition of a table (unreadable ones are moved aside, with a warning)."""
@@ -197,9 +195,7 @@ class Lake:
                 frames.append(self._read_partition(table, path))
             except LakeError:
                 continue
-        if not frames:
-            return empty_frame(table) if table in TABLES else pl.DataFrame()
-        return pl.concat(frames, how="diagonal_relaxed")
+        return pl.concat(frames, how="diagonal_relaxed") if frames else _empty(table)
 
     def read_columns(
         self,
@@ -234,6 +230,10 @@ class Lake:
         except Exception as exc:
             bad = self.quarantine(table, path, first_line(exc))
             raise LakeError(bad.describe()) from None
+
+
+def _empty(table: str) -> pl.DataFrame:
+    return empty_frame(table) if table in TABLES else pl.DataFrame()
 
 
 def _write_atomic(path: Path, frame: pl.DataFrame) -> Path:

@@ -1,6 +1,5 @@
 """The stats views' SQL, written once: the catalog creates them as views, `endless stats` and the
-report run the same templates over chosen batches. Also the difficulty labels in SQL
-(models.py has the Python twin)."""
+report run the same templates over chosen batches."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ from endless_assets.store.failure_modes import failure_mode_sql
 from endless_assets.store.frontier_views import CELL_BATCHES_SQL, FRONTIER_BATCHES_SQL
 from endless_assets.store.funnel import funnel_overall_sql, funnel_reasons_sql, funnel_sql
 from endless_assets.store.schemas.costs import COST_ESTIMATES_SQL
-
-HARBOR_DIFFICULTIES = ("easy", "medium", "hard", "unknown")
 
 
 def difficulty_sql(rate: str, attempts: str) -> str:
