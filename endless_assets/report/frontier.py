@@ -1,6 +1,5 @@
-"""The report's learnable-share section: the share per batch (a curve over the batches), stage
-I's draw per batch with what it expected next to what was measured, and the lineages of variants
-(a task and the task it is a variant of)."""
+"""The report's learnable-share section: the share per batch, the describe stage's draw per batch
+(expected next to measured), and the lineages of variants."""
 
 from __future__ import annotations
 

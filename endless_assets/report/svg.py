@@ -1,7 +1,5 @@
-"""Inline SVG bar charts: no JavaScript library, no network, readable in any browser.
-
-Every label is escaped: task text comes from language models and must never become markup.
-"""
+"""Inline SVG bar charts (no JavaScript, no network); every label is escaped: task text comes from
+language models and must never become markup."""
 
 from __future__ import annotations
 

@@ -10,11 +10,9 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Each task of a cell has its own pass probability p ~ Beta(mean·c, (1−mean)·c) and its attempts
-# are Binomial(n, p). A small concentration c makes the cell U-shaped (most of its tasks fail
-# every attempt or pass every one, as the paper finds), a large one makes its tasks alike. The
-# posterior is a weight per grid point under a flat prior, exact for any number of attempts.
-# Means are evenly spaced in logit space from about 0.007 to 0.993.
+# A task's pass probability p ~ Beta(mean·c, (1−mean)·c), its attempts Binomial(n, p); a small
+# concentration c makes the cell U-shaped. The posterior is a weight per grid point under a flat
+# prior; means are evenly spaced in logit space from about 0.007 to 0.993.
 MEANS: tuple[float, ...] = tuple(1 / (1 + math.exp(-(-5 + i * 0.5))) for i in range(21))
 CONCENTRATIONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 GRID: tuple[tuple[float, float], ...] = tuple((m, c) for m in MEANS for c in CONCENTRATIONS)

@@ -63,10 +63,9 @@ def hidden_skill_world(
     edge: float = 0.01,
     jitter: float = 0.5,
 ) -> World:
-    """`families` x 6 levels, each cell's skill drawn once: `out_of_reach` of them near 0
-    (below `edge`), `mastered` near 1 (above 1 - `edge`), the rest anywhere from 0.1 to 0.9.
-    As in the paper, about half of a uniform draw's tasks then fail every attempt, a quarter
-    pass every one and a quarter are learnable."""
+    """`families` x 6 levels, each cell's skill drawn once: `out_of_reach` of them near 0,
+    `mastered` near 1 (within `edge`), the rest from 0.1 to 0.9 (as in the paper, a uniform draw
+    is then half unsolvable, a quarter always solved, a quarter learnable)."""
     rng = random.Random(f"world:{seed}")
     skill = {}
     for cell in family_cells(f"family_{i:02d}" for i in range(families)):
@@ -87,8 +86,7 @@ def constant_world(cells: Sequence[Cell], pass_probability: float) -> World:
 
 @dataclass
 class Run:
-    """What a simulated run made: one draw and one learnable-share row per batch, and the
-    frames of the three tables the history is computed from."""
+    """What a simulated run made: a draw per batch and the three tables' frames."""
 
     draws: list[Draw] = field(default_factory=list)
     descriptions: list[pl.DataFrame] = field(default_factory=list)
@@ -138,9 +136,8 @@ def uniform(cells: list[Cell], history: History, n: int, rng: random.Random) -> 
 
 
 def oracle(world: World, k: int, tasks: int = 400) -> Policy:
-    """A draw that knows the world: under the same rules (floor, cap, worth per token), each
-    cell scored as if `tasks` of its tasks had been seen at `k` attempts, from the first batch:
-    what the world allows a draw to reach, for reference."""
+    """A draw that knows the world (each cell scored as if `tasks` of its tasks had been seen at
+    `k` attempts) under the same rules: what the world allows a draw to reach, for reference."""
     rng = random.Random(f"oracle:{k}")
     known = {}
     for cell in world.cells:
