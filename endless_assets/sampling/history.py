@@ -9,13 +9,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
 from endless_assets.sampling.cells import Cell
 from endless_assets.sampling.measures import task_costs
-from endless_assets.solver_id import SolverId
+from endless_assets.store.frontier_views import cell_batches_sql
 from endless_assets.store.schemas import polars_schema
-from endless_assets.store.schemas.draws import CellBatches, Cells, Counts
+from endless_assets.store.schemas.draws import CellBatches, Cells
 
 if TYPE_CHECKING:
     from endless_assets.store.lake import Lake
@@ -24,9 +25,8 @@ DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # a daily batch key; imported batches 
 DEFAULT_WINDOW = 14
 
 TOKENS = ("tokens", "rollout_tokens")
+_TOKENS = ("tokens_in", "tokens_out")
 CELL_IDS = list(polars_schema(Cells))
-# The integer counts (`Counts`, after the cell's columns): 0 where a cell had none.
-_COUNTS = [n for n, t in polars_schema(Counts).items() if t == pl.Int64 and n not in CELL_IDS]
 
 
 def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
@@ -59,91 +59,27 @@ def task_cells(descriptions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def task_outcomes(rollouts: pl.DataFrame, filtered: pl.DataFrame) -> pl.DataFrame:
-    """Per task and solver: attempts made, scored, successes (as the task_pass_rates view counts
-    them) and whether filtered_dataset kept it for that solver."""
-    spent = pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0)
-    if "tokens_in" not in rollouts.columns:
-        spent = pl.lit(0, dtype=pl.Int64)
-    per_task = rollouts.group_by("task_id", SolverId.expr().alias("solver")).agg(
-        scored_attempts=pl.col("reward").count(),
-        task_successes=(pl.col("reward") == 1).sum().cast(pl.Int64),
-        rollout_tokens=spent.sum().cast(pl.Int64),
-    )
-    kept = filtered.select("task_id", pl.col("solver_model").alias("solver"), "kept")
-    return per_task.join(kept, on=["task_id", "solver"], how="left").with_columns(
-        pl.col("kept").fill_null(False)
-    )
-
-
 def cell_batches(
     descriptions: pl.DataFrame,
     rollouts: pl.DataFrame,
     filtered: pl.DataFrame,
     costs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """One row per batch, solver and cell (`CellBatches`, as the `cell_batches` view) from the
-    three tables' frames and the tokens making each task cost (`costs`, as `task_costs` gives;
-    none: 0). `History.from_cell_batches` sums the window a draw reads."""
-    cells = task_cells(descriptions)
-    tasks = cells.join(task_outcomes(rollouts, filtered), on="task_id", how="inner")
-    solvers = tasks.select("batch", "solver").unique()
-    spent = (
-        costs.group_by("task_id").agg(pl.col("tokens").sum())
-        if costs is not None
-        else pl.DataFrame(schema={"task_id": pl.Utf8, "tokens": pl.Int64})
-    )
-    generated = (
-        cells.join(spent, on="task_id", how="left")
-        .group_by("batch", *CELL_IDS)
-        .agg(
-            generated=pl.len(),
-            described=(pl.col("status") == "ok").sum().cast(pl.Int64),
-            tokens=pl.col("tokens").fill_null(0).sum().cast(pl.Int64),
-        )
-        .join(solvers, on="batch", how="left")
-        .with_columns(pl.col("solver").fill_null(""))
-    )
-    scored = tasks.filter(pl.col("scored_attempts") > 0)
-    rate = pl.col("task_successes") / pl.col("scored_attempts")
-    outcomes = (
-        scored.group_by("batch", "solver", "cell", "task_successes", "scored_attempts")
-        .agg(n=pl.len())
-        .sort("task_successes", "scored_attempts")
-        .group_by("batch", "solver", "cell", maintain_order=True)
-        .agg(
-            pl.format("[{},{},{}]", "task_successes", "scored_attempts", "n")
-            .str.join(",")
-            .alias("outcomes")
-        )
-        .with_columns(pl.format("[{}]", "outcomes").alias("outcomes"))
-    )
-    counts = tasks.group_by("batch", "solver", "cell").agg(
-        reached=pl.len(),
-        scored=(pl.col("scored_attempts") > 0).sum(),
-        kept=pl.col("kept").sum(),
-        learnable=((pl.col("task_successes") > 0) & (rate < 1)).sum(),
-        all_passed=((pl.col("scored_attempts") > 0) & (rate == 1)).sum(),
-        all_failed=((pl.col("scored_attempts") > 0) & (pl.col("task_successes") == 0)).sum(),
-        attempts=pl.col("scored_attempts").sum(),
-        successes=pl.col("task_successes").sum(),
-        mean_pass_rate=rate.filter(pl.col("scored_attempts") > 0).mean(),
-        rollout_tokens=pl.col("rollout_tokens").sum(),
-    )
-    keys = ["batch", "solver", "cell"]
-    frame = (
-        generated.join(counts, on=keys, how="left")
-        .join(outcomes, on=keys, how="left")
-        .with_columns(
-            *(pl.col(c).fill_null(0).cast(pl.Int64) for c in _COUNTS),
-            pl.col("outcomes").fill_null("[]"),
-        )
-    )
-    return (
-        frame.select(polars_schema(CellBatches).names())
-        .cast(dict(polars_schema(CellBatches)))
-        .sort(keys)
-    )
+    """One row per batch, solver and cell (`CellBatches`): the `cell_batches` view's query over
+    the three tables' frames, with the tokens making each task cost (`costs`, as `task_costs`
+    gives; none: 0). `History.from_cell_batches` sums the window a draw reads."""
+    tokens = {name: pl.lit(None, pl.Int64) for name in _TOKENS if name not in rollouts.columns}
+    if costs is None:
+        costs = pl.DataFrame(schema={"task_id": pl.Utf8, "tokens": pl.Int64})
+    with duckdb.connect() as db:
+        db.register("task_descriptions", descriptions.to_arrow())
+        db.register("solver_rollouts", rollouts.with_columns(**tokens).to_arrow())
+        db.register("filtered_dataset", filtered.to_arrow())
+        db.register("costs", costs.to_arrow())
+        frame = db.sql(
+            cell_batches_sql("select task_id, sum(tokens) as tokens from costs group by all")
+        ).pl()
+    return frame.cast(dict(polars_schema(CellBatches)))
 
 
 @dataclass(frozen=True)
@@ -280,7 +216,6 @@ def history_from_lake(
     return History.from_cell_batches(frame, before=before, window=window, solver=solver)
 
 
-_TOKENS = ("tokens_in", "tokens_out")
 # The columns `read_history` reads of each table.
 READ_COLUMNS: dict[str, tuple[str, ...]] = {
     "task_descriptions": (

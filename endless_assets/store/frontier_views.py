@@ -1,15 +1,24 @@
-"""Catalog views of the frontier sampler: `cell_batches` in SQL over the lake's tables, the same
-rows and columns (`schemas.draws.CellBatches`) as `sampling.history.cell_batches`, which a test
-holds it to; and
+"""Catalog views of the frontier sampler: `cell_batches` (`schemas.draws.CellBatches`) over the
+lake's tables, which `sampling.history.cell_batches` also runs over frames in memory; and
 `frontier_batches`, per batch what the draw expected before it next to what was measured after."""
 
 from __future__ import annotations
 
 from endless_assets.solver_id import SolverId
 
+# What making each task cost in tokens (describe to soundness).
+MAKING_SQL = """
+    select task_id, sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)) as tokens
+    from (
+        select task_id, tokens_in, tokens_out from task_descriptions
+        union all select task_id, tokens_in, tokens_out from task_environments
+        union all select task_id, tokens_in, tokens_out from completion_tests
+        union all select task_id, tokens_in, tokens_out from task_soundness
+    )
+    group by all"""
 # A procedural task's cell needs its truth's level as a JSON integer (or integer string) 1-6;
 # an LLM-written task's is its category and complexity; other tasks have none.
-CELL_BATCHES_SQL = f"""
+_CELL_BATCHES = """
 with described as (
     select task_id, batch, status, generator, category, complexity, family,
            json_extract_string(truth, '$.level') as level_text
@@ -35,20 +44,12 @@ with described as (
               || coalesce(complexity, level::VARCHAR) as cell
     from cells
 ), attempts as (
-    select task_id, {SolverId.sql()} as solver,
+    select task_id, {solver} as solver,
            count(reward) as scored_attempts,
            count(*) filter (where reward = 1) as task_successes,
            coalesce(sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)), 0) as rollout_tokens
     from solver_rollouts group by all
-), making as (
-    select task_id, sum(coalesce(tokens_in, 0) + coalesce(tokens_out, 0)) as tokens
-    from (
-        select task_id, tokens_in, tokens_out from task_descriptions
-        union all select task_id, tokens_in, tokens_out from task_environments
-        union all select task_id, tokens_in, tokens_out from completion_tests
-        union all select task_id, tokens_in, tokens_out from task_soundness
-    )
-    group by all
+), making as ({making}
 ), tasks as (
     select n.batch, a.solver, n.cell, a.scored_attempts, a.task_successes, a.rollout_tokens,
            coalesce(f.kept, false) as kept
@@ -106,6 +107,14 @@ left join counts c using (batch, solver, cell)
 left join outcomes o using (batch, solver, cell)
 order by g.batch, g.solver, g.cell
 """
+
+
+def cell_batches_sql(making: str = MAKING_SQL) -> str:
+    """The `cell_batches` query, with `making` (task_id, tokens) what making each task cost."""
+    return _CELL_BATCHES.replace("{solver}", SolverId.sql()).replace("{making}", making)
+
+
+CELL_BATCHES_SQL = cell_batches_sql()
 
 # The draw's expectation for its batch, from its task_draws rows (`Draw.expected`), next to what
 # filtered_dataset measured for the solver whose history steered it: the learnable share of the
