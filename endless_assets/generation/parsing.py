@@ -195,8 +195,7 @@ def _prose(content: str) -> str:
 
 def parse_test(text: str, what: str) -> str:
     """The one pytest file in a reply (`what` names it in errors, e.g. "completion test")."""
-    body = _answer(text)
-    return pick_test(body, what)
+    return pick_test(_answer(text), what)
 
 
 def pick_test(body: str, what: str) -> str:
