@@ -12,17 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
-from endless_assets.generation.procedural.families.git_objects import (
-    GIT,
-    INITIAL,
-    LEVELED,
-    LEVELED_INITIAL,
-    REF_AT_TARGET,
-    REVERTED,
-    SETUP,
-    commit_id,
-    tree_id,
-)
+from endless_assets.generation.procedural.families import git_objects
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import render_test, sha256
 
@@ -61,7 +51,11 @@ class Plan:
         for message, author, email, stamp, changes in self.commits:
             state.update(changes)
             who = f"{author} <{email}>"
-            shas.append(commit_id(tree_id(state), shas[-1] if shas else "", who, stamp, message))
+            shas.append(
+                git_objects.commit_id(
+                    git_objects.tree_id(state), shas[-1] if shas else "", who, stamp, message
+                )
+            )
         return shas, state
 
     def reverted(self, targets: list[int]) -> str:
@@ -76,7 +70,7 @@ class Plan:
                     files[rel] = earlier[-1]
                 else:
                     files.pop(rel)
-        return tree_id(files).hex()
+        return git_objects.tree_id(files).hex()
 
     @property
     def reverts(self) -> list[int]:
@@ -191,7 +185,7 @@ class GitHistory(Family[Plan]):
         )
 
     def _setup(self, plan: Plan, shas: list[str]) -> str:
-        script = SETUP.format(
+        script = git_objects.SETUP.format(
             repo=plan.repo,
             commits=plan.commits,
             maintainer=f"{plan.project.title()} Maintainer",
@@ -275,9 +269,9 @@ class GitHistory(Family[Plan]):
                 "REF": ref,
                 "REVERTED_TREE": plan.reverted([target]),
             }
-            initial = render_test(["subprocess"], consts, GIT, INITIAL)
-            checks = REVERTED if action == "revert" else REF_AT_TARGET
-            return initial, render_test(["subprocess"], consts, GIT, checks)
+            initial = render_test(["subprocess"], consts, git_objects.GIT, git_objects.INITIAL)
+            checks = git_objects.REVERTED if action == "revert" else git_objects.REF_AT_TARGET
+            return initial, render_test(["subprocess"], consts, git_objects.GIT, checks)
         refs = {r: shas[k] for a, k, r in plan.actions if r}
         path, text = plan.untracked
         consts = {
@@ -293,8 +287,10 @@ class GitHistory(Family[Plan]):
             "TAG_MESSAGE": plan.tag_message,
             "UNTRACKED": {f"{plan.repo}/{path}": sha256(text)} if path else {},
         }
-        initial = render_test(["subprocess"], consts, GIT, LEVELED_INITIAL)
-        return initial, render_test(["hashlib", "subprocess"], consts, GIT, LEVELED)
+        initial = render_test(["subprocess"], consts, git_objects.GIT, git_objects.LEVELED_INITIAL)
+        return initial, render_test(
+            ["hashlib", "subprocess"], consts, git_objects.GIT, git_objects.LEVELED
+        )
 
     def solution(self, plan: Plan) -> str:
         if plan.level is None:  # today's draw: one action

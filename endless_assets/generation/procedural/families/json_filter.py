@@ -16,18 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
-from endless_assets.generation.procedural.families.json_inventory import (
-    COMPLETION_TEST,
-    INITIAL_TEST,
-    REGIONS,
-    SOURCES_KEPT,
-    TAGS,
-    break_records,
-    expected,
-    record,
-    reference,
-    server,
-)
+from endless_assets.generation.procedural.families import json_inventory as inventory
 from endless_assets.generation.procedural.names import PROJECTS
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
@@ -35,9 +24,11 @@ Variant = tuple[str, Any, str, str]  # request, expected result, jq program, com
 
 
 def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
-    servers = [server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))]
+    servers = [
+        inventory.server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))
+    ]
     servers[0]["status"] = "active"
-    servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(TAGS)]
+    servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(inventory.TAGS)]
     return servers
 
 
@@ -183,7 +174,7 @@ class JsonFilter(Family[Plan]):
             plan.level = level
             return plan
         numbers = rng.sample(range(1, 99), by_level(level, 0, 0, 16, 24, 28, 36))
-        records = [record(rng, project, n, level == 6) for n in numbers]
+        records = [inventory.record(rng, project, n, level == 6) for n in numbers]
         for r in records:
             for key in ("memory_gb", "cpu_cores"):
                 if rng.random() < 0.2:
@@ -199,16 +190,16 @@ class JsonFilter(Family[Plan]):
         for k in range(files):
             part = records[k::files]
             doc = {"generated_at": "2026-05-04T09:00:00Z", "servers": part} if k != 1 else part
-            plan.sources[f"{base}/{REGIONS[k].rsplit('-', 1)[0]}-servers.json"] = doc
+            plan.sources[f"{base}/{inventory.REGIONS[k].rsplit('-', 1)[0]}-servers.json"] = doc
         docs = [d["servers"] if isinstance(d, dict) else d for d in plan.sources.values()]
         if level >= 5:
-            break_records(rng, records, docs, level)
+            inventory.break_records(rng, records, docs, level)
         if level == 6:
             plan.decoy = f"{base}/snapshot-2025.json"
-            stale = [record(rng, project, n, False) for n in range(301, 309)]
+            stale = [inventory.record(rng, project, n, False) for n in range(301, 309)]
             stale[0].update(env=anchor["env"], status="active", memory_gb=128)
             plan.sources[plan.decoy] = stale
-        plan.outputs = expected([r for d in docs for r in d], plan.select, base, level)
+        plan.outputs = inventory.expected([r for d in docs for r in d], plan.select, base, level)
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
@@ -287,8 +278,10 @@ class JsonFilter(Family[Plan]):
             "OUTPUTS": plan.outputs,
         }
         return (
-            render_test(["json", "os"], consts, INITIAL_TEST),
-            render_test(["hashlib", "json"], consts, COMPLETION_TEST, SOURCES_KEPT),
+            render_test(["json", "os"], consts, inventory.INITIAL_TEST),
+            render_test(
+                ["hashlib", "json"], consts, inventory.COMPLETION_TEST, inventory.SOURCES_KEPT
+            ),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -296,7 +289,9 @@ class JsonFilter(Family[Plan]):
             src, out = next(iter(plan.sources)), next(iter(plan.outputs))
             return f"jq '{plan.jq}' {src} > {out}\n"
         files = [p for p in plan.sources if p != plan.decoy]
-        return f"python3 - <<'PY'\n{reference(files, plan.select, list(plan.outputs))}PY\n"
+        return (
+            f"python3 - <<'PY'\n{inventory.reference(files, plan.select, list(plan.outputs))}PY\n"
+        )
 
 
 LEGACY_INITIAL = """

@@ -13,32 +13,25 @@ from collections import Counter
 from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
-from endless_assets.generation.procedural.families.shell_levels import (
-    EXTENSIONS,
-    EXTS,
-    LEVELED_VARIANTS,
-    SAMPLES,
-    STEMS,
-    Case,
-    counted,
-    leveled_cases,
-)
+from endless_assets.generation.procedural.families import shell_levels
 from endless_assets.generation.procedural.names import PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
 
 
-def _ext_case(rng: random.Random) -> Case:
+def _ext_case(rng: random.Random) -> shell_levels.Case:
     files: dict[str, str] = {}
     for _ in range(rng.randint(5, 14)):
-        stem = f"{rng.choice(STEMS)}{rng.randint(1, 99)}"
-        name = rng.choice([f"{stem}.{rng.choice(EXTS)}"] * 2 + [f"{stem}.tar.gz", stem])
+        stem = f"{rng.choice(shell_levels.STEMS)}{rng.randint(1, 99)}"
+        name = rng.choice(
+            [f"{stem}.{rng.choice(shell_levels.EXTS)}"] * 2 + [f"{stem}.tar.gz", stem]
+        )
         files[name] = f"{name}\n"
-    return counted(files)
+    return shell_levels.counted(files)
 
 
-def _sum_case(rng: random.Random, missing: bool = False) -> Case:
+def _sum_case(rng: random.Random, missing: bool = False) -> shell_levels.Case:
     cols = rng.sample(["id", "qty", "bytes", "score", "price", "hits", "errors"], 4)
     rows = [[str(rng.randint(0, 500)) for _ in cols] for _ in range(rng.randint(3, 12))]
     text = ",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)
@@ -61,7 +54,7 @@ def _sum_case(rng: random.Random, missing: bool = False) -> Case:
     }
 
 
-def _level_case(rng: random.Random) -> Case:
+def _level_case(rng: random.Random) -> shell_levels.Case:
     levels = rng.sample(["INFO", "WARN", "ERROR", "DEBUG", "TRACE"], rng.randint(3, 5))
     counts = Counter({lv: rng.randint(1, 12) for lv in levels})
     counts[levels[1]] = counts[levels[0]]  # always a tie, so the tie-break rule matters
@@ -81,7 +74,7 @@ def _level_case(rng: random.Random) -> Case:
     }
 
 
-def _dedupe_case(rng: random.Random) -> Case:
+def _dedupe_case(rng: random.Random) -> shell_levels.Case:
     count = rng.randint(6, 20)
     lines = [rng.choice(WORDS) + rng.choice(["", " one", " two"]) for _ in range(count)]
     out = list(dict.fromkeys(lines))
@@ -94,7 +87,7 @@ VARIANTS = {
         "that directory (not in subdirectories) have each extension, one line `<ext> <count>` per "
         "extension, sorted by extension name. The extension is the part of the file name after "
         "its last dot (so `a.tar.gz` counts as `gz`); files without a dot count under `(none)`",
-        EXTENSIONS.format(find="-type f"),
+        shell_levels.EXTENSIONS.format(find="-type f"),
     ),
     "colsum": (
         "takes a CSV file (comma-separated, header row, no quoting) and a column name, and prints "
@@ -178,8 +171,8 @@ class Plan:
     kind: str
     what: str  # what the script does, in words
     body: str  # the reference script's body
-    cases: list[Case]
-    sample: Case  # the user's own sample, seeded under /home/user/samples
+    cases: list[shell_levels.Case]
+    sample: shell_levels.Case  # the user's own sample, seeded under /home/user/samples
     level: int | None = None
 
     @property
@@ -222,9 +215,9 @@ class ShellScript(Family[Plan]):
             plan = self._plan(rng, project, kind, 2 if level == 1 else 3)
         else:
             kind = ["ext-summary", "csvsum", "topn"][level - 4]
-            what, body = LEVELED_VARIANTS[kind]
-            cases = leveled_cases(rng, kind)
-            plan = Plan(project, kind, what, body, cases, SAMPLES[kind](rng))
+            what, body = shell_levels.LEVELED_VARIANTS[kind]
+            cases = shell_levels.leveled_cases(rng, kind)
+            plan = Plan(project, kind, what, body, cases, shell_levels.SAMPLES[kind](rng))
         plan.level = level
         return plan
 

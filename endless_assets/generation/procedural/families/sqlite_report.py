@@ -12,16 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import Family, FamilyTask
-from endless_assets.generation.procedural.families.sqlite_shop import (
-    REGIONS,
-    STATUSES,
-    Shop,
-    sample_shop,
-    shop_instruction,
-    shop_setup,
-    shop_solution,
-    shop_tests,
-)
+from endless_assets.generation.procedural.families import sqlite_shop
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import render_test, sha256
 
@@ -105,7 +96,7 @@ class Plan:
     sql_steps: list[str]
     report_path: str = ""
     expected_csv: list[list[str]] | None = None
-    shop: Shop | None = None  # levels 4 to 6
+    shop: sqlite_shop.Shop | None = None  # levels 4 to 6
 
     @property
     def db(self) -> str:
@@ -123,7 +114,9 @@ class SqliteReport(Family[Plan]):
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         if level >= 4:
             project = rng.choice(PROJECTS)
-            return Plan(project, [], "", [], [], [], shop=sample_shop(rng, project, level))
+            return Plan(
+                project, [], "", [], [], [], shop=sqlite_shop.sample_shop(rng, project, level)
+            )
         project, rows = self._orders(rng)
         return self._plan(rng, project, rows, ["report", "update", "both"][level - 1])
 
@@ -137,9 +130,9 @@ class SqliteReport(Family[Plan]):
                 (
                     i,
                     rng.choice(customers),
-                    rng.choice(REGIONS),
+                    rng.choice(sqlite_shop.REGIONS),
                     rng.randint(500, 250_000),
-                    rng.choice(STATUSES),
+                    rng.choice(sqlite_shop.STATUSES),
                     date,
                 )
             )
@@ -189,7 +182,7 @@ class SqliteReport(Family[Plan]):
         return self.task(
             plan,
             truth=truth,
-            setup_script=shop_setup(plan.shop)
+            setup_script=sqlite_shop.shop_setup(plan.shop)
             if plan.shop
             else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
             complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
@@ -198,7 +191,7 @@ class SqliteReport(Family[Plan]):
 
     def instruction(self, plan: Plan) -> str:
         if plan.shop:
-            return shop_instruction(plan.shop)
+            return sqlite_shop.shop_instruction(plan.shop)
         parts = plan.parts
         return (
             f"The {plan.project} shop keeps its orders in the SQLite database {plan.db} (table "
@@ -209,14 +202,14 @@ class SqliteReport(Family[Plan]):
 
     def solution(self, plan: Plan) -> str:
         if plan.shop:
-            return shop_solution(plan.shop)
+            return sqlite_shop.shop_solution(plan.shop)
         return "mkdir -p /home/user/reports\n" + (
             f"sqlite3 {plan.db} <<'SQL'\n" + "\n".join(plan.sql_steps) + "\nSQL\n"
         )
 
     def tests(self, plan: Plan) -> tuple[str, str]:
         if plan.shop:
-            return shop_tests(plan.shop)
+            return sqlite_shop.shop_tests(plan.shop)
         rows, final_rows = plan.rows, plan.final_rows
         consts = {
             "DB": plan.db,
