@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
 from endless_assets.generation.procedural.families import shell_levels
+from endless_assets.generation.procedural.families.shell_levels import Case, case
 from endless_assets.generation.procedural.names import PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
 
 
-def _ext_case(rng: random.Random) -> shell_levels.Case:
+def _ext_case(rng: random.Random) -> Case:
     files: dict[str, str] = {}
     for _ in range(rng.randint(5, 14)):
         stem = f"{rng.choice(shell_levels.STEMS)}{rng.randint(1, 99)}"
@@ -31,30 +32,17 @@ def _ext_case(rng: random.Random) -> shell_levels.Case:
     return shell_levels.counted(files)
 
 
-def _sum_case(rng: random.Random, missing: bool = False) -> shell_levels.Case:
+def _sum_case(rng: random.Random, missing: bool = False) -> Case:
     cols = rng.sample(["id", "qty", "bytes", "score", "price", "hits", "errors"], 4)
     rows = [[str(rng.randint(0, 500)) for _ in cols] for _ in range(rng.randint(3, 12))]
     text = ",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)
     if missing:
-        return {
-            "files": {"in.csv": text},
-            "args": ["{dir}/in.csv", "nosuchcol"],
-            "stdin": "",
-            "out": [],
-            "rc": 2,
-        }
+        return case({"in.csv": text}, ["{dir}/in.csv", "nosuchcol"], [], rc=2)
     i = rng.randrange(len(cols))
-    total = sum(int(r[i]) for r in rows)
-    return {
-        "files": {"in.csv": text},
-        "args": ["{dir}/in.csv", cols[i]],
-        "stdin": "",
-        "out": [str(total)],
-        "rc": 0,
-    }
+    return case({"in.csv": text}, ["{dir}/in.csv", cols[i]], [str(sum(int(r[i]) for r in rows))])
 
 
-def _level_case(rng: random.Random) -> shell_levels.Case:
+def _level_case(rng: random.Random) -> Case:
     levels = rng.sample(["INFO", "WARN", "ERROR", "DEBUG", "TRACE"], rng.randint(3, 5))
     counts = Counter({lv: rng.randint(1, 12) for lv in levels})
     counts[levels[1]] = counts[levels[0]]  # always a tie, so the tie-break rule matters
@@ -65,20 +53,14 @@ def _level_case(rng: random.Random) -> shell_levels.Case:
         stamp = f"2026-04-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z"
         lines.append(f"{stamp} [{level}] {rng.choice(SERVICES)} ok")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {
-        "files": {"app.log": "\n".join(lines) + "\n"},
-        "args": ["{dir}/app.log"],
-        "stdin": "",
-        "out": [f"{lv} {n}" for lv, n in ranked],
-        "rc": 0,
-    }
+    out = [f"{lv} {n}" for lv, n in ranked]
+    return case({"app.log": "\n".join(lines) + "\n"}, ["{dir}/app.log"], out)
 
 
-def _dedupe_case(rng: random.Random) -> shell_levels.Case:
+def _dedupe_case(rng: random.Random) -> Case:
     count = rng.randint(6, 20)
     lines = [rng.choice(WORDS) + rng.choice(["", " one", " two"]) for _ in range(count)]
-    out = list(dict.fromkeys(lines))
-    return {"files": {}, "args": [], "stdin": "\n".join(lines) + "\n", "out": out, "rc": 0}
+    return case({}, [], list(dict.fromkeys(lines)), stdin="\n".join(lines) + "\n")
 
 
 VARIANTS = {
@@ -171,8 +153,8 @@ class Plan:
     kind: str
     what: str  # what the script does, in words
     body: str  # the reference script's body
-    cases: list[shell_levels.Case]
-    sample: shell_levels.Case  # the user's own sample, seeded under /home/user/samples
+    cases: list[Case]
+    sample: Case  # the user's own sample, seeded under /home/user/samples
     level: int | None = None
 
     @property
