@@ -252,10 +252,9 @@ def check_test(code: str, what: str) -> str:
 
 
 def _has_tests(tree: ast.Module) -> bool:
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
-            "test"
-        ):
+        if isinstance(node, functions) and node.name.startswith("test"):
             return True
         if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]

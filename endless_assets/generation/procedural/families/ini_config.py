@@ -69,35 +69,23 @@ class IniConfig(Family[Plan]):
         new = old
         while new == old:
             new = ini_edit.KEYS[shared](rng)
-        add = rng.random() < 0.4
-        add_sec = rng.choice([s for s in sections if s != target]) if add else ""
-        add_key = rng.choice(sorted(ini_edit.NEW_KEYS)) if add else ""
-        add_val = ini_edit.NEW_KEYS[add_key](rng) if add else ""
+        adds = []  # the setting to add, if any: section, key, value
+        if rng.random() < 0.4:
+            add_sec = rng.choice([s for s in sections if s != target])
+            add_key = rng.choice(sorted(ini_edit.NEW_KEYS))
+            adds = [add_sec, add_key, ini_edit.NEW_KEYS[add_key](rng)]
 
         lines.pop()  # no blank line after the last section
         text = "\n".join(lines) + "\n"
         path = f"/home/user/{project}/config/{rng.choice(['app', 'settings', project])}.ini"
-        expected_lines = list(lines)
         idx = where[(target, shared)]
-        expected_lines[idx] = f"{shared} = {new}"
+        expected = [*lines[:idx], f"{shared} = {new}", *lines[idx + 1 :]]
         final = {s: dict(kv) for s, kv in values.items()}
         final[target][shared] = new
-        if add:
-            final[add_sec][add_key] = add_val
-
+        if adds:
+            final[adds[0]][adds[1]] = adds[2]
         return Plan(
-            project,
-            path,
-            text,
-            sections,
-            target,
-            shared,
-            old,
-            new,
-            [add_sec, add_key, add_val] if add else [],
-            expected_lines,
-            idx,
-            final,
+            project, path, text, sections, target, shared, old, new, adds, expected, idx, final
         )
 
     def sample_level(self, rng: random.Random, level: int) -> Plan:

@@ -214,11 +214,7 @@ class TextReplace(Family[Plan]):
             truth=truth,
             files={f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
             setup_script=setup,
-            complexity="hard"
-            if plan.skip_comments and plan.trap
-            else "medium"
-            if plan.trap
-            else "easy",
+            complexity=("easy", "medium", "hard")[bool(plan.trap) * (1 + plan.skip_comments)],
             scenario="sysadmin migrating a backend host",
         )
 
