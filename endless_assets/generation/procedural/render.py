@@ -48,24 +48,6 @@ def kept(test: str, files: str, base: str = "", digest: str = "") -> str:
 """
 
 
-def absent(test: str, path: str) -> str:
-    """A test part: the file `path` (an expression) does not exist yet."""
-    return f"""
-    def {test}():
-        assert not os.path.exists({path})
-"""
-
-
-def python_heredoc(script: str, mkdir: str = "") -> str:
-    """A reference solution running the Python `script`, after creating the folder `mkdir`."""
-    return (f"mkdir -p {mkdir}\n" if mkdir else "") + f"python3 - <<'PY'\n{script}PY\n"
-
-
-def home_files(files: Mapping[str, str]) -> dict[str, str]:
-    """Files by absolute path under /home/user, keyed as `FamilyTask.files` wants them."""
-    return {path.removeprefix("/home/user/"): text for path, text in files.items()}
-
-
 def matched(found: str, names: str, contents: str, key: str = "path") -> str:
     """Test parts: the files `found()` returns (name -> SHA-256) are the constant EXPECTED's
     (test `names`), each with its digest there (test `contents`)."""
