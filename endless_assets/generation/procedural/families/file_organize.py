@@ -154,10 +154,8 @@ class FileOrganize(Family[Plan]):
     def sample(self, rng: random.Random) -> Plan:
         by_date = rng.random() < 0.5
         if by_date:
-            base = (
-                f"/home/user/{rng.choice(['paperwork', 'finance', 'scans'])}/{rng.choice(PEOPLE)}"
-            )
-            plan = Plan(base, True)
+            top = rng.choice(["paperwork", "finance", "scans"])
+            plan = Plan(f"/home/user/{top}/{rng.choice(PEOPLE)}", True)
             _by_date(rng, plan)
         else:
             base = f"/home/user/{rng.choice(['Downloads', 'downloads', 'inbox'])}"
@@ -352,10 +350,7 @@ class FileOrganize(Family[Plan]):
                   fi
                 done
             """)
-        case_arms = []
-        for g in plan.groups:
-            pats = "|".join(f"*.{e}" for e in GROUPS[g])
-            case_arms.append(f"    {pats}) dest={g} ;;")
+        arms = [f"    {'|'.join(f'*.{e}' for e in GROUPS[g])}) dest={g} ;;" for g in plan.groups]
         return dedent("""
             cd {base}
             for f in *; do
@@ -367,4 +362,4 @@ class FileOrganize(Family[Plan]):
               esac
               if [ -n "$dest" ]; then mkdir -p "$dest" && mv -- "$f" "$dest/"; fi
             done
-        """).format(base=plan.base, arms="\n".join(case_arms))
+        """).format(base=plan.base, arms="\n".join(arms))
