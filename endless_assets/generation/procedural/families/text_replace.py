@@ -104,11 +104,8 @@ class TextReplace(Family[Plan]):
         project = rng.choice(PROJECTS)
         role = rng.choice(ROLES)
         domain = rng.choice(DOMAINS)
-        n_old = rng.randint(1, 8)
-        old = f"{role}{n_old}.{domain}"
-        new = rng.choice([f"{role}{n_old + 1}.{domain}", f"{role}{n_old}.{rng.choice(DOMAINS)}"])
-        if new == old:
-            new = f"{role}-new.{domain}"
+        old, new = _host(rng, role, domain)
+        n_old = int(old.split(".")[0].removeprefix(role))  # roles hold no digits
         trap = rng.choice(TRAP_PREFIXES) + old if rng.random() < 0.7 else ""
         skip_comments = rng.random() < 0.5
         base = f"/home/user/{rng.choice(['configs', 'etc', 'deploy'])}/{project}"
