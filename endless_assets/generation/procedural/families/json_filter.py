@@ -21,9 +21,11 @@ from endless_assets.generation.procedural.names import PROJECTS
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 Variant = tuple[str, Any, str, str]  # request, expected result, jq program, complexity
+Servers = list[inventory.Record]
+Ask = Callable[[random.Random, Servers, str], Variant]  # one of the requests up to level 2
 
 
-def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
+def _servers(rng: random.Random, project: str) -> Servers:
     servers = [
         inventory.server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))
     ]
@@ -32,7 +34,7 @@ def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
     return servers
 
 
-def _filter(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _filter(rng: random.Random, servers: Servers, sel: str) -> Variant:
     active = [s for s in servers if s["status"] == "active"]
     anchor = rng.choice([s for s in active if s["memory_gb"] >= 8] or active)  # never empty
     env = anchor["env"]
@@ -56,7 +58,7 @@ def _filter(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Vari
     return ask, expected, jq, "medium"
 
 
-def _count(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _count(rng: random.Random, servers: Servers, sel: str) -> Variant:
     key = rng.choice(["region", "env", "owner"])
     status = rng.choice(sorted({s["status"] for s in servers} - {"decommissioned"}))
     counts = Counter(s[key] for s in servers if s["status"] == status)
@@ -72,7 +74,7 @@ def _count(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Varia
     return ask, dict(counts), jq, "easy"
 
 
-def _tagged(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _tagged(rng: random.Random, servers: Servers, sel: str) -> Variant:
     skip = rng.choice(["decommissioned", "maintenance"])
     tag = rng.choice(sorted({t for s in servers if s["status"] != skip for t in s["tags"]}))
     names = sorted(s["hostname"] for s in servers if tag in s["tags"] and s["status"] != skip)
@@ -87,7 +89,7 @@ def _tagged(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Vari
     return ask, names, jq, "medium"
 
 
-def _validate(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _validate(rng: random.Random, servers: Servers, sel: str) -> Variant:
     for i, s in enumerate(servers):
         s["id"] = 100 + i
     bad = rng.sample(range(len(servers)), rng.randint(2, max(2, len(servers) // 4)))
@@ -150,12 +152,7 @@ class JsonFilter(Family[Plan]):
         return self._variant(rng, project, servers, wrapped, variant)
 
     def _variant(
-        self,
-        rng: random.Random,
-        project: str,
-        servers: list[dict[str, Any]],
-        wrapped: bool,
-        variant: Callable[..., Variant],
+        self, rng: random.Random, project: str, servers: Servers, wrapped: bool, variant: Ask
     ) -> Plan:
         src = f"/home/user/inventory/{project}_servers.json"
         ask, expected, jq, complexity = variant(rng, servers, ".servers[]" if wrapped else ".[]")
