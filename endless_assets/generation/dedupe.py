@@ -26,7 +26,6 @@ from endless_assets.models import OK, REJECTED
 from endless_assets.store.lake import Lake
 
 SHINGLE_WORDS = 3
-DEFAULT_THRESHOLD = 0.4
 _TOKEN = re.compile(r"[a-z0-9]+")
 _NUMBER = re.compile(r"\d+")
 

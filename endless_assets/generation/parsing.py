@@ -195,8 +195,7 @@ def _prose(content: str) -> str:
 
 def parse_test(text: str, what: str) -> str:
     """The one pytest file in a reply (`what` names it in errors, e.g. "completion test")."""
-    body = _answer(text)
-    return pick_test(body, what)
+    return pick_test(_answer(text), what)
 
 
 def pick_test(body: str, what: str) -> str:
@@ -253,10 +252,9 @@ def check_test(code: str, what: str) -> str:
 
 
 def _has_tests(tree: ast.Module) -> bool:
+    functions = ast.FunctionDef | ast.AsyncFunctionDef
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
-            "test"
-        ):
+        if isinstance(node, functions) and node.name.startswith("test"):
             return True
         if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
             methods = [n for n in node.body if isinstance(n, ast.FunctionDef)]

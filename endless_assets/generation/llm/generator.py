@@ -343,14 +343,7 @@ class LLMGenerator:
             )
         except LLMRequestError as exc:
             raise _error(_coded(code, f"the endpoint refused the request: {exc}"), usage) from exc
-        usage.add(
-            Usage(
-                requests=1,
-                tokens_in=reply.tokens_in,
-                tokens_out=reply.tokens_out,
-                cached=int(reply.cached),
-            )
-        )
+        usage.add(Usage(1, reply.tokens_in, reply.tokens_out, int(reply.cached)))
         with self._guard:
             self.replies += 1
             self.cache_hits += int(reply.cached)

@@ -61,17 +61,9 @@ class Template:
         wanted = self.placeholders(section)
         missing, unused = wanted - set(values), set(values) - wanted
         if missing or unused:
-            raise PromptError(
-                f"{self.path} [{section}]: "
-                + "; ".join(
-                    part
-                    for part in (
-                        f"no value for {', '.join(sorted(missing))}" if missing else "",
-                        f"no placeholder for {', '.join(sorted(unused))}" if unused else "",
-                    )
-                    if part
-                )
-            )
+            problems = [f"no value for {', '.join(sorted(missing))}"] if missing else []
+            problems += [f"no placeholder for {', '.join(sorted(unused))}"] if unused else []
+            raise PromptError(f"{self.path} [{section}]: " + "; ".join(problems))
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text).strip() + "\n"
 
 

@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from endless_assets.taxonomy import Taxonomy
 
-HOME = "/home/user"
 LEVELS = (1, 2, 3, 4, 5, 6)  # the taxonomy's complexity levels, simplest first
 P = TypeVar("P")
 

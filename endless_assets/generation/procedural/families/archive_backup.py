@@ -217,21 +217,18 @@ class ArchiveBackup(Family[Plan]):
             "EXPECTED": plan.members(),
             "SOURCES": {rel: sha256(text) for rel, text in plan.tree.items()},
         }
-        if plan.level is not None:
-            consts["LINKS"] = {plan.prefix + p: t for p, t in plan.links.items()}
-            consts["MODES"] = {plan.prefix + p: f"{m:o}" for p, m in plan.modes.items()}
-            consts["CHECKSUM"] = plan.checksum
-            consts["LISTING"] = plan.listing
         parts = [
             COMPLETION,
             matched("_members", "test_member_list", "test_member_contents", "name"),
             kept("test_project_kept", "SOURCES", "SRC"),
         ]
         if plan.level is not None:
+            consts["LINKS"] = {plan.prefix + p: t for p, t in plan.links.items()}
+            consts["MODES"] = {plan.prefix + p: f"{m:o}" for p, m in plan.modes.items()}
+            consts.update(CHECKSUM=plan.checksum, LISTING=plan.listing)
             parts.append(LEVELED)
-        return render_test(["os"], consts, INITIAL), render_test(
-            ["hashlib", "os", "tarfile"], consts, *parts
-        )
+        tar_test = render_test(["hashlib", "os", "tarfile"], consts, *parts)
+        return render_test(["os"], consts, INITIAL), tar_test
 
     def solution(self, plan: Plan) -> str:
         flag, archive, project, src = FORMATS[plan.fmt][2], plan.archive, plan.project, plan.src

@@ -11,11 +11,7 @@ import random
 from dataclasses import dataclass, field
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
-from endless_assets.generation.procedural.families.cron_specs import (
-    TEST_BODY,
-    schedule,
-    team_schedule,
-)
+from endless_assets.generation.procedural.families import cron_specs
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import constants, render_test, sha256
 
@@ -51,7 +47,7 @@ class CronSchedule(Family[Plan]):
         jobs = rng.sample(JOBS, rng.randint(1, 2))
         plan = Plan(project, {}, [], {}, {})
         for job in jobs:
-            words, spec = schedule(rng)
+            words, spec = cron_specs.schedule(rng)
             command = self._script(plan, job)
             if rng.random() < 0.5:
                 command += f" >> /home/user/logs/{job}.log 2>&1"
@@ -74,12 +70,12 @@ class CronSchedule(Family[Plan]):
             self._existing(rng, plan, names[n_new:])
         for k, job in enumerate(names[:n_new]):
             if level == 1:
-                words, spec = team_schedule(rng, 0)
+                words, spec = cron_specs.team_schedule(rng, 0)
             elif plan.offset and k % 2 == 0:
-                words, spec = team_schedule(rng, plan.offset)
+                words, spec = cron_specs.team_schedule(rng, plan.offset)
                 words += " (team time)"
             else:
-                words, spec = schedule(rng)
+                words, spec = cron_specs.schedule(rng)
             command = shown = self._script(plan, job)
             if level == 6 and k == 0:  # cron turns an unescaped % into a newline
                 command, shown = command + " --tag $(date +\\%F)", shown + " --tag $(date +%F)"
@@ -99,7 +95,7 @@ class CronSchedule(Family[Plan]):
         plan.comments = [f"# {plan.project} jobs, checked in by ops"]
         plan.existing = [plan.comments[0], ""]
         for job in jobs:
-            words, spec = schedule(rng)
+            words, spec = cron_specs.schedule(rng)
             command = self._script(plan, job)
             comment = f"# {job}: owner {rng.choice(PEOPLE)}"
             plan.comments.append(comment)
@@ -110,7 +106,7 @@ class CronSchedule(Family[Plan]):
         del plan.comments[1]  # the retired job's comment may go with it
         if plan.level == 6:
             plan.moved = f"/home/user/bin/{jobs[1]}.sh"
-            words, spec = schedule(rng)
+            words, spec = cron_specs.schedule(rng)
             plan.expected[plan.moved] = spec
             plan.asks.append(f"`{plan.moved}` should from now on run {words}")
 
@@ -180,12 +176,12 @@ class CronSchedule(Family[Plan]):
         consts = {"CRONTAB": plan.crontab, "EXPECTED": plan.expected, "ENV": plan.env}
         if plan.level is None:
             initial = render_test(["os"], consts, SCRIPTS, ABSENT)
-            return initial, constants(consts) + TEST_BODY
+            return initial, constants(consts) + cron_specs.TEST_BODY
         consts["COMMENTS"] = plan.comments
         text = "\n".join(plan.existing) + "\n" if plan.existing else ""
         consts["INITIAL_SHA"] = sha256(text) if text else ""
         initial = render_test(["hashlib", "os"], consts, SCRIPTS, SHIPPED)
-        return initial, constants(consts) + TEST_BODY + "\n\n" + dedent(COMMENTS_KEPT)
+        return initial, constants(consts) + cron_specs.TEST_BODY + "\n\n" + dedent(COMMENTS_KEPT)
 
     def solution(self, plan: Plan) -> str:
         env = [f"{k}={v}" for k, v in plan.env.items()]

@@ -20,6 +20,7 @@ from endless_assets.generation.procedural.render import extras_script, kept, ren
 REGIONS = ["north", "south", "east", "west", "central", "apac", "emea", "latam"]
 PRODUCTS = ["widget", "gadget", "sprocket", "gizmo", "doohickey", "flange", "bracket", "valve"]
 CHANNELS = ["web", "retail", "partner", "phone"]
+POOLS = {"region": REGIONS, "product": PRODUCTS, "channel": CHANNELS}  # the columns to group by
 STATUSES = ["completed", "completed", "completed", "refunded", "pending"]
 SURNAMES = ["Smith", "Jones", "Garcia", "Chen", "Okafor", "Novak", "Silva", "Kowalski"]
 ACCENTED = ["Müller", "Ibáñez", "Çelik", "Nørgaard", "Gómez", "Lefèvre"]
@@ -100,9 +101,7 @@ def _row(rng: random.Random, plan: Plan, i: int) -> dict[str, str]:
         "order_id": str(1000 + i),
         "date": f"2026-{rng.randint(1, 6):02d}-{rng.randint(1, 28):02d}",
         "customer": f"{rng.choice(SURNAMES)}, {rng.choice(PEOPLE).title()}",
-        "region": rng.choice(plan.keys if plan.key_col == "region" else REGIONS),
-        "product": rng.choice(plan.keys if plan.key_col == "product" else PRODUCTS),
-        "channel": rng.choice(plan.keys if plan.key_col == "channel" else CHANNELS),
+        **{col: rng.choice(plan.keys if plan.key_col == col else p) for col, p in POOLS.items()},
         "units": str(units),
         "revenue": f"{units * rng.randint(199, 4999) / 100:.2f}",
         "status": rng.choice(STATUSES),
@@ -115,10 +114,8 @@ class CsvAggregate(Family[Plan]):
     category = "CSV/JSON data manipulation"
 
     def sample(self, rng: random.Random) -> Plan:
-        project = rng.choice(PROJECTS)
-        key_col = rng.choice(["region", "product", "channel"])
-        pool = {"region": REGIONS, "product": PRODUCTS, "channel": CHANNELS}[key_col]
-        keys = rng.sample(pool, rng.randint(3, len(pool)))
+        project, key_col = rng.choice(PROJECTS), rng.choice(list(POOLS))
+        keys = rng.sample(POOLS[key_col], rng.randint(3, len(POOLS[key_col])))
         value_col = rng.choice(["units", "revenue"])
         agg = rng.choice(["sum", "mean"])
         only_completed = rng.random() < 0.5
@@ -130,9 +127,8 @@ class CsvAggregate(Family[Plan]):
         return plan
 
     def sample_level(self, rng: random.Random, level: int) -> Plan:
-        project = rng.choice(PROJECTS)
-        key_col = rng.choice(["region", "product", "channel"])
-        pool = {"region": REGIONS, "product": PRODUCTS, "channel": CHANNELS}[key_col]
+        project, key_col = rng.choice(PROJECTS), rng.choice(list(POOLS))
+        pool = POOLS[key_col]
         keys = rng.sample(pool, by_level(level, 3, 3, 4, 4, len(pool), len(pool)))
         value_col = rng.choice(["units", "revenue"])
         agg = "sum" if level == 1 else rng.choice(["sum", "mean"])

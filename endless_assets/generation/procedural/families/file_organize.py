@@ -14,13 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
-from endless_assets.generation.procedural.families.file_tests import (
-    COMPLETION,
-    INITIAL,
-    LEGACY_COMPLETION,
-    LEGACY_INITIAL,
-    reference,
-)
+from endless_assets.generation.procedural.families import file_tests
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import extras_script, render_test, sha256
 
@@ -160,10 +154,8 @@ class FileOrganize(Family[Plan]):
     def sample(self, rng: random.Random) -> Plan:
         by_date = rng.random() < 0.5
         if by_date:
-            base = (
-                f"/home/user/{rng.choice(['paperwork', 'finance', 'scans'])}/{rng.choice(PEOPLE)}"
-            )
-            plan = Plan(base, True)
+            top = rng.choice(["paperwork", "finance", "scans"])
+            plan = Plan(f"/home/user/{top}/{rng.choice(PEOPLE)}", True)
             _by_date(rng, plan)
         else:
             base = f"/home/user/{rng.choice(['Downloads', 'downloads', 'inbox'])}"
@@ -320,8 +312,8 @@ class FileOrganize(Family[Plan]):
         consts = {"BASE": plan.base, "BEFORE": sorted(plan.before), "EXPECTED": expected}
         if plan.level is None:
             return (
-                render_test(["os"], consts, LEGACY_INITIAL),
-                render_test(["hashlib", "os"], consts, *LEGACY_COMPLETION),
+                render_test(["os"], consts, file_tests.LEGACY_INITIAL),
+                render_test(["hashlib", "os"], consts, *file_tests.LEGACY_COMPLETION),
             )
         consts["EXPECTED"] = {**expected, **{n: "link:" + t for n, t in plan.links.items()}}
         consts["MODES"] = {p: f"{m:o}" for p, m in plan.modes.items()}
@@ -333,8 +325,8 @@ class FileOrganize(Family[Plan]):
         consts["MANIFEST"] = plan.manifest
         consts["MOVES"] = "".join(f"{a}\t{b}\n" for a, b in moves)
         return (
-            render_test(["os"], consts, INITIAL),
-            render_test(["hashlib", "os"], consts, *COMPLETION),
+            render_test(["os"], consts, file_tests.INITIAL),
+            render_test(["hashlib", "os"], consts, *file_tests.COMPLETION),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -344,7 +336,7 @@ class FileOrganize(Family[Plan]):
                 if plan.by_date
                 else {g: GROUPS[g] for g in plan.groups}
             )
-            return f"python3 - <<'PY'\n{reference(plan.base, rule, plan.manifest)}PY\n"
+            return f"python3 - <<'PY'\n{file_tests.reference(plan.base, rule, plan.manifest)}PY\n"
         if plan.by_date:
             kind, ext = plan.kind, plan.ext
             dest = "$y/$m" if plan.nested else "$y"
@@ -358,10 +350,7 @@ class FileOrganize(Family[Plan]):
                   fi
                 done
             """)
-        case_arms = []
-        for g in plan.groups:
-            pats = "|".join(f"*.{e}" for e in GROUPS[g])
-            case_arms.append(f"    {pats}) dest={g} ;;")
+        arms = [f"    {'|'.join(f'*.{e}' for e in GROUPS[g])}) dest={g} ;;" for g in plan.groups]
         return dedent("""
             cd {base}
             for f in *; do
@@ -373,4 +362,4 @@ class FileOrganize(Family[Plan]):
               esac
               if [ -n "$dest" ]; then mkdir -p "$dest" && mv -- "$f" "$dest/"; fi
             done
-        """).format(base=plan.base, arms="\n".join(case_arms))
+        """).format(base=plan.base, arms="\n".join(arms))

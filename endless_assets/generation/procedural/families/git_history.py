@@ -3,7 +3,7 @@
 Up the levels: a tag, a branch, a revert (next to a ticket whose number starts with the
 target's), then a tag and a branch at once, two reverts in order with a tag at the new tip, and
 an annotated tag with a given message beside someone's branch and an untracked scratch file
-that must survive (git_objects.py computes the commit ids the tests expect).
+that must survive (git.py computes the commit ids the tests expect).
 """
 
 from __future__ import annotations
@@ -12,17 +12,7 @@ import random
 from dataclasses import dataclass, field
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level, dedent
-from endless_assets.generation.procedural.families.git_objects import (
-    GIT,
-    INITIAL,
-    LEVELED,
-    LEVELED_INITIAL,
-    REF_AT_TARGET,
-    REVERTED,
-    SETUP,
-    commit_id,
-    tree_id,
-)
+from endless_assets.generation.procedural.families import git_objects as git
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import render_test, sha256
 
@@ -61,7 +51,9 @@ class Plan:
         for message, author, email, stamp, changes in self.commits:
             state.update(changes)
             who = f"{author} <{email}>"
-            shas.append(commit_id(tree_id(state), shas[-1] if shas else "", who, stamp, message))
+            shas.append(
+                git.commit_id(git.tree_id(state), shas[-1] if shas else "", who, stamp, message)
+            )
         return shas, state
 
     def reverted(self, targets: list[int]) -> str:
@@ -76,7 +68,7 @@ class Plan:
                     files[rel] = earlier[-1]
                 else:
                     files.pop(rel)
-        return tree_id(files).hex()
+        return git.tree_id(files).hex()
 
     @property
     def reverts(self) -> list[int]:
@@ -191,7 +183,7 @@ class GitHistory(Family[Plan]):
         )
 
     def _setup(self, plan: Plan, shas: list[str]) -> str:
-        script = SETUP.format(
+        script = git.SETUP.format(
             repo=plan.repo,
             commits=plan.commits,
             maintainer=f"{plan.project.title()} Maintainer",
@@ -266,35 +258,26 @@ class GitHistory(Family[Plan]):
     def tests(self, plan: Plan) -> tuple[str, str]:
         shas, _ = plan.history()
         action, target, ref = plan.actions[0]
+        consts = {"REPO": plan.repo, "HEAD_SHA": shas[-1]}
         if plan.level is None:
-            consts = {
-                "REPO": plan.repo,
-                "HEAD_SHA": shas[-1],
-                "TARGET_SHA": shas[target],
-                "ACTION": action,
-                "REF": ref,
-                "REVERTED_TREE": plan.reverted([target]),
-            }
-            initial = render_test(["subprocess"], consts, GIT, INITIAL)
-            checks = REVERTED if action == "revert" else REF_AT_TARGET
-            return initial, render_test(["subprocess"], consts, GIT, checks)
+            consts.update(TARGET_SHA=shas[target], ACTION=action, REF=ref)
+            consts["REVERTED_TREE"] = plan.reverted([target])
+            checks = git.REVERTED if action == "revert" else git.REF_AT_TARGET
+            return (
+                render_test(["subprocess"], consts, git.GIT, git.INITIAL),
+                render_test(["subprocess"], consts, git.GIT, checks),
+            )
         refs = {r: shas[k] for a, k, r in plan.actions if r}
+        feature = {plan.feature[0]: shas[plan.feature[1]]} if plan.feature[0] else {}
         path, text = plan.untracked
-        consts = {
-            "REPO": plan.repo,
-            "HEAD_SHA": shas[-1],
-            "NEW_REFS": list(refs),
-            "REFS": {
-                **refs,
-                **({plan.feature[0]: shas[plan.feature[1]]} if plan.feature[0] else {}),
-            },
-            "TREES": [plan.reverted(plan.reverts[: k + 1]) for k in range(len(plan.reverts))],
-            "TIP_TAG": plan.tip_tag,
-            "TAG_MESSAGE": plan.tag_message,
-            "UNTRACKED": {f"{plan.repo}/{path}": sha256(text)} if path else {},
-        }
-        initial = render_test(["subprocess"], consts, GIT, LEVELED_INITIAL)
-        return initial, render_test(["hashlib", "subprocess"], consts, GIT, LEVELED)
+        consts.update(NEW_REFS=list(refs), REFS={**refs, **feature})
+        consts["TREES"] = [plan.reverted(plan.reverts[: k + 1]) for k in range(len(plan.reverts))]
+        consts.update(TIP_TAG=plan.tip_tag, TAG_MESSAGE=plan.tag_message)
+        consts["UNTRACKED"] = {f"{plan.repo}/{path}": sha256(text)} if path else {}
+        return (
+            render_test(["subprocess"], consts, git.GIT, git.LEVELED_INITIAL),
+            render_test(["hashlib", "subprocess"], consts, git.GIT, git.LEVELED),
+        )
 
     def solution(self, plan: Plan) -> str:
         if plan.level is None:  # today's draw: one action

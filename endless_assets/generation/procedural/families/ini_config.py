@@ -13,16 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
-from endless_assets.generation.procedural.families.ini_edit import (
-    COMMENTS,
-    KEYS,
-    NEW_KEYS,
-    SECTIONS,
-    IniEdit,
-    edit_solution,
-    edit_tests,
-    sample_edit,
-)
+from endless_assets.generation.procedural.families import ini_edit
 from endless_assets.generation.procedural.names import PROJECTS
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
@@ -41,7 +32,7 @@ class Plan:
     expected_lines: list[str] = field(default_factory=list)
     idx: int = 0  # the changed line
     final: dict[str, dict[str, str]] = field(default_factory=dict)
-    edit: IniEdit | None = None  # leveled
+    edit: ini_edit.IniEdit | None = None  # leveled
 
 
 class IniConfig(Family[Plan]):
@@ -50,7 +41,7 @@ class IniConfig(Family[Plan]):
 
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
-        sections = rng.sample(SECTIONS, rng.randint(3, 6))
+        sections = rng.sample(ini_edit.SECTIONS, rng.randint(3, 6))
         shared = rng.choice(["timeout", "port", "enabled", "log_level", "pool_size", "host"])
         lines: list[str] = [f"; {project} configuration", ""]
         where: dict[tuple[str, str], int] = {}  # (section, key) -> line index
@@ -58,12 +49,15 @@ class IniConfig(Family[Plan]):
         for sec in sections:
             lines.append(f"[{sec}]")
             if rng.random() < 0.4:
-                lines.append(rng.choice(COMMENTS))
-            keys = [shared, *rng.sample([k for k in KEYS if k != shared], rng.randint(2, 4))]
+                lines.append(rng.choice(ini_edit.COMMENTS))
+            keys = [
+                shared,
+                *rng.sample([k for k in ini_edit.KEYS if k != shared], rng.randint(2, 4)),
+            ]
             rng.shuffle(keys)
             values[sec] = {}
             for key in keys:
-                values[sec][key] = KEYS[key](rng)
+                values[sec][key] = ini_edit.KEYS[key](rng)
                 where[(sec, key)] = len(lines)
                 lines.append(f"{key} = {values[sec][key]}")
             lines.append("")
@@ -74,41 +68,29 @@ class IniConfig(Family[Plan]):
         lines[where[(twin, shared)]] = f"{shared} = {old}"
         new = old
         while new == old:
-            new = KEYS[shared](rng)
-        add = rng.random() < 0.4
-        add_sec = rng.choice([s for s in sections if s != target]) if add else ""
-        add_key = rng.choice(sorted(NEW_KEYS)) if add else ""
-        add_val = NEW_KEYS[add_key](rng) if add else ""
+            new = ini_edit.KEYS[shared](rng)
+        adds = []  # the setting to add, if any: section, key, value
+        if rng.random() < 0.4:
+            add_sec = rng.choice([s for s in sections if s != target])
+            add_key = rng.choice(sorted(ini_edit.NEW_KEYS))
+            adds = [add_sec, add_key, ini_edit.NEW_KEYS[add_key](rng)]
 
         lines.pop()  # no blank line after the last section
         text = "\n".join(lines) + "\n"
         path = f"/home/user/{project}/config/{rng.choice(['app', 'settings', project])}.ini"
-        expected_lines = list(lines)
         idx = where[(target, shared)]
-        expected_lines[idx] = f"{shared} = {new}"
+        expected = [*lines[:idx], f"{shared} = {new}", *lines[idx + 1 :]]
         final = {s: dict(kv) for s, kv in values.items()}
         final[target][shared] = new
-        if add:
-            final[add_sec][add_key] = add_val
-
+        if adds:
+            final[adds[0]][adds[1]] = adds[2]
         return Plan(
-            project,
-            path,
-            text,
-            sections,
-            target,
-            shared,
-            old,
-            new,
-            [add_sec, add_key, add_val] if add else [],
-            expected_lines,
-            idx,
-            final,
+            project, path, text, sections, target, shared, old, new, adds, expected, idx, final
         )
 
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         project = rng.choice(PROJECTS)
-        return Plan(project, edit=sample_edit(rng, project, level))
+        return Plan(project, edit=ini_edit.sample_edit(rng, project, level))
 
     def build(self, plan: Plan) -> FamilyTask:
         edit = plan.edit
@@ -157,7 +139,7 @@ class IniConfig(Family[Plan]):
 
     def solution(self, plan: Plan) -> str:
         if plan.edit:
-            return edit_solution(plan.edit)
+            return ini_edit.edit_solution(plan.edit)
         target, shared, new, path = plan.target, plan.shared, plan.new, plan.path
         awk = dedent(f"""
             /^\\[/ {{ cur = $0; gsub(/^\\[|\\].*$/, "", cur) }}
@@ -171,7 +153,7 @@ class IniConfig(Family[Plan]):
 
     def tests(self, plan: Plan) -> tuple[str, str]:
         if plan.edit:
-            return edit_tests(plan.edit)
+            return ini_edit.edit_tests(plan.edit)
         consts = {
             "PATH": plan.path,
             "INITIAL_SHA": sha256(plan.text),
@@ -188,7 +170,7 @@ class IniConfig(Family[Plan]):
         )
 
 
-def _leveled_instruction(edit: IniEdit) -> str:
+def _leveled_instruction(edit: ini_edit.IniEdit) -> str:
     files = list(edit.files)
     shared, target, new = edit.shared, edit.target, edit.new
     if len(files) == 1:

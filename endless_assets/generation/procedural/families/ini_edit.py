@@ -119,9 +119,8 @@ def sample_edit(rng: random.Random, project: str, level: int) -> IniEdit:
         edit.old[path] = values[target][shared]
         edit.files[path] = _render(rng, edit, sections, values)
     if level >= 5:
-        edit.files[f"{folder}/staging.ini"] = edit.files[f"{folder}/staging.ini"].replace(
-            "\n", "\r\n"
-        )
+        staging = f"{folder}/staging.ini"
+        edit.files[staging] = edit.files[staging].replace("\n", "\r\n")
     if level >= 4:
         first = next(iter(edit.files))
         edit.examples[f"{first}.example"] = edit.files[first]

@@ -16,32 +16,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, by_level
-from endless_assets.generation.procedural.families.json_inventory import (
-    COMPLETION_TEST,
-    INITIAL_TEST,
-    REGIONS,
-    SOURCES_KEPT,
-    TAGS,
-    break_records,
-    expected,
-    record,
-    reference,
-    server,
-)
+from endless_assets.generation.procedural.families import json_inventory as inventory
 from endless_assets.generation.procedural.names import PROJECTS
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
 Variant = tuple[str, Any, str, str]  # request, expected result, jq program, complexity
+Servers = list[inventory.Record]
+Ask = Callable[[random.Random, Servers, str], Variant]  # one of the requests up to level 2
 
 
-def _servers(rng: random.Random, project: str) -> list[dict[str, Any]]:
-    servers = [server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))]
+def _servers(rng: random.Random, project: str) -> Servers:
+    servers = [
+        inventory.server(rng, project, i) for i in rng.sample(range(1, 99), rng.randint(12, 30))
+    ]
     servers[0]["status"] = "active"
-    servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(TAGS)]
+    servers[-1]["tags"] = servers[-1]["tags"] or [rng.choice(inventory.TAGS)]
     return servers
 
 
-def _filter(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _filter(rng: random.Random, servers: Servers, sel: str) -> Variant:
     active = [s for s in servers if s["status"] == "active"]
     anchor = rng.choice([s for s in active if s["memory_gb"] >= 8] or active)  # never empty
     env = anchor["env"]
@@ -65,7 +58,7 @@ def _filter(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Vari
     return ask, expected, jq, "medium"
 
 
-def _count(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _count(rng: random.Random, servers: Servers, sel: str) -> Variant:
     key = rng.choice(["region", "env", "owner"])
     status = rng.choice(sorted({s["status"] for s in servers} - {"decommissioned"}))
     counts = Counter(s[key] for s in servers if s["status"] == status)
@@ -81,7 +74,7 @@ def _count(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Varia
     return ask, dict(counts), jq, "easy"
 
 
-def _tagged(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _tagged(rng: random.Random, servers: Servers, sel: str) -> Variant:
     skip = rng.choice(["decommissioned", "maintenance"])
     tag = rng.choice(sorted({t for s in servers if s["status"] != skip for t in s["tags"]}))
     names = sorted(s["hostname"] for s in servers if tag in s["tags"] and s["status"] != skip)
@@ -96,7 +89,7 @@ def _tagged(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Vari
     return ask, names, jq, "medium"
 
 
-def _validate(rng: random.Random, servers: list[dict[str, Any]], sel: str) -> Variant:
+def _validate(rng: random.Random, servers: Servers, sel: str) -> Variant:
     for i, s in enumerate(servers):
         s["id"] = 100 + i
     bad = rng.sample(range(len(servers)), rng.randint(2, max(2, len(servers) // 4)))
@@ -159,12 +152,7 @@ class JsonFilter(Family[Plan]):
         return self._variant(rng, project, servers, wrapped, variant)
 
     def _variant(
-        self,
-        rng: random.Random,
-        project: str,
-        servers: list[dict[str, Any]],
-        wrapped: bool,
-        variant: Callable[..., Variant],
+        self, rng: random.Random, project: str, servers: Servers, wrapped: bool, variant: Ask
     ) -> Plan:
         src = f"/home/user/inventory/{project}_servers.json"
         ask, expected, jq, complexity = variant(rng, servers, ".servers[]" if wrapped else ".[]")
@@ -183,7 +171,7 @@ class JsonFilter(Family[Plan]):
             plan.level = level
             return plan
         numbers = rng.sample(range(1, 99), by_level(level, 0, 0, 16, 24, 28, 36))
-        records = [record(rng, project, n, level == 6) for n in numbers]
+        records = [inventory.record(rng, project, n, level == 6) for n in numbers]
         for r in records:
             for key in ("memory_gb", "cpu_cores"):
                 if rng.random() < 0.2:
@@ -199,16 +187,16 @@ class JsonFilter(Family[Plan]):
         for k in range(files):
             part = records[k::files]
             doc = {"generated_at": "2026-05-04T09:00:00Z", "servers": part} if k != 1 else part
-            plan.sources[f"{base}/{REGIONS[k].rsplit('-', 1)[0]}-servers.json"] = doc
+            plan.sources[f"{base}/{inventory.REGIONS[k].rsplit('-', 1)[0]}-servers.json"] = doc
         docs = [d["servers"] if isinstance(d, dict) else d for d in plan.sources.values()]
         if level >= 5:
-            break_records(rng, records, docs, level)
+            inventory.break_records(rng, records, docs, level)
         if level == 6:
             plan.decoy = f"{base}/snapshot-2025.json"
-            stale = [record(rng, project, n, False) for n in range(301, 309)]
+            stale = [inventory.record(rng, project, n, False) for n in range(301, 309)]
             stale[0].update(env=anchor["env"], status="active", memory_gb=128)
             plan.sources[plan.decoy] = stale
-        plan.outputs = expected([r for d in docs for r in d], plan.select, base, level)
+        plan.outputs = inventory.expected([r for d in docs for r in d], plan.select, base, level)
         return plan
 
     def build(self, plan: Plan) -> FamilyTask:
@@ -287,8 +275,10 @@ class JsonFilter(Family[Plan]):
             "OUTPUTS": plan.outputs,
         }
         return (
-            render_test(["json", "os"], consts, INITIAL_TEST),
-            render_test(["hashlib", "json"], consts, COMPLETION_TEST, SOURCES_KEPT),
+            render_test(["json", "os"], consts, inventory.INITIAL_TEST),
+            render_test(
+                ["hashlib", "json"], consts, inventory.COMPLETION_TEST, inventory.SOURCES_KEPT
+            ),
         )
 
     def solution(self, plan: Plan) -> str:
@@ -296,7 +286,9 @@ class JsonFilter(Family[Plan]):
             src, out = next(iter(plan.sources)), next(iter(plan.outputs))
             return f"jq '{plan.jq}' {src} > {out}\n"
         files = [p for p in plan.sources if p != plan.decoy]
-        return f"python3 - <<'PY'\n{reference(files, plan.select, list(plan.outputs))}PY\n"
+        return (
+            f"python3 - <<'PY'\n{inventory.reference(files, plan.select, list(plan.outputs))}PY\n"
+        )
 
 
 LEGACY_INITIAL = """

@@ -88,14 +88,8 @@ def expected(records: list[Record], select: dict[str, Any], base: str, level: in
     for r in filter(valid, records):
         if r["hostname"] not in current or instant(r) > instant(current[r["hostname"]]):
             current[r["hostname"]] = r
-    chosen = sorted(
-        (
-            r
-            for r in current.values()
-            if r["env"] == env and r["status"] == "active" and num(r["memory_gb"]) >= mem
-        ),
-        key=lambda r: r["hostname"],
-    )
+    wanted = [r for r in current.values() if r["env"] == env and r["status"] == "active"]
+    chosen = sorted((r for r in wanted if num(r["memory_gb"]) >= mem), key=lambda r: r["hostname"])
     numeric = ("memory_gb", "cpu_cores")
     outputs[f"{base}-selection.json"] = [
         {f: num(r[f]) if f in numeric else r[f] for f in fields} for r in chosen

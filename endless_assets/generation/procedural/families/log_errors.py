@@ -108,10 +108,9 @@ class LogErrorCounts(Family[Plan]):
     def sample(self, rng: random.Random) -> Plan:
         project = rng.choice(PROJECTS)
         services = rng.sample(SERVICES, rng.randint(3, 6))
-        n_lines = rng.randint(40, 160)
         lines: list[str] = []
         counts: Counter[str] = Counter()
-        for i in range(n_lines):
+        for i in range(rng.randint(40, 160)):
             level = rng.choice(LEVELS)
             service = rng.choice(services)
             day, hour, minute = rng.randint(1, 28), rng.randint(0, 23), rng.randint(0, 59)
@@ -123,10 +122,10 @@ class LogErrorCounts(Family[Plan]):
             stamp = "2026-03-28T23:59:59Z"
             lines.append(f"{stamp} [ERROR] {services[0]}: {rng.choice(MESSAGES)}")
             counts[services[0]] += 1
-        log_rel = f"logs/{project}/app.log"
-        plan = Plan(project, services, {log_rel: []}, legacy_text="\n".join(lines) + "\n")
-        plan.counts = counts
-        return plan
+        text = "\n".join(lines) + "\n"
+        return Plan(
+            project, services, {f"logs/{project}/app.log": []}, legacy_text=text, counts=counts
+        )
 
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         project = rng.choice(PROJECTS)

@@ -67,21 +67,15 @@ def _layout(rng: random.Random, plan: Plan) -> None:
     """The deployment's files and directories (today's draw, in its order)."""
     svcs = rng.sample(SERVICES, 3)
     for s in rng.sample(svcs, rng.randint(2, 3)):
-        plan.add(
-            f"bin/{s}-{rng.choice(['start', 'deploy', 'rotate'])}.sh",
-            "script",
-            f"#!/bin/sh\necho {s}\n",
-        )
+        verb = rng.choice(["start", "deploy", "rotate"])
+        plan.add(f"bin/{s}-{verb}.sh", "script", f"#!/bin/sh\necho {s}\n")
     plan.add("bin/README.md", "data", "Helper scripts for operators.\n")
     plan.add("bin/common.inc", "data", "# sourced by the scripts, not run directly\nLOG=/tmp/x\n")
     for name in rng.sample(
         ["tls.key", "tls.pem", "api.key", "jwt.pem", "db.key"], rng.randint(1, 3)
     ):
-        plan.add(
-            f"keys/{name}",
-            "secret",
-            f"-----BEGIN PRIVATE KEY-----\n{rng.getrandbits(128):032x}\n",
-        )
+        key = f"-----BEGIN PRIVATE KEY-----\n{rng.getrandbits(128):032x}\n"
+        plan.add(f"keys/{name}", "secret", key)
     plan.add("keys/README.txt", "data", "Public notes about the key rotation.\n")
     plan.add(".env", "secret", f"DB_PASSWORD={rng.getrandbits(64):016x}\n")
     for s in svcs:
@@ -89,10 +83,7 @@ def _layout(rng: random.Random, plan: Plan) -> None:
     plan.add("config/defaults.ini", "data", "[defaults]\nlog_level = info\n")
     plan.add(f"data/{rng.choice(['users', 'events', 'orders'])}.csv", "data", "id,name\n1,x\n")
     plan.add("README.md", "data", f"# {plan.project}\n")
-    plan.kinds["keys"] = "keydir"
-    plan.kinds["tmp"] = "tmpdir"
-    plan.kinds["bin"] = "dir"
-    plan.kinds["config"] = "dir"
+    plan.kinds.update(keys="keydir", tmp="tmpdir", bin="dir", config="dir")
 
 
 def _targets(rng: random.Random) -> dict[str, int]:
@@ -238,26 +229,22 @@ class PermissionsFix(Family[Plan]):
         if plan.report:
             cmds.append(f"{snapshot} > /tmp/modes.before")
         depth = "" if "bin/tools" in plan.kinds else " -maxdepth 1"
-        if "script" in rules:
-            cmds.append(
-                f"find bin{depth} -type f -name '*.sh' -exec chmod {target['script']:o} {{}} +"
-            )
-        if "secret" in rules:
-            cmds.append(
+        mode = {kind: f"{m:o}" for kind, m in target.items()}
+        steps = {  # keys/ late: a 700 keys/ must not stop us from reaching the keys
+            "script": [f"find bin{depth} -type f -name '*.sh' -exec chmod {mode['script']} {{}} +"],
+            "secret": [
                 "find keys -maxdepth 1 -type f \\( -name '*.key' -o -name '*.pem' \\) "
-                f"-exec chmod {target['secret']:o} {{}} +"
-            )
-            cmds.append(f"chmod {target['secret']:o} .env")
-        if "config" in rules:
-            cmds.append(f"chmod {target['config']:o} config/*.conf")
-        if "subdir" in rules:
-            cmds.append(
+                f"-exec chmod {mode['secret']} {{}} +",
+                f"chmod {mode['secret']} .env",
+            ],
+            "config": [f"chmod {mode['config']} config/*.conf"],
+            "subdir": [
                 "find . -mindepth 1 -type d ! -path ./tmp ! -path ./keys -exec chmod 750 {} +"
-            )
-        if "keydir" in rules:  # last: a 700 keys/ must not stop us from reaching the keys
-            cmds.append(f"chmod {target['keydir']:o} keys")
-        if "tmpdir" in rules:
-            cmds.append("chmod 1777 tmp")
+            ],
+            "keydir": [f"chmod {mode['keydir']} keys"],
+            "tmpdir": ["chmod 1777 tmp"],
+        }
+        cmds += [cmd for rule, lines in steps.items() if rule in rules for cmd in lines]
         if plan.report:
             cmds.append(f"{snapshot} > /tmp/modes.after")
             cmds.append(f"mkdir -p {plan.report.rsplit('/', 1)[0]}")

@@ -20,14 +20,20 @@ STEMS = ["report", "photo", "notes", "data", "backup", "index", "main", "setup",
 EXTS = ["txt", "csv", "py", "sh", "log", "json", "md", "gz"]
 
 
+def case(
+    files: dict[str, str], args: list[str], out: list[str], rc: int = 0, stdin: str = ""
+) -> Case:
+    """A test case, its keys in the order the tests record them."""
+    return {"files": files, "args": args, "stdin": stdin, "out": out, "rc": rc}
+
+
 def counted(files: dict[str, str]) -> Case:
     """The extension counter's case over `files` and a nested file: it counts the top-level
     files that are not hidden."""
     files["sub dir/inner.txt"] = "nested files do not count\n"
     top = [n for n in files if "/" not in n and not n.startswith(".")]
     counts = Counter(n.rsplit(".", 1)[1] if "." in n else "(none)" for n in top)
-    out = [f"{ext} {n}" for ext, n in sorted(counts.items())]
-    return {"files": files, "args": ["{dir}"], "stdin": "", "out": out, "rc": 0}
+    return case(files, ["{dir}"], [f"{ext} {n}" for ext, n in sorted(counts.items())])
 
 
 def ext_case(rng: random.Random) -> Case:
@@ -59,9 +65,7 @@ def sum_case(rng: random.Random, missing: bool = False) -> Case:
             rows.append([str(i), f"{rng.choice(CITIES)}, {rng.choice(STEMS)}", value])
         files[f"part{k}.csv"] = _csv(rows, crlf=k == 1)
     args = [col, *(f"{{dir}}/{name}" for name in files)]
-    if missing:
-        return {"files": files, "args": args, "stdin": "", "out": [], "rc": 2}
-    return {"files": files, "args": args, "stdin": "", "out": [str(total)], "rc": 0}
+    return case(files, args, [], rc=2) if missing else case(files, args, [str(total)])
 
 
 def top_case(rng: random.Random, error: str = "") -> Case:
@@ -171,8 +175,7 @@ LEVELED_VARIANTS = {
 def leveled_cases(rng: random.Random, kind: str) -> list[Case]:
     """The test cases of a level-4-to-6 script: ordinary ones, then the errors it must report."""
     if kind == "ext-summary":
-        missing = {"files": {}, "args": ["{dir}/missing"], "stdin": "", "out": [], "rc": 2}
-        return [*(ext_case(rng) for _ in range(3)), missing]
+        return [*(ext_case(rng) for _ in range(3)), case({}, ["{dir}/missing"], [], rc=2)]
     if kind == "csvsum":
         return [*(sum_case(rng) for _ in range(3)), sum_case(rng, missing=True)]
     errors = [top_case(rng, "usage"), top_case(rng, "usage"), top_case(rng, "column")]

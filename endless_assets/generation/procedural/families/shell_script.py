@@ -13,16 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import Family, FamilyTask, dedent
-from endless_assets.generation.procedural.families.shell_levels import (
-    EXTENSIONS,
-    EXTS,
-    LEVELED_VARIANTS,
-    SAMPLES,
-    STEMS,
-    Case,
-    counted,
-    leveled_cases,
-)
+from endless_assets.generation.procedural.families import shell_levels
+from endless_assets.generation.procedural.families.shell_levels import Case, case
 from endless_assets.generation.procedural.names import PROJECTS, SERVICES
 from endless_assets.generation.procedural.render import kept, render_test, sha256
 
@@ -32,10 +24,12 @@ WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
 def _ext_case(rng: random.Random) -> Case:
     files: dict[str, str] = {}
     for _ in range(rng.randint(5, 14)):
-        stem = f"{rng.choice(STEMS)}{rng.randint(1, 99)}"
-        name = rng.choice([f"{stem}.{rng.choice(EXTS)}"] * 2 + [f"{stem}.tar.gz", stem])
+        stem = f"{rng.choice(shell_levels.STEMS)}{rng.randint(1, 99)}"
+        name = rng.choice(
+            [f"{stem}.{rng.choice(shell_levels.EXTS)}"] * 2 + [f"{stem}.tar.gz", stem]
+        )
         files[name] = f"{name}\n"
-    return counted(files)
+    return shell_levels.counted(files)
 
 
 def _sum_case(rng: random.Random, missing: bool = False) -> Case:
@@ -43,22 +37,9 @@ def _sum_case(rng: random.Random, missing: bool = False) -> Case:
     rows = [[str(rng.randint(0, 500)) for _ in cols] for _ in range(rng.randint(3, 12))]
     text = ",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)
     if missing:
-        return {
-            "files": {"in.csv": text},
-            "args": ["{dir}/in.csv", "nosuchcol"],
-            "stdin": "",
-            "out": [],
-            "rc": 2,
-        }
+        return case({"in.csv": text}, ["{dir}/in.csv", "nosuchcol"], [], rc=2)
     i = rng.randrange(len(cols))
-    total = sum(int(r[i]) for r in rows)
-    return {
-        "files": {"in.csv": text},
-        "args": ["{dir}/in.csv", cols[i]],
-        "stdin": "",
-        "out": [str(total)],
-        "rc": 0,
-    }
+    return case({"in.csv": text}, ["{dir}/in.csv", cols[i]], [str(sum(int(r[i]) for r in rows))])
 
 
 def _level_case(rng: random.Random) -> Case:
@@ -72,20 +53,14 @@ def _level_case(rng: random.Random) -> Case:
         stamp = f"2026-04-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z"
         lines.append(f"{stamp} [{level}] {rng.choice(SERVICES)} ok")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {
-        "files": {"app.log": "\n".join(lines) + "\n"},
-        "args": ["{dir}/app.log"],
-        "stdin": "",
-        "out": [f"{lv} {n}" for lv, n in ranked],
-        "rc": 0,
-    }
+    out = [f"{lv} {n}" for lv, n in ranked]
+    return case({"app.log": "\n".join(lines) + "\n"}, ["{dir}/app.log"], out)
 
 
 def _dedupe_case(rng: random.Random) -> Case:
     count = rng.randint(6, 20)
     lines = [rng.choice(WORDS) + rng.choice(["", " one", " two"]) for _ in range(count)]
-    out = list(dict.fromkeys(lines))
-    return {"files": {}, "args": [], "stdin": "\n".join(lines) + "\n", "out": out, "rc": 0}
+    return case({}, [], list(dict.fromkeys(lines)), stdin="\n".join(lines) + "\n")
 
 
 VARIANTS = {
@@ -94,7 +69,7 @@ VARIANTS = {
         "that directory (not in subdirectories) have each extension, one line `<ext> <count>` per "
         "extension, sorted by extension name. The extension is the part of the file name after "
         "its last dot (so `a.tar.gz` counts as `gz`); files without a dot count under `(none)`",
-        EXTENSIONS.format(find="-type f"),
+        shell_levels.EXTENSIONS.format(find="-type f"),
     ),
     "colsum": (
         "takes a CSV file (comma-separated, header row, no quoting) and a column name, and prints "
@@ -222,9 +197,9 @@ class ShellScript(Family[Plan]):
             plan = self._plan(rng, project, kind, 2 if level == 1 else 3)
         else:
             kind = ["ext-summary", "csvsum", "topn"][level - 4]
-            what, body = LEVELED_VARIANTS[kind]
-            cases = leveled_cases(rng, kind)
-            plan = Plan(project, kind, what, body, cases, SAMPLES[kind](rng))
+            what, body = shell_levels.LEVELED_VARIANTS[kind]
+            cases = shell_levels.leveled_cases(rng, kind)
+            plan = Plan(project, kind, what, body, cases, shell_levels.SAMPLES[kind](rng))
         plan.level = level
         return plan
 

@@ -12,16 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from endless_assets.generation.procedural.base import Family, FamilyTask
-from endless_assets.generation.procedural.families.sqlite_shop import (
-    REGIONS,
-    STATUSES,
-    Shop,
-    sample_shop,
-    shop_instruction,
-    shop_setup,
-    shop_solution,
-    shop_tests,
-)
+from endless_assets.generation.procedural.families import sqlite_shop
 from endless_assets.generation.procedural.names import PEOPLE, PROJECTS
 from endless_assets.generation.procedural.render import render_test, sha256
 
@@ -52,12 +43,12 @@ Row = tuple[int, str, str, int, str, str]
 def _report(rng: random.Random, rows: list[Row]) -> tuple[str, str, list[list[str]], str]:
     """A question in words, its SQL, the expected CSV rows (header first), and a file stem."""
     kind = rng.choice(["region_totals", "top_customers", "monthly_counts"])
-    paid = [r for r in rows if r[4] == "paid"]
+    totals: dict[str, int] = defaultdict(int)
+    for r in rows:
+        if r[4] == "paid":
+            totals[r[2] if kind == "region_totals" else r[1]] += r[3]
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
     if kind == "region_totals":
-        totals: dict[str, int] = defaultdict(int)
-        for r in paid:
-            totals[r[2]] += r[3]
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
         ask = (
             "the total `amount_cents` of paid orders (status `paid`) per region, with the header "
             "`region,total_cents`, highest total first (ties by region name)"
@@ -69,10 +60,7 @@ def _report(rng: random.Random, rows: list[Row]) -> tuple[str, str, list[list[st
         return ask, sql, [["region", "total_cents"], *([k, str(v)] for k, v in ranked)], kind
     if kind == "top_customers":
         n = rng.randint(3, 5)
-        totals = defaultdict(int)
-        for r in paid:
-            totals[r[1]] += r[3]
-        ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+        ranked = ranked[:n]
         ask = (
             f"the {n} customers who spent the most on paid orders (status `paid`), with the "
             "header `customer,total_cents` (the sum of their `amount_cents`), biggest spender "
@@ -105,11 +93,15 @@ class Plan:
     sql_steps: list[str]
     report_path: str = ""
     expected_csv: list[list[str]] | None = None
-    shop: Shop | None = None  # levels 4 to 6
+    shop: sqlite_shop.Shop | None = None  # levels 4 to 6
 
     @property
     def db(self) -> str:
         return f"/home/user/data/{self.project}.db"
+
+    @property
+    def changed_ids(self) -> list[int]:
+        return sorted(r[0] for r, f in zip(self.rows, self.final_rows, strict=True) if r != f)
 
 
 class SqliteReport(Family[Plan]):
@@ -123,7 +115,9 @@ class SqliteReport(Family[Plan]):
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         if level >= 4:
             project = rng.choice(PROJECTS)
-            return Plan(project, [], "", [], [], [], shop=sample_shop(rng, project, level))
+            return Plan(
+                project, [], "", [], [], [], shop=sqlite_shop.sample_shop(rng, project, level)
+            )
         project, rows = self._orders(rng)
         return self._plan(rng, project, rows, ["report", "update", "both"][level - 1])
 
@@ -133,16 +127,9 @@ class SqliteReport(Family[Plan]):
         rows: list[Row] = []
         for i in range(1, rng.randint(30, 80)):
             date = f"2026-{rng.randint(1, 6):02d}-{rng.randint(1, 28):02d}"
-            rows.append(
-                (
-                    i,
-                    rng.choice(customers),
-                    rng.choice(REGIONS),
-                    rng.randint(500, 250_000),
-                    rng.choice(STATUSES),
-                    date,
-                )
-            )
+            who, region = rng.choice(customers), rng.choice(sqlite_shop.REGIONS)
+            amount, status = rng.randint(500, 250_000), rng.choice(sqlite_shop.STATUSES)
+            rows.append((i, who, region, amount, status, date))
         return project, rows
 
     def _plan(self, rng: random.Random, project: str, rows: list[Row], mode: str) -> Plan:
@@ -177,19 +164,12 @@ class SqliteReport(Family[Plan]):
             truth = {"db": plan.shop.db, "reports": plan.shop.reports}
             truth.update(deleted_ids=deleted, expired_ids=expired, summary=plan.shop.summary)
         else:
-            changed = sorted(
-                r[0] for r, f in zip(plan.rows, plan.final_rows, strict=True) if r != f
-            )
-            truth = {
-                "db": plan.db,
-                "report": plan.report_path,
-                "expected_csv": plan.expected_csv,
-                "changed_ids": changed,
-            }
+            truth = {"db": plan.db, "report": plan.report_path, "expected_csv": plan.expected_csv}
+            truth["changed_ids"] = plan.changed_ids
         return self.task(
             plan,
             truth=truth,
-            setup_script=shop_setup(plan.shop)
+            setup_script=sqlite_shop.shop_setup(plan.shop)
             if plan.shop
             else SETUP.format(db=plan.db, rows=plan.rows).lstrip(),
             complexity={"report": "easy", "update": "medium", "both": "hard"}.get(plan.mode, ""),
@@ -198,7 +178,7 @@ class SqliteReport(Family[Plan]):
 
     def instruction(self, plan: Plan) -> str:
         if plan.shop:
-            return shop_instruction(plan.shop)
+            return sqlite_shop.shop_instruction(plan.shop)
         parts = plan.parts
         return (
             f"The {plan.project} shop keeps its orders in the SQLite database {plan.db} (table "
@@ -209,32 +189,26 @@ class SqliteReport(Family[Plan]):
 
     def solution(self, plan: Plan) -> str:
         if plan.shop:
-            return shop_solution(plan.shop)
-        return "mkdir -p /home/user/reports\n" + (
-            f"sqlite3 {plan.db} <<'SQL'\n" + "\n".join(plan.sql_steps) + "\nSQL\n"
-        )
+            return sqlite_shop.shop_solution(plan.shop)
+        steps = "\n".join(plan.sql_steps)
+        return f"mkdir -p /home/user/reports\nsqlite3 {plan.db} <<'SQL'\n{steps}\nSQL\n"
 
     def tests(self, plan: Plan) -> tuple[str, str]:
         if plan.shop:
-            return shop_tests(plan.shop)
-        rows, final_rows = plan.rows, plan.final_rows
+            return sqlite_shop.shop_tests(plan.shop)
         consts = {
             "DB": plan.db,
             "REPORT": plan.report_path,
             "EXPECTED_CSV": plan.expected_csv,
-            "INITIAL_ROWS_SHA": sha256(repr(rows)),
-            "FINAL_ROWS_SHA": sha256(repr(final_rows)),
-            "CHANGED_IDS": sorted(r[0] for r, f in zip(rows, final_rows, strict=True) if r != f),
+            "INITIAL_ROWS_SHA": sha256(repr(plan.rows)),
+            "FINAL_ROWS_SHA": sha256(repr(plan.final_rows)),
+            "CHANGED_IDS": plan.changed_ids,
         }
-        initial_test = render_test(["hashlib", "os", "sqlite3"], consts, READER, INITIAL)
-        completion_test = render_test(
-            ["csv", "hashlib", "sqlite3"],
-            consts,
-            READER,
-            TABLE_STATE,
-            *([REPORT] if plan.report_path else []),
+        checks = [READER, TABLE_STATE, *([REPORT] if plan.report_path else [])]
+        return (
+            render_test(["hashlib", "os", "sqlite3"], consts, READER, INITIAL),
+            render_test(["csv", "hashlib", "sqlite3"], consts, *checks),
         )
-        return initial_test, completion_test
 
 
 READER = """

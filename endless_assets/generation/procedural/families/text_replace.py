@@ -104,23 +104,14 @@ class TextReplace(Family[Plan]):
         project = rng.choice(PROJECTS)
         role = rng.choice(ROLES)
         domain = rng.choice(DOMAINS)
-        n_old = rng.randint(1, 8)
-        old = f"{role}{n_old}.{domain}"
-        new = rng.choice([f"{role}{n_old + 1}.{domain}", f"{role}{n_old}.{rng.choice(DOMAINS)}"])
-        if new == old:
-            new = f"{role}-new.{domain}"
+        old, new = _host(rng, role, domain)
+        n_old = int(old.split(".")[0].removeprefix(role))  # roles hold no digits
         trap = rng.choice(TRAP_PREFIXES) + old if rng.random() < 0.7 else ""
         skip_comments = rng.random() < 0.5
         base = f"/home/user/{rng.choice(['configs', 'etc', 'deploy'])}/{project}"
 
         def line(host: str | None = None) -> str:
-            fill = {
-                "n": rng.randint(5, 500),
-                "d": rng.randint(1, 9),
-                "level": rng.choice(["info", "warn", "debug"]),
-                "port": rng.choice([5432, 6379, 8080, 9200, 5672]),
-                "svc": rng.choice(SERVICES),
-            }
+            fill = _fill(rng)
             if host is None:
                 return rng.choice(FILLER).format(**fill)
             other = trap or f"{rng.choice(ROLES)}{rng.randint(1, 9)}.{domain}"
@@ -220,11 +211,7 @@ class TextReplace(Family[Plan]):
             truth=truth,
             files={f"{rel_base}/{rel}": text for rel, text in plan.files.items()},
             setup_script=setup,
-            complexity="hard"
-            if plan.skip_comments and plan.trap
-            else "medium"
-            if plan.trap
-            else "easy",
+            complexity=("easy", "medium", "hard")[bool(plan.trap) * (1 + plan.skip_comments)],
             scenario="sysadmin migrating a backend host",
         )
 
@@ -248,9 +235,13 @@ class TextReplace(Family[Plan]):
                 "Nothing else may change: the backup copies (`*.bak`), the README and the notes "
                 "must stay byte-for-byte identical, and so must every other line."
             )
-            return f"We're moving the {plan.project} {plan.role} backend from {old} to {new}. " + (
-                " ".join(rules)
-            )
+        else:
+            rules += self._leveled_rules(plan)
+        whose = f"the {plan.project}" if plan.level is None else f"{plan.project}'s"
+        return f"We're moving {whose} {plan.role} backend from {old} to {new}. " + " ".join(rules)
+
+    def _leveled_rules(self, plan: Plan) -> list[str]:
+        base, rules = plan.base, []
         rules.append(
             "Nothing else may change: every other file (backups, examples, notes) and every other "
             "line must stay byte-for-byte identical, line endings included."
@@ -265,9 +256,7 @@ class TextReplace(Family[Plan]):
                 f"When you're done, list the files you changed in {plan.report}, one path "
                 f"(relative to {base}) per line."
             )
-        return f"We're moving {plan.project}'s {plan.role} backend from {old} to {new}. " + (
-            " ".join(rules)
-        )
+        return rules
 
     def tests(self, plan: Plan) -> tuple[str, str]:
         changed = plan.changed()
