@@ -51,7 +51,6 @@ import linecache
 import os
 import select
 import shutil
-import signal
 import sys
 import tempfile
 import traceback
@@ -158,14 +157,9 @@ def test_environment(image_env, home):
     return env
 
 
-def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env, guard):
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, image_env, guard):
     import pytest
 
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
     os.chown(home, agent_uid, agent_uid)
     become_agent(agent_uid)
     _op("fence_and_guard")(*guard)  # nothing the test runs can signal the grader
@@ -186,41 +180,25 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     before = _op("process_ids")()
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
-    out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
-    guard = _op("guard_pipes")()
-    _op("announce")()
-    pid = os.fork()
-    if pid == 0:
+
+    def start(guard):
         try:
             os.close(read_fd)
             name = os.path.basename(filename)
-            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env, guard)
+            child(run_dir, home, name, agent_uid, write_fd, nonce, image_env, guard)
         except BaseException:
             traceback.print_exc()
-        finally:
-            os._exit(3)
+
+    output = os.path.join(run_dir, "output.txt")
+    code, timed_out = _op("run_child")(output, timeout, start, 3)
     os.close(write_fd)
-    os.close(out_fd)
-    _op("guard_kept")(guard)
-    timed_out = not _op("wait_for")(pid, timeout)
-    if timed_out:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    _op("guard_released")(guard)  # its guard ends whatever the test left (grader_fence.py)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
     if agent_uid == 0:  # a verifier container: whatever the test started, but the grader
         _op("stop_new")(before)
     else:
         _op("stop_user")(agent_uid)  # whatever the test started
     counts = read_counts(read_fd, nonce)
     os.close(read_fd)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status), timed_out, counts
-    return os.waitstatus_to_exitcode(status), timed_out, counts
+    return code, timed_out, counts
 
 
 def read_counts(fd, nonce):

@@ -37,27 +37,37 @@ LOADS_VARIABLE = "ENDLESS_LOADS"  # set: describe all that grading could load (v
 READ_ONLY_VARIABLE = "ENDLESS_READ_ONLY"
 
 
+def elf_segments(fh):
+    """(its integer reader, [(type, offset, address, size)] of its program headers) of an open
+    64-bit ELF file; None if it is not one."""
+    head = fh.read(64)
+    if head[:4] != b"\x7fELF" or head[4] != 2:
+        return None
+    order = "little" if head[5] == 1 else "big"
+
+    def number(data):
+        return int.from_bytes(data, order)
+
+    phoff, size, count = number(head[32:40]), number(head[54:56]), number(head[56:58])
+    fh.seek(phoff)
+    table = fh.read(size * min(count, 64))
+    fields = ((0, 4), (8, 16), (16, 24), (32, 40))
+    return number, [
+        tuple(number(table[at + i : at + j]) for i, j in fields)
+        for at in range(0, len(table) - size + 1, size)
+    ]
+
+
 def elf_interpreter(path):
     """The dynamic loader an ELF executable names (PT_INTERP), or ""."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
-                return ""
-            order = "little" if head[5] == 1 else "big"
-            phoff = int.from_bytes(head[32:40], order)
-            phentsize = int.from_bytes(head[54:56], order)
-            phnum = int.from_bytes(head[56:58], order)
-            for index in range(min(phnum, 64)):
-                fh.seek(phoff + index * phentsize)
-                entry = fh.read(phentsize)
-                if int.from_bytes(entry[0:4], order) == 3:  # PT_INTERP
-                    offset = int.from_bytes(entry[8:16], order)
-                    size = int.from_bytes(entry[32:40], order)
+            for kind, offset, _, size in (elf_segments(fh) or (None, []))[1]:
+                if kind == 3:
                     fh.seek(offset)
                     return fh.read(min(size, 4096)).rstrip(b"\0").decode("utf-8", "replace")
-    except OSError:
-        return ""
+    except (OSError, ValueError):
+        pass
     return ""
 
 
@@ -202,25 +212,12 @@ def elf_needed(path):
     """(DT_NEEDED sonames, DT_RUNPATH/DT_RPATH directories) of a 64-bit ELF file."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:
+            found = elf_segments(fh)
+            if found is None:
                 return [], []
-            order = "little" if head[5] == 1 else "big"
-
-            def number(data):
-                return int.from_bytes(data, order)
-
-            phoff, size, count = number(head[32:40]), number(head[54:56]), number(head[56:58])
-            fh.seek(phoff)
-            table = fh.read(size * min(count, 64))
-            loads, dynamic = [], None
-            for at in range(0, len(table) - size + 1, size):
-                kind, offset = number(table[at : at + 4]), number(table[at + 8 : at + 16])
-                vaddr, filesz = number(table[at + 16 : at + 24]), number(table[at + 32 : at + 40])
-                if kind == 1:
-                    loads.append((vaddr, offset, filesz))
-                elif kind == 2:
-                    dynamic = (offset, filesz)
+            number, segments = found
+            loads = [(vaddr, offset, size) for kind, offset, vaddr, size in segments if kind == 1]
+            dynamic = ([(o, n) for kind, o, _, n in segments if kind == 2] or [None])[-1]
             if dynamic is None:
                 return [], []
             fh.seek(dynamic[0])
