@@ -1,21 +1,12 @@
 """A total disk budget per task container: a size-limited filesystem under its writable layer.
 
-overlay2 on ext4 has no per-container quota (`--storage-opt size` needs XFS project quotas, and
-this machine kind's kernel has neither XFS quotas nor ext4's quota format). So, between creating
-a container and starting it, the container's own layer directory (which holds the overlay's
-upper and work directories) is covered by a fresh ext4 filesystem of the budget's size, made in a
-sparse file inside that directory and loop-mounted over it. Every write in the container,
-wherever it goes and whoever makes it, lands there: past the budget it fails with ENOSPC ("No
-space left on device"); the host's disk only ever holds the budget. No blocks are reserved for
-root. The filesystem is unmounted before the container is removed; Docker then deletes the file
-with the layer. Cost: one `mkfs.ext4` and one loop mount per container (bench/disk_budget.py).
-
-This needs root on the engine's host and the overlay2 driver (or rootful Podman's overlay, whose
-layer directories have the same shape: see `check_attached` for what differs). On any other
-engine the engine's own `storage_opt size` is asked for (overlay2 on XFS with project quotas,
-btrfs, zfs); an engine that supports neither refuses to start a container with a budget, and
-says so. A budget of 0 (`disk=0`) means no budget.
-"""
+overlay2 on ext4 has no per-container quota, so between create and start the container's own
+layer directory is covered by a fresh ext4 filesystem of the budget's size, in a sparse file
+inside it, loop-mounted over it: every write in the container lands there and fails with ENOSPC
+past the budget (no blocks reserved for root). It is unmounted before the container is removed.
+This needs root on the engine's host and the overlay2 driver (or rootful Podman's overlay:
+`check_attached`); elsewhere the engine's own `storage_opt size` is asked for, and an engine
+with neither refuses a budget. `disk=0`: no budget. docs/sandbox.md has the details."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """A pool of sandbox engines: Docker (or Podman's Docker-compatible API) on one or many hosts.
 
-The setting `docker_hosts` lists engine URLs (`unix://`, `tcp://`, `ssh://`), each with an
-optional slot count: `unix:///run/a.sock=4,ssh://me@gpu1=8`. Empty: one engine, `docker_host`
-(DOCKER_HOST, else the local socket), as before. Work is placed on the engine with the most free
-capacity, preferring one that already holds the image (a task image is built where it is used).
-
-An engine that stops answering is drained: `recover()` (called before any retry of work that
-failed on an engine) pings every engine and takes the silent ones out of placement, so the
-retry lands on the others. When none answers, it waits for one (a daemon restarting) as the
-single-engine sandbox always did.
-"""
+`docker_hosts` lists engine URLs, each with an optional slot count (`unix:///run/a.sock=4,
+ssh://me@gpu1=8`); empty: the one engine `docker_host`. Work goes to the engine with the most
+free capacity, preferring one that holds the image. `recover()` (before any retry of work an
+engine failed) drains the engines that stopped answering, or waits for one when none answers."""
 
 from __future__ import annotations
 

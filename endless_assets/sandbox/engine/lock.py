@@ -1,26 +1,13 @@
-"""A lock the engine holds: work that processes sharing one engine must not do at once (the
-first build of the base image, a copy of an image onto an engine), whichever host or project
-they run from.
+"""A lock the engine holds: work that processes sharing one engine must not do at once (the first
+build of the base image, a copy of an image onto an engine), from whichever host or project.
 
-The lock is a container named `endless-lock.<name>`, created and never started: an engine
-creates a name once (the second create is refused atomically: Docker's 409 Conflict, Podman's
-"name is already in use"), so exactly one process holds it. Its labels name the holder:
-`host:pid` and the process's start (processes.py: a pid reused after the holder
-died is not the holder). Release removes it. A holder that died (kill -9, OOM, a reboot) is
-taken over:
-
-- a holder on this host is dead once its pid runs no process, or another one (its start
-  differs): the next waiter sees it within POLL_SECONDS;
-- a holder on another host cannot be asked: its lock is taken over once it is older than
-  STALE_SECONDS by the engine's clock (far beyond what the work it guards takes).
-
-Takeover removes that container by its id, never a newer holder's, then creates again: of many
-waiters, one wins. A waiter says once who holds the lock and since when.
-
-A container needs an image: `endless-lock:1`, a few bytes loaded from an archive made here,
-the same bytes every time, so every process that loads it loads the same image (its id is the
-digest of its configuration).
-"""
+The lock is a container `endless-lock.<name>`, created and never started: an engine creates a
+name once (a second create is refused atomically: Docker's 409, Podman's "already in use").
+Its labels name the holder (`host:pid` and the process's start, processes.py). A dead holder is
+taken over: on this host once its pid runs no process or another one; on another host once the
+lock is older than STALE_SECONDS by the engine's clock. Takeover removes that container by id,
+never a newer holder's. Its image, `endless-lock:1`, is loaded from an archive made here, the
+same bytes (so the same image id) every time."""
 
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
 """The disk budgets (disk.py) mounted on this host, as the kernel lists them, and their release.
 
-A budget is an ext4 filesystem in `<layer>/endless-disk.img`, loop-mounted over `<layer>`: the
-loop device's backing file (/sys/block/loop*/loop/backing_file) names the image, and the mount
-table (/proc/self/mountinfo) has that device mounted at the image's directory. Found that way,
-a budget is found whatever the engine still says about its container (dead, being removed, gone,
-its layer's diff/ deleted) and wherever the mount hangs in the mount tree.
-
-Hidden budgets: a Docker engine that bind-mounted its own data root over itself at start (the
-root was on a private mount) unmounts that bind when it stops. A budget mounted while the engine
-was down lands on the directory under the bind; the engine's bind at its next start does not
-carry it, and hides it: the layer directory the engine sees is another view of the same
-directory, on which nothing is mounted. The engine's removal of the container then fails on
-that directory ("device or resource busy": a mount sits on it) and leaves the container dead,
-and `umount <layer>` reaches the bind's view, where nothing is mounted. Such a budget is reached
-through the mount it hangs on: a handle of its parent directory (name_to_handle_at) opened on
-that mount (open_by_handle_at), then its directory looked up from there.
-"""
+A budget is an ext4 filesystem in `<layer>/endless-disk.img`, loop-mounted over `<layer>`: found
+from the loop devices' backing files and the mount table, whatever the engine still says of its
+container. Hidden budgets: a budget mounted while a Docker engine that bind-mounts its data root
+over itself was down is hidden by that bind once it is back (its removal of the container then
+fails, "device or resource busy", and `umount <layer>` reaches the bind's view). Such a budget
+is reached through the mount it hangs on: a handle of its parent directory (name_to_handle_at)
+opened on that mount (open_by_handle_at)."""
 
 from __future__ import annotations
 

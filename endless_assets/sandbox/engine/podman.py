@@ -1,15 +1,10 @@
 """Which engine answers a client (Docker or Podman), and how Podman differs.
 
-The sandbox talks to every engine through docker-py; Podman serves the same API on its own
-socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
-client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
-provider (provider.py). Podman's, `PodmanProvider`, says at each method how Podman differs (the
-seccomp profile, rlimits, builds, the base image, imports). Elsewhere: Podman lists local images
-as `localhost/<name>` or `docker.io/library/<name>` (`short_name`); its overlay layer has the
-shape of Docker's overlay2 (disk.py), but its storage code may unmount the whole overlay
-directory (disk.check_attached); its cgroups are named differently
-(snapshot.container_cpu_seconds).
-"""
+Podman serves Docker's API on its own socket (scripts/ensure-podman.sh). The engine's kind is
+asked once per client (`engine_kind`) and chooses its provider (provider.py); `PodmanProvider`
+says at each method how Podman differs. Elsewhere: Podman names local images
+`localhost/<name>` (`short_name`), may unmount its whole overlay directory
+(disk.check_attached), and names its cgroups differently (snapshot.container_cpu_seconds)."""
 
 from __future__ import annotations
 

@@ -1,48 +1,29 @@
 """The grader: a root process inside a task container that runs pytest verdicts on request.
 
-Its source is passed on the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose
-stdin/stdout stay open as the only channel to the harness; nothing of it is on disk. It starts
-before the agent's first command (or with the first verdict, when there is no agent), imports
-pytest once, and runs every verdict in a forked child. Standard library and pytest only; what
-each measure below defends against: docs/sandbox.md's threat model.
+Its source is the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose stdin and
+stdout are the only channel to the harness; nothing of it is on disk. It starts before the
+agent's first command (or with the first verdict), imports pytest once and runs each verdict in
+a forked child. Standard library and pytest only. What each measure defends against: the threat
+model in docs/sandbox.md.
 
-Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Hello:   {"ready": true, "fence", "programs", "protected", ...} (grader_describe.describe).
-Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent", "env", "verifier"}.
-Reply:   {"id", "running": true} when the test starts, then {"id", "exit_code", "timed_out",
-         "counts" (outcome totals or null), "output"}.
-Request: {"id", "op": "script", ...}: the script route (grader_script.py), in a verifier
-         container only. Reply: the same first line, then {"id", "exit_code", "timed_out",
-         "reward", "reward_problem", "needs_network", "output"}.
-Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
-         (the shell's way out when the agent filled the pids limit and no exec can start).
-Reply:   {"id", "stopped": true}.
+Protocol: one JSON object per line each way. Hello: {"ready": true, "fence", "programs",
+"protected", ...} (grader_describe.describe). Request: {"id", "filename", "test", "timeout",
+"agent_uid", "stop_agent", "env", "verifier"}; reply: {"id", "running": true} when the test
+starts, then {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+{"id", "op": "script", ...}: the script route (grader_script.py, verifier containers only),
+replied to with the same first line, then {"id", "exit_code", "timed_out", "reward",
+"reward_problem", "needs_network", "output"}. {"id", "op": "stop", "agent_uid"}: kill every
+process of the agent (the shell's way out when no exec can start), {"id", "stopped": true}.
 
-The grader itself:
-- is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
-  its memory or file descriptors through /proc or ptrace (and the seccomp profile refuses ptrace
-  to everyone). Nothing a test runs can signal it, whatever its uid (grader_fence.py). The OOM
-  killer can pick it when the agent fills the memory limit: before the test started, the harness
-  restarts the container (every process dies, the files stay) and grades with a new grader;
-  once it started, the verdict is 0 (verdict.py);
-- kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
-  a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
-  container (`verifier`: a snapshot of the agent's where none of its processes runs), and then
-  kills whatever the test started;
-- writes the test (root-only) into a fresh, randomly named directory on /verifier, a tmpfs that
-  nobody but root can list (and a full disk does not stop grading), and removes it afterwards.
-The pytest child:
-- runs as the agent's uid, with no supplementary groups, keeping one capability (DAC_OVERRIDE,
-  to read whatever the agent left, whatever its modes) in its own process only: any program a
-  test runs (git and its hooks, the agent's scripts, a shell reading rc files) starts with the
-  agent's uid and no capabilities, i.e. with no more privilege than the agent had;
-- is not dumpable (so those programs cannot trace it or open its descriptors), has the image's
-  environment (its ENV lines, without pytest's own variables), Python's isolated mode, no conftest
-  files, no plugin autoload, no cache, our own ini file, and / as its working directory;
-- reports outcome totals over a pipe that only it and the grader hold (close-on-exec, behind a
-  per-verdict nonce), never through a file. A verdict counts only if that report arrived and the
-  child exited by itself; a child killed or stopped by anything is an error (reward 0).
-"""
+The grader is not dumpable and, fenced from what tests run (grader_fence.py), cannot be
+signalled by them; it kills the agent's processes by scanning /proc (no fork: a fork bomb cannot
+stop it) before and after each verdict, and grades root only in a verifier container. The test
+is written root-only under a random name on /verifier (a tmpfs) and deleted once collected.
+The pytest child runs as the agent's uid with no groups, keeping DAC_OVERRIDE in its own process
+only (whatever a test runs has the agent's privilege, no more), not dumpable, in the image's
+environment without pytest's variables, isolated, with no conftest, plugin autoload or cache,
+and reports its totals over a close-on-exec pipe behind a per-verdict nonce. A verdict counts
+only if that report arrived and the child exited by itself."""
 
 import contextlib
 import ctypes

@@ -1,24 +1,14 @@
-"""The grader's self-description, sent with its hello (grader.py): what grading runs and loads, and
-the system locations a root agent must leave as the task's reference solution leaves them.
+"""The grader's self-description, sent with its hello (grader.py), seen before any agent command:
+what a verdict in a snapshot of the container holds the agent's changes against (verifier.py,
+system_paths.py). A part of the grader's source (grader_source.py).
 
-Part of the grader's source (verdict.GRADER_SOURCE: this file, grader_fence.py,
-grader_script.py, then grader.py; standard library only, nothing on disk). Seen before any agent
-command ran, it is what a verdict in a snapshot of the agent's container holds the agent's
-changes against (verifier.py, system_paths.py):
-
-- `protected`: the interpreter, the files it has loaded, its module search path, the dynamic
-  loader and its configuration, the programs the harness runs by name, and the other names that
-  lead to them; where a snapshot may be graded ($ENDLESS_LOADS), also every library they could
-  load later (`library_closure`: their DT_NEEDED, from their ELF headers) and OpenSSL's
-  configuration file (`openssl_config`: read when a process first uses libcrypto);
-- `system`: the system locations: the library, binary and interpreter trees (/usr, /lib*, /bin,
-  /sbin), the loader's and NSS's configuration, /etc/alternatives and /etc/python*, every
-  directory on the image's PATH ($ENDLESS_PATH_DIRS, the image's own PATH) and every path its
-  ENV loads code from ($ENDLESS_CODE_DIRS, system_paths.code_locations), the tool and library
-  directories of root's home (~/.local/bin, ~/.local/lib, ~/.cargo/bin, ~/bin), each with its
-  resolved path and the links leading to it. The verifier mounts them read-only;
-- `homes`: root's home, whose dot-entries are configuration (system_paths.is_config).
-"""
+- `protected`: what grading runs and loads: the interpreter, its loaded files and module search
+  path, the loader and its configuration, the harness's programs, the names leading to them;
+  where a snapshot may be graded ($ENDLESS_LOADS) also every library they could load later
+  (`library_closure`, from their ELF headers) and OpenSSL's configuration (`openssl_config`);
+- `system`: the system locations (docs/sandbox.md lists them), each with its resolved path and
+  the links leading to it; the verifier mounts them read-only;
+- `homes`: root's home, whose dot-entries are configuration (system_paths.is_config)."""
 
 import contextlib
 import os

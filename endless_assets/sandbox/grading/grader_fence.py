@@ -1,21 +1,12 @@
-"""The grader's fence: what a verdict's test or a task's script runs cannot reach the grader.
+"""The grader's fence: nothing a verdict's test or a task's script runs can signal the grader.
 
-Part of the grader's source (verdict.GRADER_SOURCE: grader_describe.py, this file,
-grader_script.py, then grader.py; standard library only, nothing on disk).
-
-A root agent's program, run by the test (that is many tasks' point) or by git from a hook, runs
-with the test's uid, which in a verifier container is the grader's: it could kill or stop the
-grader (a harness error, retried: a second chance the agent controls) or PID 1's child (the
-container stops). So the test's process, and a task's script, first enter a Landlock domain of
-their own scoped for signals (`fence`, Linux 6.12, Landlock ABI 6): no process in it can send any
-signal to a process outside it (the grader, the container's init and its `sleep`), whatever its
-uid and capabilities; the processes of the domain can still signal each other. A domain cannot
-be left, only narrowed, by whatever it runs. Where the kernel lacks it, `fence` says so (the hello's
-`fence`), and a grader lost while the test ran is still scored 0 (verdict.py), never retried.
-
-The grader tells the harness when a verdict's test starts (`announce`): a grader lost after that
-was lost while code of the agent's could run.
-"""
+A part of the grader's source (grader_source.py), and of the pytest stand-in's (offline_keep.py).
+A root agent's program, run by the test or by git from a hook, has the test's uid, in a verifier
+the grader's: it could kill the grader (a retry: a second chance the agent controls) or PID 1's
+child. So the test and the script first enter a Landlock domain scoped for signals (`fence`,
+Linux 6.12, ABI 6), which no process in it can leave or signal out of. Where the kernel lacks
+it, the hello says so (`fence`), and a grader lost once the test started (`announce`) is still
+scored 0 (verdict.py), never retried."""
 
 import contextlib
 import ctypes

@@ -1,19 +1,13 @@
-"""The grader's script route: the part of the grader's source that runs between the fence
-(grader_fence.py) and grader.py's (verdict.GRADER_SOURCE; standard library only, nothing on
-disk).
+"""The grader's script route (request op "script"): Harbor's way of grading, in a verifier container
+(verifier.py). A part of the grader's source (grader_source.py).
 
-Script route (request op "script"): the way Harbor's verifier grades, in a verifier container
-(verifier.py: a fresh container of a snapshot of the agent's, where no process of the agent runs).
-The task's tests directory is written afresh (whatever the agent left at that path is removed
-first), so are the reward directory and a directory of offline stand-ins for the usual
-installation steps and for the programs that start pytest (offline.py); the script runs as the
-verifier's user in the image's working directory with the image's environment, in its own
-session and fenced (grader_fence.py: nothing it runs can signal the grader), for at most its
-timeout; then every process it left is killed and the reward is read: `reward.txt`, else
-`reward.json` (a number, or an object with `reward` or a single number), as Harbor reads them.
-The reward directory is the script's user's (not world-writable); a pytest the script starts
-keeps the reward files as they were before it ran (offline_pytest.py).
-"""
+The tests directory and the reward directory are written afresh (whatever the agent left there
+is removed), with offline stand-ins for the usual installation steps and for the programs that
+start pytest (offline.py). The script runs as the verifier's user, in the image's working
+directory and environment, in its own session and fenced (grader_fence.py), for at most its
+timeout; then every process it left is killed and the reward read as Harbor reads it:
+`reward.txt`, else `reward.json`. The reward directory is the script's user's alone; a pytest
+the script starts keeps the reward files as they were (offline_keep.py)."""
 
 import base64
 import contextlib

@@ -1,20 +1,10 @@
-"""Offline stand-ins for the installation steps graders usually start with.
-
-Grading has no network. Test scripts of Harbor and Terminal-Bench tasks mostly begin with the
-same boilerplate: `apt-get update; apt-get install -y curl`, the uv installer through
-`curl ... | sh`, `uv venv` / `uv init`, `uv pip install pytest` / `uv add pytest` /
-`pip install pytest`, then `uv run pytest ...` or `uvx pytest ...` (Terminal-Bench 2's: `uvx -p
-3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json ...`;
-offline_uv.py reads uv's and pip's arguments as they do). At grading the verifier puts
-these programs first on the script's PATH: each step is served by what the image already has
-(the image's python3 and pytest, its Debian packages; `apt-get install` of curl, wget,
-ca-certificates and python3-pip succeeds, as the stand-ins serve what they are for, and `uv venv`
-makes an environment of stand-ins); a step that would need something the image lacks (a package
-that is not installed, a download that is not the uv installer) fails and writes itself, with
-the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network` naming that
-step (unless its reward is 1 anyway). Versions pinned by a step (`pytest==8.4.1`) are not
-checked: the image's version serves.
-"""
+"""Offline stand-ins for the installation steps graders usually start with (grading has no
+network): `apt-get update; apt-get install -y curl`, the uv installer through `curl ... | sh`,
+`uv venv`, `uv pip install pytest`, `pip install pytest`, then `uv run pytest` or `uvx pytest`
+(offline_uv.py reads uv's and pip's arguments as they do). Put first on the script's PATH, each
+step is served by what the image has; one that would need what the image lacks fails and writes
+itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network`
+(unless its reward is 1 anyway). Pinned versions are not checked: the image's serves."""
 
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
-"""Program text shared by the pytest stand-ins of a task's script (offline_pytest.py): what a test
-run can reach, kept from it.
+"""Program text shared by the pytest stand-ins of a task's script (offline_pytest.py).
 
-- KEEPER: the pytest stand-in runs pytest in a child of its own (`keep`), fenced like the script
-  itself (grader_fence.py: a Landlock domain from which no signal reaches a process outside, so
-  not the stand-in's own process either), with PR_SET_PDEATHSIG. The stand-in is a child
-  subreaper: every process the test run leaves (a daemon started by the agent's program, say) is
-  its descendant and is killed when pytest ends; then the reward files (reward.txt, reward.json
-  in $ENDLESS_LOGS_DIR) are put back as they were before pytest ran, the directory itself too if
-  it was moved or replaced. So what a test runs (the agent's program, git and a hook) cannot set
-  the reward, now or later: only the script itself writes it, after pytest. A pytest run that
-  writes the reward file itself loses what it wrote (said on stderr).
-- PLUGINS: pytest's plugin autoload reads the `pytest11` entry points of the interpreter's own
-  directories only (its sys.path before the image's PYTHONPATH and the working directory are
-  added): a `*.dist-info/entry_points.txt` the agent left in /app is never loaded, while the
-  plugins the image ships (pytest-json-ctrf's `--ctrf`) are. `trust_plugins` patches pluggy's
-  loader, the one every pytest uses; the guard (every Python of the script) patches it when
-  pluggy is imported.
+- KEEPER: pytest runs in a child (`keep`) fenced like the script (it starts with grader_fence.py
+  itself), with PR_SET_PDEATHSIG; the stand-in, a child subreaper, kills whatever the test run
+  left, then puts the reward files back as they were before pytest ran (the directory too, if
+  moved or replaced): nothing a test runs sets the reward, now or later; the script does.
+- PLUGINS: pytest's autoload reads the `pytest11` entry points of the interpreter's own
+  directories only (`trust_plugins` patches pluggy's loader): an entry point the agent left in
+  /app never loads, the image's own plugins do.
 
-Both run with the image's Python, any version from 3.6: nothing newer than that is used.
-"""
+Both run with the image's Python, any version from 3.6."""
 
 from __future__ import annotations
 

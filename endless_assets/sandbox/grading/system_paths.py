@@ -1,25 +1,15 @@
 """What an agent changed in the system locations, held against what the task's reference solution
 changes there: any other change is tampering (verifier.py grades it 0, naming the paths).
 
-The system locations are those the first grader named before the agent's first command
-(grader_describe.py): the library, binary and interpreter trees, the loader's and NSS's
-configuration, every directory on the image's PATH and every path its ENV loads code from
-(`code_locations`), root's tool directories. Configuration (`is_config`: /etc, the dot-entries
-of the homes grading runs in) the agent changed and the reference does not is not tampering but
-`pristine`: the verifier sees the image's own there (verifier_view.py), unless the engine's
-layers cannot be read (then it is tampering), it is also a system location, or grading loads it
-(OpenSSL's configuration). The validation stage runs the
-reference solution and records what it changed there (`learn`); the completion test carries that
-record (bundle.Verifier.allowed), so that an honest agent may make the same changes: install the
-same tool, edit the same configuration. A file among what grading itself loads (the interpreter's
-trees: a reference that installs a Python package) must then also be the reference's, byte for
-byte (its sha256), or it is tampering too: grading would run the agent's version of it.
-
-Bytecode caches are not tampering (Python writes them as it imports); where the agent changed any
-among what grading loads, the verifier reads none of them (`own_caches` False). /etc/passwd and
-/etc/group are the agent's to edit, but must stay regular files: the engine reads them at every
-container start and exec (a FIFO there would hang the verifier).
-"""
+The system locations are those the first grader named (grader_describe.py) and the paths the
+image's ENV loads code from (`code_locations`). Configuration (`is_config`) the agent changed
+and the reference does not is `pristine` instead: set back to the image's in the verifier
+(verifier_view.py), unless that cannot be done, it is also a system location, or grading loads
+it. The validation stage records the reference's changes (`learn`), which the completion test
+carries (bundle.Verifier.allowed) so an honest agent may make the same; a file among what
+grading loads must then be the reference's byte for byte (its sha256). Bytecode caches are not
+tampering (`own_caches`); /etc/passwd and /etc/group are the agent's, but must stay regular
+files (the engine reads them at every start and exec: a FIFO would hang it)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,10 @@
-"""Run a pytest file inside a container and turn pytest's outcome into a verdict.
+"""Run a pytest file inside a container through its grader (grader.py, which lists each measure)
+and turn pytest's outcome into a verdict: reward 1 only if pytest exits 0 by itself *and*
+reports at least one test, none failed, errored or was skipped.
 
-The work happens in the grader (`grader.py`, whose docstring lists each measure), a root process
-started once per container: before an episode's first command, or by the first verdict. For
-each verdict it kills every process of the agent, runs pytest in a forked child that is the
-agent's uid with one capability in-process (so anything a test runs has the agent's privilege,
-no more), with a clean environment, Python's isolated mode, no conftest files, no plugin
-autoload, no cache and an ini file of ours; the test file is deleted once collected; the
-outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0
-by itself *and* reports at least one test, none failed, errored or was skipped.
-
-A root agent's verdict, and that of a task graded by its own script (Harbor's tests/test.sh,
-bundle.py), is given in a verifier container instead: a new container of a snapshot of the
-agent's, where none of its processes runs (verifier.py). A script's verdict is its reward file:
-1 passes, anything else fails, none is an error.
-"""
+A root agent's verdict, and that of a task graded by its own script (bundle.py), is given in a
+verifier container instead (verifier.py); a script's verdict is its reward file: 1 passes,
+anything else fails, none is an error."""
 
 from __future__ import annotations
 
@@ -223,12 +214,10 @@ class _Grader:
                 + ", ".join(hello["writable"][:5])
             )
         if container.protected is None:  # the first grader, before any agent command
-            container.protected = [str(p) for p in hello.get("protected") or []]
+            for name in ("protected", "system", "absent", "homes"):
+                setattr(container, name, [str(p) for p in hello.get(name) or []])
             container.grading_programs = dict(hello.get("programs") or {})
             container.interpreter = hello.get("interpreter")
-            container.system = [str(p) for p in hello.get("system") or []]
-            container.absent = [str(p) for p in hello.get("absent") or []]
-            container.homes = [str(p) for p in hello.get("homes") or []]
             container.fenced = bool(hello.get("fence"))
         elif container.interpreter not in (None, hello.get("interpreter")):
             self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)

@@ -1,35 +1,17 @@
-"""Grading in a verifier container: a fresh container started from a snapshot of the agent's.
+"""Grading in a verifier container: a fresh container of a snapshot of the agent's, none of whose
+processes runs there (verdict.py decides when; docs/sandbox.md's threat model says why).
 
-Two kinds of verdict are not given in the agent's own container (verdict.py decides):
-
-- a root agent's. Root could read the test as the grader writes it, or signal the grader, or
-  leave a process that changes files while the test runs. So the agent's container is paused
-  and committed (`docker commit`), its processes are all killed, and the test runs in a new
-  container of that snapshot: the agent's files, none of its processes. No ENTRYPOINT runs
-  there, and PID 1's program, the grader's `env` and its interpreter are named by the paths
-  the first grader saw before the agent's first command.
-- a task graded by its own script (Harbor's tests/test.sh; bundle.py): the script runs as the
-  verifier's user (root unless the task says otherwise), and anything it runs could write the
-  reward file; in a verifier container nothing the agent left running can.
-
-The code that grades must be the image's own, and the agent's files only data. Before the
-snapshot, with the container paused until it is committed (a process the agent left running
-could otherwise change a file after the check passed it), system_paths.check holds what the
-agent changed (changes.py: its overlay upper directory, or `docker diff`; less what the engine
-itself changed at start) against the system locations the first grader named: any change there
-that the task's reference solution does not make itself is tampering, a verdict of 0 naming the
-paths. In the verifier container those locations are mounted read-only, so nothing a test or
-script runs can change them while grading, and the grader, the script's shell, its tools and
-every interpreter it starts are the image's, byte for byte (offline_pytest.py: how pytest and
-Python start). Identities are numbers, never names looked up in the agent's /etc/passwd.
-Bytecode caches the agent wrote among what grading loads are never read: the verifier's
-interpreters then keep their own on a tmpfs. Configuration the agent changed and the reference
-does not is the image's own in the verifier, and volumes over system locations are fresh
-(verifier_view.py). A grader lost once its test started is a verdict of 0, never a harness
-error (`_lost`): only what the test ran can have done it. What remains is the docs'
-(docs/sandbox.md): a test that imports the agent's code, a script that believes what the
-agent's program prints, and what the reference solution itself may change.
-"""
+Two kinds of verdict are given there: a root agent's (root could read the test, signal the
+grader, or leave a process that changes files while the test runs) and a task's own script's
+(whatever the agent left running could write the reward file). The code that grades must be
+the image's own and the agent's files only data: with the container paused from the check
+until the commit (a process left running could change a file the check had passed),
+system_paths.check holds what the agent changed against the system locations the first grader
+named; a change there that the reference solution does not make is tampering, a verdict of 0.
+In the verifier those locations are read-only, identities are numbers (never names looked up
+in the agent's /etc/passwd), bytecode caches the agent wrote among what grading loads are not
+read, and the agent's configuration and volumes over system locations are set aside
+(verifier_view.py). A grader lost once its test started is a scored 0 (`_lost`)."""
 
 from __future__ import annotations
 

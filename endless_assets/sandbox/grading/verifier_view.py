@@ -1,22 +1,13 @@
 """What a verifier container sees of the agent's (verifier.py): the agent's files, but the image's
 own configuration where the agent changed it and the reference solution does not, and fresh
-volumes from the image where an image's VOLUME holds a system location or configuration.
+volumes where an image's VOLUME holds a system location or configuration.
 
-Configuration (system_paths.is_config: /etc, the dot-entries of the homes of the users grading
-runs as) decides what a library or tool loads or runs: OpenSSL's providers and engines from
-openssl.cnf, git's fsmonitor, hooks and filters from /etc/gitconfig or ~/.gitconfig, PAM's
-modules, ssh's ProxyCommand, an interactive or login shell's rc files. Which of them a test or a
-script reaches cannot be listed (any library of the image may read its own), so none of what the
-agent changed there, beyond what the reference solution changes, is seen by grading: the
-verifier's layer gets the image's version first (containers/pristine.py), and the verdict says
-which paths were set aside. The agent is not called a cheat for it (an honest agent leaves a
-`~/.gitconfig` with its name, a backup of a file it edited): its work is graded without them.
-
-An image's VOLUME never reaches the agent's layer: what the agent wrote there is not in the
-changes the check reads. A verifier shares the agent's volumes except those that hold a system
-location or configuration (a VOLUME over site-packages or /etc/ssl, say): those it gets fresh,
-filled from the image as any new container's.
-"""
+Configuration (system_paths.is_config) decides what a library or tool loads or runs (OpenSSL's
+providers, git's hooks and fsmonitor, PAM, ssh, shell rc files); which of it a test reaches
+cannot be listed, so the verifier's layer gets the image's version back (containers/pristine.py)
+and the verdict names the paths. That is not called cheating: an honest agent leaves a
+`~/.gitconfig` too. What the agent wrote in a VOLUME never reaches its layer, so is never
+checked: a volume holding a system location or configuration is fresh from the image."""
 
 from __future__ import annotations
 
