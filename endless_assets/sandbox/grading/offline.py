@@ -32,9 +32,7 @@ real() {
 }
 """
 
-_APT = (
-    _PRELUDE
-    + r"""cmd=""
+_APT = r"""cmd=""
 for a in "$@"; do case "$a" in -*) ;; *) cmd=$a; break ;; esac; done
 case "$cmd" in
   update|clean|autoclean|autoremove|upgrade|dist-upgrade) exit 0 ;;
@@ -59,7 +57,6 @@ if [ -n "$missing" ]; then
 fi
 exit 0
 """
-)
 
 # The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
 # first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` as links
@@ -81,7 +78,9 @@ echo "endless offline: uv is served by the image's python and pytest"
 """
 
 _FETCH = (
-    _PRELUDE
+    "installer=$(cat <<'ENDLESS_INSTALLER'\n"
+    + _UV_INSTALLER
+    + "ENDLESS_INSTALLER\n)\n"
     + r"""out=""
 prev=""
 url=""
@@ -93,9 +92,9 @@ done
 case "$url" in
   *astral.sh/uv/*|*astral.sh/uv)
     if [ -n "$out" ] && [ "$out" != "-" ]; then
-      printf "shims='%s'\n%s" "$here" "$INSTALLER" > "$out"
+      printf "shims='%s'\n%s" "$here" "$installer" > "$out"
     else
-      printf "shims='%s'\n%s" "$here" "$INSTALLER"
+      printf "shims='%s'\n%s" "$here" "$installer"
     fi
     exit 0 ;;
   http://localhost*|http://127.0.0.1*|https://localhost*|https://127.0.0.1*)
@@ -106,15 +105,12 @@ exit 6
 """
 )
 
-_PYTHON_TOOL = (
-    _PRELUDE
-    + r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
+_PYTHON_TOOL = r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
   report "$(basename "$0") $*: the image has no python3 to serve it"
   exit 127
 fi
 exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
 """
-)
 
 
 def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
@@ -124,28 +120,11 @@ def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, 
     stand-in finds the programs it hands over to (offline_pytest.py)."""
     settings = f"TRUSTED_PY={shlex.quote(python)}\nIMAGE_PATH={shlex.quote(image_path)}\n"
     prelude = _PRELUDE.replace("here=$(", settings + "here=$(", 1)
-
-    def shell(text: str) -> str:
-        return text.replace(_PRELUDE, prelude, 1) if text.startswith(_PRELUDE) else prelude + text
-
-    fetch = _FETCH.replace(
-        'out=""\n',
-        f"installer=$(cat <<'ENDLESS_INSTALLER'\n{_UV_INSTALLER}ENDLESS_INSTALLER\n)\nout=\"\"\n",
-        1,
-    ).replace('"$INSTALLER"', '"$installer"')
-    found = {
-        "apt-get": _APT,
-        "apt": _APT,
-        "curl": fetch,
-        "wget": fetch,
-        "uv": _PYTHON_TOOL,
-        "uvx": _PYTHON_TOOL,
-        "pip": _PYTHON_TOOL,
-        "pip3": _PYTHON_TOOL,
-    }
-    found = {name: shell(text) for name, text in found.items()}
+    shell = {"apt-get": _APT, "apt": _APT, "curl": _FETCH, "wget": _FETCH}
+    shell |= dict.fromkeys(("uv", "uvx", "pip", "pip3"), _PYTHON_TOOL)
+    found = {name: prelude + text for name, text in shell.items()}
     for name, text in offline_pytest.stand_ins().items():
-        found[name] = text if "." in name else shell(text)
+        found[name] = text if "." in name else prelude + text
     found["endless_offline.py"] = offline_uv.TOOL
     found["endless_ctrf.py"] = offline_uv.CTRF
     return found

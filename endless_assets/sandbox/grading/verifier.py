@@ -71,94 +71,76 @@ def grade_in_verifier(
     """The verdict in a verifier container (module docstring). `learn`: the reference solution's
     episode (the validation stage): what it changed in the system locations is returned in the
     verdict (`system_changes`) instead of being tampering."""
-    halted = stop_agent and uid == 0  # a root agent's: stopped while graded
     homes = verifier_view.homes_of(container, spec)
     image, finding = snapshot(
         container, check=stop_agent, allowed=spec.allowed, learn=learn, homes=homes
     )
     if finding.tampered:
         return _no_verdict(spec, finding.detail(), started)
-    if spec.script:
-        timeout = spec.timeout or timeout
+    timeout = (spec.timeout or timeout) if spec.script else timeout
 
     def stop() -> None:
-        if halted:
-            # Every process dies, and none starts again (an ENTRYPOINT the agent changed, say,
-            # with a VOLUME the verifier shares) until the verdict is given.
+        if stop_agent and uid == 0:
+            # A root agent's: every process dies, and none starts again (an ENTRYPOINT it
+            # changed, with a VOLUME the verifier shares) until something is to run in it next
+            # (a rollout's, removed next, never does).
             container.halt()
         elif stop_agent:
             stop_agent_processes(container, uid)
 
-    # A halted container starts again when something is to run in it next (a stage's next
-    # check): a rollout's, removed next, never does.
     shared, fresh = verifier_view.shared_volumes(container, homes)
     prepare = verifier_view.put_back(container, finding.pristine)
-    view = {"shared_volumes": shared, "prepare": prepare}
-    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, view)
+    with verifier_container(container, image, stop, shared_volumes=shared, prepare=prepare) as box:
+        verdict = _verdict_in(box, spec, uid, timeout, started, finding.own_caches)
     detail = "; ".join(filter(None, (verdict.detail, finding.unseen(), fresh)))
     return dataclasses.replace(verdict, system_changes=finding.changed, detail=detail)
 
 
 def _verdict_in(
-    container: TaskContainer,
-    image: str,
-    stop: Callable[[], None],
+    box: TaskContainer,
     spec: bundle.Verifier,
     uid: int,
     timeout: float,
     started: float,
-    finding: Finding,
-    view: dict,
+    own_caches: bool,
 ) -> Verdict:
-    own_caches = finding.own_caches
-    with verifier_container(container, image, stop, **view) as box:
-        prefix = "" if own_caches else PYCACHE
-        try:
-            grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
-        except InterpreterMoved as exc:
-            return _no_verdict(spec, str(exc), started)
-        if spec.script:
-            request = script_request(box, spec, timeout, own_caches=own_caches)
-        else:
-            flags = {"stop_agent": False, "verifier": True}
-            request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
-        try:
-            reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
-        except GraderLost as exc:
-            return _lost(box, spec, exc, started)
-        if not spec.script:
-            return reply_verdict(reply, started)
-    return script_verdict(spec.script, reply, time.monotonic() - started)
+    prefix = "" if own_caches else PYCACHE
+    try:
+        grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
+    except InterpreterMoved as exc:
+        return _no_verdict(spec, str(exc), started)
+    if spec.script:
+        request = script_request(box, spec, timeout, own_caches=own_caches)
+    else:
+        flags = {"stop_agent": False, "verifier": True}
+        request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
+    try:
+        reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+    except GraderLost as exc:
+        return _lost(box, spec, exc, started)
+    if spec.script:
+        return script_verdict(spec.script, reply, time.monotonic() - started)
+    return reply_verdict(reply, started)
 
 
 def _lost(box: TaskContainer, spec: bundle.Verifier, exc: GraderLost, started: float) -> Verdict:
     """The verifier's grader was lost. Before its test started, no code of the agent's had run
-    there: a harness error. After, only what the test ran can have done it (killed or stopped
-    the grader, or the container's own processes: nothing else runs in a verifier), unless the
-    engine itself is gone (a harness error): an error, reward 0, scored, never a retry."""
+    there: a harness error. After, only what the test ran can have done it (nothing else runs
+    in a verifier), unless the engine itself is gone: an error, reward 0, scored, never retried."""
     if not exc.running:
         raise exc
     try:
         box.client.api.inspect_container(box.id)
     except (docker.errors.DockerException, OSError) as gone:
         raise SandboxError(f"the verifier container is gone: {gone}") from exc
-    verdict = _no_verdict(spec, f"{DISTURBED}: {exc}", started)
-    return dataclasses.replace(verdict, status="error")
+    return _no_verdict(spec, f"{DISTURBED}: {exc}", started, status="error")
 
 
-def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
-    return Verdict(
-        passed=False,
-        status="tampered",
-        exit_code=-1,
-        tests=0,
-        failures=0,
-        errors=0,
-        output="",
-        seconds=time.monotonic() - started,
-        script=spec.script,
-        detail=detail,
-    )
+def _no_verdict(
+    spec: bundle.Verifier, detail: str, started: float, status: str = "tampered"
+) -> Verdict:
+    seconds = time.monotonic() - started
+    return Verdict(False, status, -1, 0, 0, 0, "", seconds, script=spec.script, detail=detail)
 
 
 def tampering(container: TaskContainer, allowed: dict[str, str] | None = None) -> str:
@@ -195,8 +177,7 @@ def check_changes(
 
 
 def diff(container: TaskContainer) -> list[dict]:
-    """What differs in the container's files from its image (changes.py: read in its overlay
-    upper directory when we can, else `docker diff`)."""
+    """What differs in the container's files from its image (changes.py)."""
     return container_changes(container.client, container.id, container.upper_dir)
 
 
@@ -209,17 +190,13 @@ def snapshot(
     homes: list[str] | None = None,
 ) -> Snapshot:
     """A snapshot of the container's files, or none when `check` finds that the agent changed
-    what it may not (`tampering`). The container is paused from before the check until after
-    the commit: a process the agent left running cannot change a file once the check has
-    passed it (it could, between a check and a later pause)."""
+    what it may not. The container is paused from before the check until after the commit: a
+    process the agent left running cannot change a file once the check has passed it."""
     paused = _pause(container)
     try:
-        unchecked = Finding(own_caches=False)
-        finding = (
-            check_changes(container, allowed or {}, learn=learn, homes=homes)
-            if check
-            else unchecked
-        )
+        finding = Finding(own_caches=False)
+        if check:
+            finding = check_changes(container, allowed or {}, learn=learn, homes=homes)
         if finding.tampered:
             return Snapshot("", finding)
         return Snapshot(commit(container, pause=False), finding)
@@ -260,11 +237,10 @@ def verifier_container(
     shared_volumes: list[str] | None = None,
     prepare: Callable[[str], None] | None = None,
 ) -> Iterator[TaskContainer]:
-    """A new container of `image`, a snapshot of `container` (see the module docstring), with
-    the system locations the first grader named and /etc read-only (`read_only`), the agent's
-    volumes (`shared_volumes`: only those) and its layer prepared (`prepare`: verifier_view.py);
-    the agent's own container has none of its processes left afterwards (`stop_agent()`). The
-    image is removed at the end."""
+    """A new container of `image`, a snapshot of `container`, once `stop_agent()` left none of
+    the agent's processes: the system locations and /etc read-only (`read_only`), only the
+    agent's `shared_volumes`, its layer prepared (`prepare`: verifier_view.py). The image is
+    removed at the end."""
     try:
         stop_agent()
         programs = container.grading_programs
