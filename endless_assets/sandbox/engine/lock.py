@@ -32,8 +32,8 @@ from endless_assets.sandbox.engine.client import (
     PROJECT,
     PROJECT_LABEL,
     SandboxError,
+    base_labels,
     engine_failure,
-    owner_tag,
 )
 
 PREFIX = "endless-lock."
@@ -113,7 +113,7 @@ def release(client: DockerClient, container_id: str) -> None:
 
 
 def describe(holder: dict) -> str:
-    """What a waiter waits for: which lock, who holds it since when, and how to free it."""
+    """Which lock, who holds it since when, and how to free it."""
     labels = (holder.get("Config") or {}).get("Labels") or {}
     name = str(holder.get("Name") or "").lstrip("/")
     since = str(holder.get("Created") or "")[:19].replace("T", " ")
@@ -125,8 +125,7 @@ def describe(holder: dict) -> str:
 
 
 def sweep_locks(client: DockerClient) -> int:
-    """Remove the locks whose holder is gone (`endless sweep`, and every sandbox's first sweep);
-    how many."""
+    """Remove the locks whose holder is gone (`endless sweep`, every sandbox's first); how many."""
     found = client.containers.list(
         all=True, sparse=True, filters={"label": [f"{KIND_LABEL}={LOCK_KIND}"]}
     )
@@ -139,13 +138,8 @@ def sweep_locks(client: DockerClient) -> int:
 
 
 def _create(client: DockerClient, container: str, purpose: str) -> str:
-    labels = {
-        PROJECT_LABEL: PROJECT,
-        KIND_LABEL: LOCK_KIND,
-        OWNER_LABEL: owner_tag(),
-        START_LABEL: processes.me().start,
-        PURPOSE_LABEL: purpose,
-    }
+    # (KIND_LABEL, START_LABEL and PURPOSE_LABEL: endless.kind, endless.owner_start, endless.lock)
+    labels = base_labels(kind=LOCK_KIND, owner_start=processes.me().start, lock=purpose)
     created = client.api.create_container(
         LOCK_IMAGE,
         command=["/endless-lock"],
@@ -158,8 +152,8 @@ def _create(client: DockerClient, container: str, purpose: str) -> str:
 
 
 def _name_taken(exc: docker.errors.APIError) -> bool:
-    """The create was refused because the name is taken: Docker's 409; Podman's compatible API
-    says 500, "... is already in use"."""
+    """The create was refused because the name is taken (Docker: 409; Podman: 500, "... is already
+    in use")."""
     return exc.status_code == 409 or "already in use" in str(exc.explanation or exc)
 
 
@@ -231,8 +225,8 @@ def _arch(client: DockerClient) -> str:
 
 
 def lock_image_archive(arch: str) -> bytes:
-    """`docker save`'s archive of the lock image: one layer holding one empty file, a
-    configuration with no date. Deterministic: the same bytes for the same architecture."""
+    """`docker save`'s archive of the lock image (one empty file, no date): the same bytes for the
+    same architecture."""
     layer = _tar({"endless-lock": b""})
     layer_digest = hashlib.sha256(layer).hexdigest()
     config = json.dumps(
