@@ -53,9 +53,8 @@ def pack(verifier: Verifier) -> str:
 
 
 def allow(text: str, changes: dict[str, str]) -> str:
-    """The completion test `text`, carrying `changes` (the reference solution's in the system
-    locations, system_paths.py) as what an agent may change there; unchanged when there are none
-    and it carries none."""
+    """`text` carrying `changes` (the reference solution's in the system locations) as what an
+    agent may change there."""
     verifier = unpack(text)
     if verifier is None:
         if not changes:

@@ -153,11 +153,9 @@ def homes_of_root(known=[]):  # noqa: B006 (asked once: an NSS lookup)
 
 
 def other_names(paths):
-    """The other names that lead to these files, which a root agent could point elsewhere:
-    every symbolic link directly under / (a merged /usr's /bin, /lib, /lib64: the names a
-    script's `#!/bin/bash` and ld.so.cache's `/lib/x86_64-linux-gnu/...` use), every link among
-    the paths' ancestors, and the links beside a file that lead to it (`libexpat.so.1` ->
-    `libexpat.so.1.8.10`: the name the loader opens; the kernel's maps name the file)."""
+    """The other names leading to these files, which a root agent could point elsewhere: the links
+    directly under / (a merged /usr's /bin, /lib: `#!/bin/bash`), those among the paths'
+    ancestors, and those beside a file leading to it (`libexpat.so.1`: the loader's name)."""
     found = set()
     with contextlib.suppress(OSError), os.scandir("/") as entries:
         found.update(entry.path for entry in entries if entry.is_symlink())
@@ -177,9 +175,8 @@ def other_names(paths):
 
 
 def link_targets(directories, limit=100_000, modules=None):
-    """Where the symbolic links under `directories` lead (Debian's stdlib sitecustomize.py is a
-    link into /etc): writing through a link changes its target, not the link. The extension
-    modules found on the way (`*.so`) are added to `modules`."""
+    """Where the links under `directories` lead (Debian's sitecustomize.py: into /etc), adding the
+    extension modules found on the way to `modules`."""
     found, seen = set(), 0
     pending = list(directories)
     while pending and seen < limit:

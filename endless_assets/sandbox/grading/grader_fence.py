@@ -40,10 +40,9 @@ def landlock_abi():
 
 
 def fence():
-    """Put this process, and everything it starts, in a new Landlock domain that may not signal
-    a process outside it. True if done; False where the kernel has no scoped Landlock or the
-    process may not restrict itself (no no_new_privs: every task container has it; an exported
-    task's grader under another harness may not)."""
+    """Put this process and all it starts in a new Landlock domain that may not signal outside
+    it. False where the kernel lacks it or the process may not restrict itself (no
+    no_new_privs: an exported task's grader under another harness, say)."""
     if landlock_abi() < SCOPED_ABI:
         return False
     attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, LANDLOCK_SCOPE_SIGNAL))
@@ -60,18 +59,16 @@ def fence():
 
 
 def guard_pipes():
-    """The pipes between the grader and a test's guard (`fence_and_guard`): (go: read, write),
-    (done: read, write). The grader keeps go's write end while the test runs."""
+    """(go: read, write, done: read, write): the grader holds go's write end while a test runs."""
     return (*os.pipe(), *os.pipe())
 
 
 def fence_and_guard(go_read, go_write, done_read, done_write):
-    """In the child about to run a test or a script: fence it (`fence`), leaving behind a guard
-    process in that domain, then fence it again (a domain inside the first, from which nothing
-    can signal the guard). The guard waits until the grader closes its end of `go` (once the
-    test is over, or when it dies), then kills every process of both domains but itself at once
-    (kill(-1): no fork can slip past it), and exits (`done` closes). Without a fence there is
-    no guard: kill(-1) would reach the grader."""
+    """In the child about to run a test or a script: fence it, leaving a guard in that domain,
+    then fence it again (nothing in the inner domain can signal the guard). Once `go` closes
+    (the test is over, or the grader died) the guard kills every process of both domains at
+    once (kill(-1): no fork slips past it) and exits. Unfenced, no guard: kill(-1) would reach
+    the grader."""
     if fence() and os.fork() == 0:
         os.close(go_write)
         os.close(done_read)

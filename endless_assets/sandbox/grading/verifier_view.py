@@ -23,12 +23,9 @@ WORKING = ("/", "/tmp")  # where grading works, whatever the task (homes_of)
 
 
 def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> list[str]:
-    """The directories whose dot-entries are configuration: where grading works (WORKING: `/`,
-    the working directory of our grader's test and of most scripts, and `/tmp`, where a test
-    makes its own temporary repository: git reads the config of a `.git` above it), root's home
-    (the first grader's, read before the agent's first command) and that of the user a task's
-    own script runs as. (One that is the agent's working directory, a task in /root, holds its
-    work too: system_paths.check.)"""
+    """The directories whose dot-entries are configuration: where grading works (`/`, and `/tmp`,
+    where a test makes a repository: git reads the config of a `.git` above it), root's home and
+    that of the user a task's own script runs as."""
     homes = [*WORKING, *container.homes]
     if spec is not None and spec.script:
         agent = container.agent
@@ -43,10 +40,9 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> l
 
 
 def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
-    """The agent's volumes a verifier shares ("name:destination:mode"; None: all of them), and
-    a line for the verdict naming those it gets fresh instead ("" if none): a volume at, in or
-    above a system location or /etc, or at or above a directory of `homes` (VOLUME /tmp: the
-    check never sees what the agent wrote there, its dot-entries included)."""
+    """The agent's volumes a verifier shares ("name:destination:mode"; None: all), and a line for
+    the verdict naming those it gets fresh instead: at, in or above a system location or /etc,
+    or at or above a directory of `homes`."""
     reached = [*container.system, *CONFIG_DIRS]
     kept, fresh = [], []
     for name, destination, writable in container.volumes:
