@@ -50,8 +50,8 @@ def check_budget(text: str) -> int:
 
 
 def upper_dir(inspect: dict) -> str:
-    """The container's overlay upper directory if this process can reach it: the engine runs on
-    this host with the overlay2 driver (Podman: overlay), and we are root; else ""."""
+    """The container's overlay upper directory if this process (root, on the engine's host) can
+    reach it; else ""."""
     driver = inspect.get("GraphDriver") or {}
     upper = str((driver.get("Data") or {}).get("UpperDir") or "")
     if driver.get("Name") not in OVERLAY_DRIVERS or not upper or os.geteuid() != 0:
@@ -60,8 +60,7 @@ def upper_dir(inspect: dict) -> str:
 
 
 def layer_dir(inspect: dict) -> str | None:
-    """The container's own overlay layer directory (its upper directory's parent), if this
-    process can mount over it (`upper_dir`, and mkfs.ext4 is here)."""
+    """The container's own layer directory (`upper_dir`'s parent), if we can mount over it."""
     upper = upper_dir(inspect)
     if not upper or shutil.which("mkfs.ext4") is None:
         return None
@@ -69,8 +68,8 @@ def layer_dir(inspect: dict) -> str | None:
 
 
 def attach(layer: str, size: int) -> None:
-    """Cover `layer` (a created, not yet started container's) with an ext4 filesystem of `size`
-    bytes holding the same entries, loop-mounted. Raises OSError or CalledProcessError."""
+    """Cover `layer` (a created, not started container's) with a loop-mounted ext4 filesystem of
+    `size` bytes holding the same entries. Raises OSError."""
     image = os.path.join(layer, mounts.IMAGE_NAME)
     mode = os.stat(layer).st_mode & 0o7777
     with tempfile.TemporaryDirectory(prefix="endless-layer-") as staging:
@@ -90,11 +89,9 @@ def attach(layer: str, size: int) -> None:
 
 
 def check_attached(layer: str) -> None:
-    """Raise OSError unless the budget's filesystem is still mounted over `layer` (checked once
-    the container started: its overlay was then mounted through it). Podman's storage code
-    lazily unmounts its whole overlay directory, with whatever is mounted inside it, when a
-    podman process finds no container mounted (unless `skip_mount_home`: docs/sandbox.md); a
-    container that started after that would run without its budget, on an empty layer."""
+    """Raise OSError unless the budget is still mounted over `layer` once the container started:
+    Podman's storage code may lazily unmount its whole overlay directory, budgets included
+    (unless `skip_mount_home`), and the container would run without its budget."""
     if not os.path.ismount(layer):
         raise OSError(
             f"the disk budget's filesystem over {layer} was unmounted by the engine before the "
@@ -103,10 +100,8 @@ def check_attached(layer: str) -> None:
 
 
 def release(layer: str) -> None:
-    """Unmount the budget's filesystem from `layer` if it is mounted (lazily: a process that
-    still holds it does not keep the container from being removed). One the engine unmounted
-    meanwhile (Podman, see `check_attached`) is released already; one hidden under the engine's
-    own mount of its data root (mounts.py) is released too."""
+    """Unmount the budget from `layer`, lazily (a process holding it does not keep the container
+    from being removed), hidden ones too (mounts.py)."""
     if not layer:
         return
     if os.path.ismount(layer):
