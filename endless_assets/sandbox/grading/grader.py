@@ -58,9 +58,8 @@ def keep_only(caps):
 
 
 class Reporter:
-    """A pytest plugin in the child: outcome totals, like a JUnit report's, sent once at the end
-    over the result pipe. Once the test file is collected, it is deleted (its lines stay in
-    memory for tracebacks): nothing the agent planted can lead the test back to its own source."""
+    """A pytest plugin in the child: outcome totals, sent once over the result pipe. The test file
+    is deleted once collected (its lines stay in memory): nothing can lead back to its source."""
 
     def __init__(self, fd, nonce, source):
         self.fd, self.nonce, self.source = fd, nonce, source
@@ -208,8 +207,7 @@ def handle(request, serial):
         timeout = float(request["timeout"])
         image_env = request.get("env")
         code, timed_out, counts = run_pytest(run_dir, home, filename, timeout, agent_uid, image_env)
-        # The run directory's name is random: keep it out of the output, which feeds repair
-        # prompts (and their cache keys).
+        # (the random name out of the output, which feeds repair prompts and their cache keys)
         output = _op("tail")(os.path.join(run_dir, "output.txt"))
         output = output.replace(os.path.basename(run_dir), "run")
     finally:
@@ -225,8 +223,7 @@ def handle(request, serial):
 
 
 def passed(reply):
-    """The reward rule (verdict.parse_verdict says the same, with a status): pytest exited 0 by
-    itself and reported at least one test, none failed, errored or was skipped."""
+    """The reward rule (verdict.parse_verdict's too)."""
     counts = reply["counts"]
     return (
         reply["exit_code"] == 0
@@ -238,9 +235,8 @@ def passed(reply):
 
 
 def once(argv):
-    """One verdict without a harness, for exported tasks (their tests/test.sh): prints pytest's
-    output, writes the reward (0 or 1) to --reward-file. The test file is read, then removed,
-    so that nothing the test runs can read it."""
+    """One verdict without a harness, for exported tasks (their tests/test.sh): the reward (0 or 1)
+    to --reward-file. The test file is removed once read: nothing the test runs can read it."""
     import argparse
 
     global VERIFIER
@@ -272,8 +268,7 @@ def once(argv):
 
 
 def _op(name):
-    """A name of grader_script.py or grader_fence.py, whose source comes first in the
-    grader's (see verdict.GRADER_SOURCE)."""
+    """A name of an earlier part of the grader's source (grader_source.py)."""
     return globals()[name]
 
 
@@ -291,8 +286,8 @@ def script(request):
 
 
 def preload_pytest():
-    """pytest, and the plugins of its own that every `pytest.main` imports, once, before any agent
-    command: every verdict's forked child reuses them instead of importing them again."""
+    """Import pytest and its own plugins once, before any agent command: every verdict's forked
+    child reuses them."""
     import importlib
 
     import pytest  # noqa: F401

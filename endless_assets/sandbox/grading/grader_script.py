@@ -202,9 +202,8 @@ def _run_script(request, workspace):
 
 
 def python_environment(workspace, offline, tests, env, own_caches):
-    """What every Python the script starts gets (offline_pytest.py): no user site directory,
-    our sitecustomize first, the tests directory for the pytest runner, and bytecode caches of
-    its own unless the agent left every one among what grading loads as it was."""
+    """What every Python the script starts gets (offline_pytest.py), with bytecode caches of its
+    own unless the agent left all among what grading loads as they were."""
     found = {"ENDLESS_TESTS_DIR": tests}
     guard = os.path.join(offline, "pyguard")
     if os.path.isfile(os.path.join(guard, "sitecustomize.py")):
@@ -221,10 +220,9 @@ def python_environment(workspace, offline, tests, env, own_caches):
 
 
 def run_child(output, timeout, start, failed):
-    """Fork a child in a session of its own, stdin /dev/null, stdout and stderr to `output` (a
-    new root-only file), that runs `start(guard)` (which fences it: grader_fence.py) and exits
-    `failed` if that returns. Wait for it at most `timeout`, kill its session, let its guard
-    end whatever it left. (exit code, 128 + the signal that killed it; timed out)."""
+    """Fork a child (its own session, output to `output`) that runs `start(guard)`, which fences
+    it, and exits `failed` if that returns; wait at most `timeout`, kill its session, let its
+    guard end what it left. (exit code, 128 + the signal that killed it; timed out)."""
     out_fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o600)
     guard = globals()["guard_pipes"]()
     globals()["announce"]()  # (grader_fence.py's names: earlier in the grader's source)

@@ -58,12 +58,9 @@ fi
 exit 0
 """
 
-# The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
-# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` as links
-# to the stand-ins (`$shims`, which the fetch stand-in puts first) where the real installer would
-# put them (~/.local/bin, ~/.cargo/bin of older ones, or the directory its variables name), for
-# scripts that run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only
-# at grading (a system location: verifier.py), what it has serves.
+# The uv installer's stand-in: an `env` file to source that changes nothing, and `uv` and `uvx`
+# linked to the stand-ins (`$shims`) where the real installer would put them, for scripts that
+# run ~/.local/bin/uv by its path (where that is read-only at grading, what it has serves).
 _UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
   echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
   cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
@@ -114,10 +111,8 @@ exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
 
 
 def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
-    """Program name -> its stand-in (all put first on the test script's PATH). `python`: the
-    interpreter the stand-ins of uv, uvx and pip run, by absolute path (the one the first grader
-    ran, before the agent's first command); `image_path`: the image's own PATH, where every
-    stand-in finds the programs it hands over to (offline_pytest.py)."""
+    """Program name -> its stand-in. `python`: what uv, uvx and pip run (the first grader's, by
+    path); `image_path`: the image's own PATH, where the stand-ins find what they hand over to."""
     settings = f"TRUSTED_PY={shlex.quote(python)}\nIMAGE_PATH={shlex.quote(image_path)}\n"
     prelude = _PRELUDE.replace("here=$(", settings + "here=$(", 1)
     shell = {"apt-get": _APT, "apt": _APT, "curl": _FETCH, "wget": _FETCH}

@@ -68,9 +68,8 @@ def grade_in_verifier(
     *,
     learn: bool = False,
 ) -> Verdict:
-    """The verdict in a verifier container (module docstring). `learn`: the reference solution's
-    episode (the validation stage): what it changed in the system locations is returned in the
-    verdict (`system_changes`) instead of being tampering."""
+    """The verdict in a verifier container. `learn`: the reference solution's episode, whose
+    changes to the system locations are returned (`system_changes`), not tampering."""
     homes = verifier_view.homes_of(container, spec)
     image, finding = snapshot(
         container, check=stop_agent, allowed=spec.allowed, learn=learn, homes=homes
@@ -156,9 +155,7 @@ def check_changes(
     learn: bool = False,
     homes: list[str] | None = None,
 ) -> Finding:
-    """What the agent changed, held against the system locations and configuration (of
-    `homes`: root's unless given) and what the reference solution changes there
-    (system_paths.check)."""
+    """What the agent changed, held against the system locations (system_paths.check)."""
     if container.protected is None:
         return UNDESCRIBED
     engine = container.engine_changes
@@ -271,8 +268,8 @@ def verifier_container(
 
 
 def commit(container: TaskContainer, *, pause: bool = True) -> str:
-    """Snapshot the container's files as an image, labelled with the process that made it; its
-    id. `pause`: the engine pauses its processes meanwhile (False: the caller has paused them)."""
+    """Snapshot the container's files as an image labelled with its maker; its id. `pause`: the
+    engine pauses its processes meanwhile (False: the caller has)."""
     with engine_failure(f"committing container {container.container.short_id}"):
         image = container.container.commit(
             repository=VERIFIER_REPOSITORY,
