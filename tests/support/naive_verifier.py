@@ -26,10 +26,6 @@ from endless_assets.sandbox.grading import (
 )
 
 UNFENCED = ("    if landlock_abi() < SCOPED_ABI:\n", "    if True:\n")
-RUNNER_UNFENCED = (
-    "    if libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1)) < 6:\n",
-    "    if True:\n",
-)
 TRUSTING = (
     "trust_plugins(pluggy.PluginManager, list(sys.path))",
     "sys.path.extend(later)\nlater = []",
@@ -49,7 +45,7 @@ def todays(monkeypatch, *, backstop: bool = False):
     with monkeypatch.context() as patch:
         source = replaced(verdict.GRADER_SOURCE, *UNFENCED)
         ours = offline_pytest.stand_ins()
-        runner = replaced(ours["endless_pytest.py"], *RUNNER_UNFENCED)
+        runner = replaced(ours["endless_pytest.py"], *UNFENCED)  # (its fence: grader_fence.py's)
         guard = ours["pyguard/sitecustomize.py"]
         if not backstop:
             source = replaced(

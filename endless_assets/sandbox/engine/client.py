@@ -31,9 +31,7 @@ class SandboxError(RuntimeError):
 
 
 class ImageMissing(SandboxError):
-    """An image that was there is not (another process removed it: `endless prune`, a user's
-    `docker rmi`): the engine's image store changed under the work, which is tried again once
-    the image is back (rebuilt from its recipe, or copied)."""
+    """An image that was there is not (another process removed it): tried again once it is back."""
 
 
 @contextlib.contextmanager
@@ -46,8 +44,7 @@ def engine_failure(what: str) -> Iterator[None]:
 
 
 class RetriesExhausted(SandboxError):
-    """An engine failure already tried again where it happened (a build): trying the whole step
-    again on the same engine would only repeat those tries."""
+    """An engine failure already tried again where it happened (a build): not to retry again."""
 
 
 PING_SECONDS = 5.0  # an engine that does not answer a ping within this is down
@@ -55,22 +52,19 @@ WORK_SECONDS = 300.0  # a request of real work (a build step's stream, a contain
 
 
 class EngineConfigError(SandboxError):
-    """An engine URL this machine cannot use at all (not an engine that is down): e.g. an
-    ssh:// engine without the OpenSSH client."""
+    """An engine URL this machine cannot use at all (an ssh:// engine without `ssh`, say)."""
 
 
 def tls_for(base_url: str) -> Any:
-    """Client TLS for a `tcp://` engine, as docker-py reads it for DOCKER_HOST
-    (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH); None where those are unset or the URL is not tcp."""
+    """Client TLS for a `tcp://` engine as docker-py reads it for DOCKER_HOST, or None."""
     if not base_url.startswith(("tcp://", "https://")):
         return None
     return docker.utils.kwargs_from_env().get("tls")
 
 
 def client_for(base_url: str, timeout: float, version: str | None = None) -> DockerClient:
-    """A client for one engine URL ("" = DOCKER_HOST or the local socket). Without `version`,
-    docker-py asks the engine for its API version here, within `timeout`. An ssh:// engine is
-    reached through the system's `ssh` (its config, keys and agent), as the docker CLI does."""
+    """A client for one engine URL ("" = DOCKER_HOST or the local socket); without `version`,
+    docker-py asks the engine for it. ssh:// goes through the system's `ssh`, as the CLI does."""
     url = base_url or os.environ.get("DOCKER_HOST", "")
     if not base_url and not url.startswith("ssh://"):
         return docker.from_env(timeout=timeout, version=version)
@@ -94,9 +88,8 @@ def client_for(base_url: str, timeout: float, version: str | None = None) -> Doc
 
 
 def connect(base_url: str, timeout: float = WORK_SECONDS) -> DockerClient:
-    """A client for real work (requests may take `timeout`) to an engine that has just answered
-    a short ping (PING_SECONDS): an engine that accepts connections and never answers costs
-    seconds, not minutes. SandboxError naming the engine and why, else."""
+    """A client for real work (requests may take `timeout`) to an engine that has just answered a
+    short ping: one that never answers costs seconds, not minutes. Else SandboxError, saying why."""
     where = base_url or os.environ.get("DOCKER_HOST") or "the local socket"
     try:
         probe = client_for(base_url, PING_SECONDS)
@@ -134,15 +127,14 @@ def socket_path(client: DockerClient) -> str:
 
 
 def engine_address(client: DockerClient) -> str:
-    """Which engine `client` talks to: its unix socket's path, else its URL (docker-py gives
-    every unix socket the same base URL)."""
+    """Which engine `client` talks to: its unix socket's path (docker-py gives every unix socket
+    the same base URL), else its URL."""
     return socket_path(client) or str(client.api.base_url)
 
 
 @functools.cache
 def docker_client(base_url: str | None = None) -> DockerClient:
-    """A client for `base_url`, else DOCKER_HOST, else the local socket (`connect`). Cached per
-    process."""
+    """A client for `base_url`, else DOCKER_HOST, else the local socket; cached per process."""
     try:
         return connect(base_url or "")
     except EngineConfigError:
@@ -155,8 +147,7 @@ ENGINE_WAIT_SECONDS = 60.0
 
 
 def wait_for_engine(client: DockerClient, seconds: float = ENGINE_WAIT_SECONDS) -> None:
-    """Return once the engine answers a ping (at once, if it does); SandboxError if it does
-    not within `seconds` (e.g. a daemon that is restarting)."""
+    """Return once the engine answers a ping; SandboxError if it does not within `seconds`."""
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -179,8 +170,7 @@ def base_labels(**extra: str) -> dict[str, str]:
 
 
 def owner_alive(owner: str) -> bool:
-    """Whether the process an owner label names (host:pid) may still be running: a process of
-    another host is taken to be."""
+    """Whether the process an owner label (host:pid) names may run (another host's: it may)."""
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return True  # another machine's container: not ours to judge

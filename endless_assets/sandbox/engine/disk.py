@@ -1,21 +1,12 @@
 """A total disk budget per task container: a size-limited filesystem under its writable layer.
 
-overlay2 on ext4 has no per-container quota (`--storage-opt size` needs XFS project quotas, and
-this machine kind's kernel has neither XFS quotas nor ext4's quota format). So, between creating
-a container and starting it, the container's own layer directory (which holds the overlay's
-upper and work directories) is covered by a fresh ext4 filesystem of the budget's size, made in a
-sparse file inside that directory and loop-mounted over it. Every write in the container,
-wherever it goes and whoever makes it, lands there: past the budget it fails with ENOSPC ("No
-space left on device"); the host's disk only ever holds the budget. No blocks are reserved for
-root. The filesystem is unmounted before the container is removed; Docker then deletes the file
-with the layer. Cost: one `mkfs.ext4` and one loop mount per container (bench/disk_budget.py).
-
-This needs root on the engine's host and the overlay2 driver (or rootful Podman's overlay, whose
-layer directories have the same shape: see `check_attached` for what differs). On any other
-engine the engine's own `storage_opt size` is asked for (overlay2 on XFS with project quotas,
-btrfs, zfs); an engine that supports neither refuses to start a container with a budget, and
-says so. A budget of 0 (`disk=0`) means no budget.
-"""
+overlay2 on ext4 has no per-container quota, so between create and start the container's own
+layer directory is covered by a fresh ext4 filesystem of the budget's size, in a sparse file
+inside it, loop-mounted over it: every write in the container lands there and fails with ENOSPC
+past the budget (no blocks reserved for root). It is unmounted before the container is removed.
+This needs root on the engine's host and the overlay2 driver (or rootful Podman's overlay:
+`check_attached`); elsewhere the engine's own `storage_opt size` is asked for, and an engine
+with neither refuses a budget. `disk=0`: no budget. docs/sandbox.md has the details."""
 
 from __future__ import annotations
 
@@ -59,8 +50,8 @@ def check_budget(text: str) -> int:
 
 
 def upper_dir(inspect: dict) -> str:
-    """The container's overlay upper directory if this process can reach it: the engine runs on
-    this host with the overlay2 driver (Podman: overlay), and we are root; else ""."""
+    """The container's overlay upper directory if this process (root, on the engine's host) can
+    reach it; else ""."""
     driver = inspect.get("GraphDriver") or {}
     upper = str((driver.get("Data") or {}).get("UpperDir") or "")
     if driver.get("Name") not in OVERLAY_DRIVERS or not upper or os.geteuid() != 0:
@@ -69,8 +60,7 @@ def upper_dir(inspect: dict) -> str:
 
 
 def layer_dir(inspect: dict) -> str | None:
-    """The container's own overlay layer directory (its upper directory's parent), if this
-    process can mount over it (`upper_dir`, and mkfs.ext4 is here)."""
+    """The container's own layer directory (`upper_dir`'s parent), if we can mount over it."""
     upper = upper_dir(inspect)
     if not upper or shutil.which("mkfs.ext4") is None:
         return None
@@ -78,8 +68,8 @@ def layer_dir(inspect: dict) -> str | None:
 
 
 def attach(layer: str, size: int) -> None:
-    """Cover `layer` (a created, not yet started container's) with an ext4 filesystem of `size`
-    bytes holding the same entries, loop-mounted. Raises OSError or CalledProcessError."""
+    """Cover `layer` (a created, not started container's) with a loop-mounted ext4 filesystem of
+    `size` bytes holding the same entries. Raises OSError."""
     image = os.path.join(layer, mounts.IMAGE_NAME)
     mode = os.stat(layer).st_mode & 0o7777
     with tempfile.TemporaryDirectory(prefix="endless-layer-") as staging:
@@ -99,11 +89,9 @@ def attach(layer: str, size: int) -> None:
 
 
 def check_attached(layer: str) -> None:
-    """Raise OSError unless the budget's filesystem is still mounted over `layer` (checked once
-    the container started: its overlay was then mounted through it). Podman's storage code
-    lazily unmounts its whole overlay directory, with whatever is mounted inside it, when a
-    podman process finds no container mounted (unless `skip_mount_home`: docs/sandbox.md); a
-    container that started after that would run without its budget, on an empty layer."""
+    """Raise OSError unless the budget is still mounted over `layer` once the container started:
+    Podman's storage code may lazily unmount its whole overlay directory, budgets included
+    (unless `skip_mount_home`), and the container would run without its budget."""
     if not os.path.ismount(layer):
         raise OSError(
             f"the disk budget's filesystem over {layer} was unmounted by the engine before the "
@@ -112,10 +100,8 @@ def check_attached(layer: str) -> None:
 
 
 def release(layer: str) -> None:
-    """Unmount the budget's filesystem from `layer` if it is mounted (lazily: a process that
-    still holds it does not keep the container from being removed). One the engine unmounted
-    meanwhile (Podman, see `check_attached`) is released already; one hidden under the engine's
-    own mount of its data root (mounts.py) is released too."""
+    """Unmount the budget from `layer`, lazily (a process holding it does not keep the container
+    from being removed), hidden ones too (mounts.py)."""
     if not layer:
         return
     if os.path.ismount(layer):

@@ -1,15 +1,9 @@
 """A pool of sandbox engines: Docker (or Podman's Docker-compatible API) on one or many hosts.
 
-The setting `docker_hosts` lists engine URLs (`unix://`, `tcp://`, `ssh://`), each with an
-optional slot count: `unix:///run/a.sock=4,ssh://me@gpu1=8`. Empty: one engine, `docker_host`
-(DOCKER_HOST, else the local socket), as before. Work is placed on the engine with the most free
-capacity, preferring one that already holds the image (a task image is built where it is used).
-
-An engine that stops answering is drained: `recover()` (called before any retry of work that
-failed on an engine) pings every engine and takes the silent ones out of placement, so the
-retry lands on the others. When none answers, it waits for one (a daemon restarting) as the
-single-engine sandbox always did.
-"""
+`docker_hosts` lists engine URLs, each with an optional slot count (`unix:///run/a.sock=4,
+ssh://me@gpu1=8`); empty: the one engine `docker_host`. Work goes to the engine with the most
+free capacity, preferring one that holds the image. `recover()` (before any retry of work an
+engine failed) drains the engines that stopped answering, or waits for one when none answers."""
 
 from __future__ import annotations
 
@@ -92,9 +86,8 @@ def parse_hosts(text: str, default_capacity: int) -> tuple[EngineSpec, ...]:
 
 
 def engine_key(url: str) -> str:
-    """The engine `url` points at, however it is written: docker-py's reading of it, with a unix
-    socket's path made canonical (`unix://var/run/docker.sock`, which docker-py reads as
-    /var/run/docker.sock, is `unix:///var/run/docker.sock`; symlinks resolved)."""
+    """The engine `url` points at, however it is written: docker-py's reading of it, a unix
+    socket's path made canonical (`unix://var/run/docker.sock` is `unix:///var/run/...`)."""
     host = parse_host(url)
     if host.startswith("http+unix://"):
         return "unix://" + os.path.realpath("/" + host.removeprefix("http+unix://").lstrip("/"))
@@ -136,9 +129,7 @@ def answers(url: str) -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except (docker.errors.DockerException, OSError, ValueError):
-        return False
-    except Exception:  # requests' own errors (timeouts, connection refused)
+    except Exception:  # docker-py's, requests' (timeouts, connection refused), OSError...
         return False
 
 
@@ -224,27 +215,17 @@ class EnginePool:
         raise SandboxError("no sandbox engine answers: " + ", ".join(e.name for e in self.engines))
 
     def report(self) -> list[dict]:
-        """Per engine: its URL (credentials never appear in engine URLs we accept), capacity
-        (as `slots`), work placed, and whether it is up (an engine that did not answer at
-        set-up, last); for run metadata."""
-        rows = [_row(e.spec, e.placed, e.up, e.down_reason) for e in self.engines]
-        unused = [s for s in self.specs if s.name in self.unused]
-        return rows + [_row(s, 0, False, self.unused[s.name]) for s in unused]
-
-
-def _row(spec: EngineSpec, placed: int, up: bool, down_reason: str) -> dict:
-    return {
-        "engine": spec.name,
-        "slots": spec.capacity,
-        "placed": placed,
-        "up": up,
-        "down_reason": down_reason,
-    }
+        """Per engine (those that did not answer at set-up last), for run metadata."""
+        rows = [(e.spec, e.placed, e.up, e.down_reason) for e in self.engines]
+        rows += [(s, 0, False, self.unused[s.name]) for s in self.specs if s.name in self.unused]
+        return [
+            {"engine": s.name, "slots": s.capacity, "placed": n, "up": up, "down_reason": why}
+            for s, n, up, why in rows
+        ]
 
 
 def engine_hint() -> str:
-    """What to fix when no engine answers: the pool's setting when it is set, else the one
-    engine's."""
+    """What to fix when no engine answers."""
     if os.environ.get("ENDLESS_DOCKER_HOSTS", "").strip():
         return "Check the engines of ENDLESS_DOCKER_HOSTS."
     return "Run scripts/ensure-docker.sh or set DOCKER_HOST."
@@ -255,8 +236,7 @@ _pools_lock = threading.Lock()
 
 
 def pool_for(specs: tuple[EngineSpec, ...]) -> EnginePool:
-    """The process's pool for these engines (leases and drained engines are shared by every
-    stage and thread of the process)."""
+    """The process's pool for these engines (shared by every stage and thread)."""
     with _pools_lock:
         if specs not in _pools:
             _pools[specs] = EnginePool(specs)
@@ -269,10 +249,9 @@ def _copy_lock(tag: str, target: str) -> threading.Lock:
 
 
 def copy_image(source: Engine, target: Engine, tag: str) -> None:
-    """Stream `tag` from one engine to another (docker save | docker load): its id stays the
-    same, so task images built on it get the same tags on every engine. One copy of a tag onto
-    an engine at a time, across processes (the target engine's lock: lock.py); a process that
-    waited finds the image there."""
+    """Stream `tag` from one engine to another (docker save | docker load: the same id, so task
+    images built on it get the same tags everywhere), one copy at a time across processes (the
+    target engine's lock: lock.py)."""
     with _copy_lock(tag, target.name):
         if target.has_image(tag):
             return

@@ -1,26 +1,13 @@
-"""A lock the engine holds: work that processes sharing one engine must not do at once (the
-first build of the base image, a copy of an image onto an engine), whichever host or project
-they run from.
+"""A lock the engine holds: work that processes sharing one engine must not do at once (the first
+build of the base image, a copy of an image onto an engine), from whichever host or project.
 
-The lock is a container named `endless-lock.<name>`, created and never started: an engine
-creates a name once (the second create is refused atomically: Docker's 409 Conflict, Podman's
-"name is already in use"), so exactly one process holds it. Its labels name the holder:
-`host:pid` and the process's start (processes.py: a pid reused after the holder
-died is not the holder). Release removes it. A holder that died (kill -9, OOM, a reboot) is
-taken over:
-
-- a holder on this host is dead once its pid runs no process, or another one (its start
-  differs): the next waiter sees it within POLL_SECONDS;
-- a holder on another host cannot be asked: its lock is taken over once it is older than
-  STALE_SECONDS by the engine's clock (far beyond what the work it guards takes).
-
-Takeover removes that container by its id, never a newer holder's, then creates again: of many
-waiters, one wins. A waiter says once who holds the lock and since when.
-
-A container needs an image: `endless-lock:1`, a few bytes loaded from an archive made here,
-the same bytes every time, so every process that loads it loads the same image (its id is the
-digest of its configuration).
-"""
+The lock is a container `endless-lock.<name>`, created and never started: an engine creates a
+name once (a second create is refused atomically: Docker's 409, Podman's "already in use").
+Its labels name the holder (`host:pid` and the process's start, processes.py). A dead holder is
+taken over: on this host once its pid runs no process or another one; on another host once the
+lock is older than STALE_SECONDS by the engine's clock. Takeover removes that container by id,
+never a newer holder's. Its image, `endless-lock:1`, is loaded from an archive made here, the
+same bytes (so the same image id) every time."""
 
 from __future__ import annotations
 
@@ -45,8 +32,8 @@ from endless_assets.sandbox.engine.client import (
     PROJECT,
     PROJECT_LABEL,
     SandboxError,
+    base_labels,
     engine_failure,
-    owner_tag,
 )
 
 PREFIX = "endless-lock."
@@ -126,7 +113,7 @@ def release(client: DockerClient, container_id: str) -> None:
 
 
 def describe(holder: dict) -> str:
-    """What a waiter waits for: which lock, who holds it since when, and how to free it."""
+    """Which lock, who holds it since when, and how to free it."""
     labels = (holder.get("Config") or {}).get("Labels") or {}
     name = str(holder.get("Name") or "").lstrip("/")
     since = str(holder.get("Created") or "")[:19].replace("T", " ")
@@ -138,8 +125,7 @@ def describe(holder: dict) -> str:
 
 
 def sweep_locks(client: DockerClient) -> int:
-    """Remove the locks whose holder is gone (`endless sweep`, and every sandbox's first sweep);
-    how many."""
+    """Remove the locks whose holder is gone (`endless sweep`, every sandbox's first); how many."""
     found = client.containers.list(
         all=True, sparse=True, filters={"label": [f"{KIND_LABEL}={LOCK_KIND}"]}
     )
@@ -152,13 +138,8 @@ def sweep_locks(client: DockerClient) -> int:
 
 
 def _create(client: DockerClient, container: str, purpose: str) -> str:
-    labels = {
-        PROJECT_LABEL: PROJECT,
-        KIND_LABEL: LOCK_KIND,
-        OWNER_LABEL: owner_tag(),
-        START_LABEL: processes.me().start,
-        PURPOSE_LABEL: purpose,
-    }
+    # (KIND_LABEL, START_LABEL and PURPOSE_LABEL: endless.kind, endless.owner_start, endless.lock)
+    labels = base_labels(kind=LOCK_KIND, owner_start=processes.me().start, lock=purpose)
     created = client.api.create_container(
         LOCK_IMAGE,
         command=["/endless-lock"],
@@ -171,8 +152,8 @@ def _create(client: DockerClient, container: str, purpose: str) -> str:
 
 
 def _name_taken(exc: docker.errors.APIError) -> bool:
-    """The create was refused because the name is taken: Docker's 409; Podman's compatible API
-    says 500, "... is already in use"."""
+    """The create was refused because the name is taken (Docker: 409; Podman: 500, "... is already
+    in use")."""
     return exc.status_code == 409 or "already in use" in str(exc.explanation or exc)
 
 
@@ -199,21 +180,11 @@ def _alive(client: DockerClient, holder: dict, stale_seconds: float) -> bool:
 def _age(client: DockerClient, holder: dict) -> float:
     """Seconds since the lock was taken, by the engine's clock (hosts' clocks may differ)."""
     try:
-        now = _parse_time(str(client.info().get("SystemTime") or ""))
-        created = _parse_time(str(holder.get("Created") or ""))
-    except (docker.errors.DockerException, OSError, ValueError):
+        now = datetime.fromisoformat(str(client.info().get("SystemTime") or "").strip())
+        created = datetime.fromisoformat(str(holder.get("Created") or "").strip())
+        return (now - created).total_seconds()  # (RFC 3339, nanoseconds cut to microseconds)
+    except (docker.errors.DockerException, OSError, ValueError, TypeError):
         return 0.0
-    return now - created
-
-
-def _parse_time(text: str) -> float:
-    """An engine's RFC 3339 time (nanoseconds, `Z` or an offset) as a POSIX timestamp."""
-    match = re.fullmatch(r"(.{19})(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text.strip())
-    if match is None:
-        raise ValueError(f"not an engine time: {text!r}")
-    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
-    stamp = datetime.fromisoformat(match.group(1) + zone).timestamp()
-    return stamp + float(f"0.{match.group(2) or 0}")
 
 
 def _remove(client: DockerClient, container_id: str) -> int:
@@ -244,8 +215,8 @@ def _arch(client: DockerClient) -> str:
 
 
 def lock_image_archive(arch: str) -> bytes:
-    """`docker save`'s archive of the lock image: one layer holding one empty file, a
-    configuration with no date. Deterministic: the same bytes for the same architecture."""
+    """`docker save`'s archive of the lock image (one empty file, no date): the same bytes for the
+    same architecture."""
     layer = _tar({"endless-lock": b""})
     layer_digest = hashlib.sha256(layer).hexdigest()
     config = json.dumps(

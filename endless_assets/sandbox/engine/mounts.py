@@ -1,21 +1,12 @@
 """The disk budgets (disk.py) mounted on this host, as the kernel lists them, and their release.
 
-A budget is an ext4 filesystem in `<layer>/endless-disk.img`, loop-mounted over `<layer>`: the
-loop device's backing file (/sys/block/loop*/loop/backing_file) names the image, and the mount
-table (/proc/self/mountinfo) has that device mounted at the image's directory. Found that way,
-a budget is found whatever the engine still says about its container (dead, being removed, gone,
-its layer's diff/ deleted) and wherever the mount hangs in the mount tree.
-
-Hidden budgets: a Docker engine that bind-mounted its own data root over itself at start (the
-root was on a private mount) unmounts that bind when it stops. A budget mounted while the engine
-was down lands on the directory under the bind; the engine's bind at its next start does not
-carry it, and hides it: the layer directory the engine sees is another view of the same
-directory, on which nothing is mounted. The engine's removal of the container then fails on
-that directory ("device or resource busy": a mount sits on it) and leaves the container dead,
-and `umount <layer>` reaches the bind's view, where nothing is mounted. Such a budget is reached
-through the mount it hangs on: a handle of its parent directory (name_to_handle_at) opened on
-that mount (open_by_handle_at), then its directory looked up from there.
-"""
+A budget is an ext4 filesystem in `<layer>/endless-disk.img`, loop-mounted over `<layer>`: found
+from the loop devices' backing files and the mount table, whatever the engine still says of its
+container. Hidden budgets: a budget mounted while a Docker engine that bind-mounts its data root
+over itself was down is hidden by that bind once it is back (its removal of the container then
+fails, "device or resource busy", and `umount <layer>` reaches the bind's view). Such a budget
+is reached through the mount it hangs on: a handle of its parent directory (name_to_handle_at)
+opened on that mount (open_by_handle_at)."""
 
 from __future__ import annotations
 
@@ -33,6 +24,7 @@ _MNT_DETACH = 2
 _AT_FDCWD = -100
 _HANDLE_BYTES = 128  # MAX_HANDLE_SZ
 _LOOP_CLR_FD = 0x4C01
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -48,8 +40,7 @@ class Mount:
 
 @dataclass(frozen=True)
 class Budget:
-    """A budget's loop device, the layer directory its image is in and where the device is
-    mounted over it: nowhere when a mount failed half-way or was detached."""
+    """A budget's loop device, its layer directory and where it is mounted over it (if at all)."""
 
     loop: str  # /dev/loopN
     device: str  # major:minor
@@ -79,10 +70,7 @@ def budgets(overlay_dir: str) -> list[Budget]:
     for backing_path in glob("/sys/block/loop*/loop/backing_file"):
         block = os.path.dirname(os.path.dirname(backing_path))
         try:
-            with open(backing_path, encoding="utf-8", errors="surrogateescape") as fh:
-                backing = fh.read().rstrip("\n").removesuffix(_DELETED)
-            with open(os.path.join(block, "dev")) as fh:
-                device = fh.read().strip()
+            backing, device = _backing(backing_path), _backing(os.path.join(block, "dev"))
         except OSError:  # detached meanwhile
             continue
         layer = os.path.dirname(backing)
@@ -93,14 +81,19 @@ def budgets(overlay_dir: str) -> list[Budget]:
     return found
 
 
+def _backing(path: str) -> str:
+    """A loop device's backing file (or another line of sysfs), as named when it was attached."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        return fh.read().strip().removesuffix(_DELETED)
+
+
 def still_mounted(mount: Mount) -> bool:
     return mount in mount_table()
 
 
 def unmount(mount: Mount) -> bool:
-    """Detach `mount` (lazily: a process that still holds it keeps only its own view), visible
-    or hidden (see the module docstring). False if it cannot be reached (e.g. another mount is
-    stacked on it: that one first) or is gone already."""
+    """Detach `mount` lazily, visible or hidden; False if it cannot be reached (another mount is
+    stacked on it) or is gone already."""
     table = {m.id: m for m in mount_table()}
     if table.get(mount.id) != mount:
         return False
@@ -108,8 +101,7 @@ def unmount(mount: Mount) -> bool:
     if fd < 0:
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.umount2(f"/proc/self/fd/{fd}".encode(), _MNT_DETACH) != 0:
+        if _LIBC.umount2(f"/proc/self/fd/{fd}".encode(), _MNT_DETACH) != 0:
             return False
     finally:
         os.close(fd)
@@ -130,10 +122,9 @@ def unmount_all(mounts: list[Mount]) -> int:
 
 
 def detach_loop(budget: Budget) -> bool:
-    """Detach the loop device of a budget that nothing mounts (LOOP_CLR_FD): its image's blocks
-    are freed with it. False if it is still there afterwards (a filesystem of it that was
-    detached lazily is still held: it goes when that is let go) or is no longer that budget's
-    (detached meanwhile, or another image's now)."""
+    """Detach the loop device of a budget nothing mounts (its image's blocks are freed with it).
+    False if it is still there (a lazily detached filesystem of it is still held) or is no
+    longer that budget's."""
     sysfs = f"/sys/block/{os.path.basename(budget.loop)}/loop/backing_file"
     try:
         fd = os.open(budget.loop, os.O_RDONLY | os.O_CLOEXEC)
@@ -141,15 +132,13 @@ def detach_loop(budget: Budget) -> bool:
         return False
     try:
         try:
-            with open(sysfs, encoding="utf-8", errors="surrogateescape") as fh:
-                backing = fh.read().rstrip("\n").removesuffix(_DELETED)
+            backing = _backing(sysfs)
         except OSError:
             return False
         mounted = any(m.device == budget.device for m in mount_table())
         if mounted or backing != os.path.join(budget.layer, IMAGE_NAME):
             return False
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.ioctl(fd, _LOOP_CLR_FD, 0) != 0:
+        if _LIBC.ioctl(fd, _LOOP_CLR_FD, 0) != 0:
             return False
     finally:
         os.close(fd)  # the last close of a device cleared with no other opener detaches it
@@ -159,28 +148,29 @@ def detach_loop(budget: Budget) -> bool:
 def _open_mount(mount: Mount, table: dict[int, Mount]) -> int:
     """An O_PATH descriptor of `mount`'s root, or -1. Through its mount point's path when that
     leads to it; else (hidden) from the mount it hangs on."""
-    try:
-        fd = os.open(mount.point, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        fd = -1
-    if fd >= 0 and _mount_id(fd) == mount.id:
-        return fd
-    if fd >= 0:
-        os.close(fd)
+    fd = _root_of(mount.id, mount.point, os.O_NOFOLLOW)
     parent = table.get(mount.parent)
-    if parent is None or parent.device != _device_at(os.path.dirname(mount.point), table):
+    if fd >= 0 or parent is None:
+        return fd
+    if parent.device != _device_at(os.path.dirname(mount.point), table):
         return -1
     try:
         directory = _open_on(parent, os.path.dirname(mount.point))
     except OSError:
         return -1
     try:
-        fd = os.open(os.path.basename(mount.point), os.O_PATH | os.O_DIRECTORY, dir_fd=directory)
-    except OSError:
-        return -1
+        return _root_of(mount.id, os.path.basename(mount.point), dir_fd=directory)
     finally:
         os.close(directory)
-    if _mount_id(fd) == mount.id:
+
+
+def _root_of(mount_id: int, path: str, flags: int = 0, dir_fd: int | None = None) -> int:
+    """An O_PATH descriptor of directory `path` if it is the root of mount `mount_id`, else -1."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | flags, dir_fd=dir_fd)
+    except OSError:
+        return -1
+    if _mount_id(fd) == mount_id:
         return fd
     os.close(fd)
     return -1
@@ -192,13 +182,12 @@ def _open_on(parent: Mount, path: str) -> int:
     try:
         if _mount_id(anchor) != parent.id:
             raise OSError(f"the mount at {parent.point} is covered")
-        libc = ctypes.CDLL(None, use_errno=True)
         handle = ctypes.create_string_buffer(8 + _HANDLE_BYTES)
         struct.pack_into("Ii", handle, 0, _HANDLE_BYTES, 0)
         mount_id = ctypes.c_int()
-        if libc.name_to_handle_at(_AT_FDCWD, path.encode(), handle, ctypes.byref(mount_id), 0):
+        if _LIBC.name_to_handle_at(_AT_FDCWD, path.encode(), handle, ctypes.byref(mount_id), 0):
             raise OSError(ctypes.get_errno(), f"name_to_handle_at {path}")
-        fd = libc.open_by_handle_at(anchor, handle, os.O_PATH | os.O_DIRECTORY)
+        fd = _LIBC.open_by_handle_at(anchor, handle, os.O_PATH | os.O_DIRECTORY)
         if fd < 0:
             raise OSError(ctypes.get_errno(), f"open_by_handle_at {path}")
     finally:

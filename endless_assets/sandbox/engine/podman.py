@@ -1,15 +1,10 @@
 """Which engine answers a client (Docker or Podman), and how Podman differs.
 
-The sandbox talks to every engine through docker-py; Podman serves the same API on its own
-socket (`podman system service`, scripts/ensure-podman.sh). The engine's kind is asked once per
-client (`engine_kind`: the version's components name "Podman Engine"); it chooses the client's
-provider (provider.py). Podman's, `PodmanProvider`, says at each method how Podman differs (the
-seccomp profile, rlimits, builds, the base image, imports). Elsewhere: Podman lists local images
-as `localhost/<name>` or `docker.io/library/<name>` (`short_name`); its overlay layer has the
-shape of Docker's overlay2 (disk.py), but its storage code may unmount the whole overlay
-directory (disk.check_attached); its cgroups are named differently
-(snapshot.container_cpu_seconds).
-"""
+Podman serves Docker's API on its own socket (scripts/ensure-podman.sh). The engine's kind is
+asked once per client (`engine_kind`) and chooses its provider (provider.py); `PodmanProvider`
+says at each method how Podman differs. Elsewhere: Podman names local images
+`localhost/<name>` (`short_name`), may unmount its whole overlay directory
+(disk.check_attached), and names its cgroups differently (snapshot.container_cpu_seconds)."""
 
 from __future__ import annotations
 
@@ -53,45 +48,49 @@ _limits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _guard = threading.Lock()
 
 
+def _once(cache: weakref.WeakKeyDictionary, client: DockerClient, ask: Callable[[], str]) -> str:
+    """`ask()`, asked once per client."""
+    with _guard:
+        known = cache.get(client)
+    if known is None:
+        known = ask()
+        with _guard:
+            cache[client] = known
+    return known
+
+
 def engine_kind(client: DockerClient) -> str:
-    """DOCKER or PODMAN: the engine `client` talks to (asked once per client). SandboxError if
-    the engine does not answer."""
-    with _guard:
-        known = _kinds.get(client)
-    if known is not None:
-        return known
-    with engine_failure("the engine does not say what it is"):
-        version = client.version()
-    names = [str(c.get("Name", "")) for c in version.get("Components") or []]
-    kind = PODMAN if any(name.startswith("Podman") for name in names) else DOCKER
-    with _guard:
-        _kinds[client] = kind
-    return kind
+    """DOCKER or PODMAN: the engine `client` talks to. SandboxError if it does not answer."""
+
+    def ask() -> str:
+        with engine_failure("the engine does not say what it is"):
+            version = client.version()
+        names = [str(c.get("Name", "")) for c in version.get("Components") or []]
+        return PODMAN if any(name.startswith("Podman") for name in names) else DOCKER
+
+    return _once(_kinds, client, ask)
 
 
 def check_limits(client: DockerClient) -> None:
-    """Refuse (EngineUnsupported) an engine that says it cannot enforce a container's memory
-    or process limit: it would start task containers without them (rootless Podman on cgroup
-    v1, a kernel without those cgroups). Asked once per client."""
-    with _guard:
-        known = _limits.get(client)
-    if known is None:
+    """Refuse (EngineUnsupported) an engine that says it cannot enforce a container's memory or
+    process limit (rootless Podman on cgroup v1). Asked once per client."""
+
+    def ask() -> str:
         with engine_failure("the engine does not describe itself"):
             info = client.info()
         missing = [k for k in ("MemoryLimit", "PidsLimit") if info.get(k) is False]
+        if not missing:
+            return ""
         rootless = any("rootless" in str(o) for o in info.get("SecurityOptions") or [])
-        known = ""
-        if missing:
-            known = (
-                f"the engine ({engine_kind(client)}{', rootless' if rootless else ''}, cgroup "
-                f"v{info.get('CgroupVersion', '?')}) cannot enforce containers' "
-                f"{' and '.join(missing)}: task containers need them (rootless Podman needs "
-                "cgroup v2 with the memory, pids and cpu controllers delegated to the user)"
-            )
-        with _guard:
-            _limits[client] = known
-    if known:
-        raise EngineUnsupported(known)
+        return (
+            f"the engine ({engine_kind(client)}{', rootless' if rootless else ''}, cgroup "
+            f"v{info.get('CgroupVersion', '?')}) cannot enforce containers' "
+            f"{' and '.join(missing)}: task containers need them (rootless Podman needs "
+            "cgroup v2 with the memory, pids and cpu controllers delegated to the user)"
+        )
+
+    if problem := _once(_limits, client, ask):
+        raise EngineUnsupported(problem)
 
 
 def short_name(tag: str) -> str:
@@ -108,7 +107,7 @@ class EngineUnsupported(SandboxError):
 
 def profile_file(profile_json: str) -> str:
     """A file holding `profile_json`, named by its hash, written once (atomically) into a
-    directory only its owner can write (so nobody can swap the profile under its name)."""
+    directory only its owner can write (nobody can swap the profile under its name)."""
     digest = hashlib.sha256(profile_json.encode()).hexdigest()[:16]
     if os.geteuid() == 0:
         directory = "/run/endless"
@@ -151,9 +150,8 @@ def engine_pid(client: DockerClient) -> int:
 
 
 def local_docker() -> DockerClient | None:
-    """A client of the Docker engine on this host: DOCKER_HOST's if that is a unix socket where
-    Docker (not Podman) answers, else LOCAL_DOCKER's; None if no Docker engine answers there
-    (what answers may be Podman: podman-docker's socket)."""
+    """A client of the Docker (not Podman) engine on this host: DOCKER_HOST's if a unix socket,
+    else LOCAL_DOCKER's; None if no Docker engine answers there."""
     env = os.environ.get("DOCKER_HOST", "")
     for url in dict.fromkeys([env if env.startswith("unix://") else "", LOCAL_DOCKER]):
         if not url:
@@ -178,9 +176,8 @@ def has_image(client: DockerClient, tag: str) -> bool:
 
 
 def copy_image(source: DockerClient, target: DockerClient, tag: str) -> str:
-    """Copy image `tag` from `source` to `target` (`docker save` streamed into the target's
-    load API: no file, no registry); the image's id on `target` (the same as on `source`: the
-    config's digest). Raises docker.errors.DockerException or OSError."""
+    """Copy image `tag` from `source` to `target` (`docker save` streamed into its load API); its
+    id there (the same). Raises docker.errors.DockerException or OSError."""
     stream = source.api.get_image(tag, chunk_size=1 << 20)
     reply = target.api.load_image(stream)
     for chunk in reply or []:
@@ -215,12 +212,10 @@ class PodmanProvider:
         return f"seccomp={profile_file(profile_json)}"
 
     def ulimits(self) -> list[docker.types.Ulimit]:
-        """Rootful Podman raises every container's open files and processes (to 1048576 and
-        4194304) unless told otherwise, which fails where the engine's own hard limits are lower
-        and it lacks CAP_SYS_RESOURCE (runc: "error setting rlimit type 7"); Docker's
-        containers inherit the engine's. So: the engine's own hard limits (asked of the process
-        behind its socket), at most Podman's defaults. The pids limit (Limits.pids) still caps
-        a container's processes."""
+        """The engine's own hard limits (of the process behind its socket), at most Podman's
+        defaults: rootful Podman raises every container's to those unless told otherwise, which
+        fails where the engine's are lower ("error setting rlimit type 7"). (Limits.pids still caps
+        a container's processes.)"""
         pid = engine_pid(self.client)
         found = []
         for name, which, default in PODMAN_RLIMITS:
@@ -234,14 +229,10 @@ class PodmanProvider:
         return found
 
     def build(self, context, tag, timeout, params, network) -> requests.Response:
-        """Through Podman's own build endpoint (its response streams JSON chunks, as Docker's
-        does). Podman's Docker API runs every RUN step in the host's network namespace whatever
-        `networkmode` says (4.3), so a build without a network would reach the host; its own
-        endpoint disables the network (a namespace of its own with only loopback), or joins the
-        network namespace `network` names (a build gateway's, image/build_network.py, with its
-        proxy variables as build arguments). OCI isolation (runc, as containers), Docker's image
-        format, the engine's rlimits (`ulimits`), and `params` (build_limits.BuildLimits.params:
-        memory, swap, CPU quota; the endpoint takes no process limit)."""
+        """Through Podman's own build endpoint: its Docker API runs every RUN step in the host's
+        network namespace whatever `networkmode` says (4.3); this one disables the network, or
+        joins the namespace `network` names (a build gateway's, image/build_network.py). OCI
+        isolation, Docker's image format, `ulimits`, and `params` (build_limits.py)."""
         _, namespace, build_args = network
         api = self.client.api
         rlimits = [f"{u['Name']}={u['Soft']}:{u['Hard']}" for u in self.ulimits()]
@@ -273,8 +264,7 @@ class PodmanProvider:
         return f"/proc/{self.client.api.inspect_container(gateway)['State']['Pid']}/ns/net"
 
     def base_from_elsewhere(self, tag: str, progress: Callable[[str], None]) -> str:
-        """Image `tag` copied from the Docker engine on this host, if that has it (`docker save`
-        streamed into the load API; same image id): its id here; "" when none has it."""
+        """Image `tag` copied from the Docker engine on this host, if it has it: its id; else ""."""
         source = local_docker()
         if source is None:
             return ""
@@ -289,8 +279,7 @@ class PodmanProvider:
             source.close()
 
     def tag_imported(self, reply: object, tag: str) -> None:
-        """Podman's import API ignores the repository and tag it is given: the image's id is in
-        the reply (`{"status": "sha256:..."}` lines)."""
+        """Podman's import API ignores the tag it is given: tag the id its reply names."""
         if has_image(self.client, tag):
             return
         found = re.findall(r"sha256:[0-9a-f]{64}", str(reply))

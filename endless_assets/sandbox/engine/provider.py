@@ -62,9 +62,8 @@ class DockerProvider:
         return []  # containers inherit the engine's
 
     def build(self, context, tag, timeout, params, network) -> requests.Response:
-        """Docker's build endpoint (its legacy builder), asked as docker-py's `api.build` asks
-        it (registry credentials, the client's proxy settings as build arguments) with what
-        `api.build` cannot pass: a cgroup parent and a CPU quota (`params`)."""
+        """Docker's build endpoint, asked as docker-py's `api.build` asks it, with what that cannot
+        pass: a cgroup parent and a CPU quota (`params`)."""
         api = self.client.api
         mode, _, build_args = network
         query = {"t": tag, "rm": "1", "forcerm": "1", "networkmode": mode, **params}

@@ -1,11 +1,8 @@
-"""Work a sandbox engine broke, tried again a bounded number of times (no Dagster here).
-
-Every stage retries the same way: after an engine failure, `recover` drains the engines that
-stopped answering (a pool's retry then lands on the others) and the work runs again, at most
-`retries` more times; then the failure propagates, for the stage to record as a harness error.
-Not retried: a container its own image stopped (`ContainerExited`, the task's fault), and a
-failure already retried where it happened (`RetriesExhausted`) unless an engine was drained.
-"""
+"""Work a sandbox engine broke, tried again a bounded number of times (no Dagster here): after an
+engine failure `recover` drains the engines that stopped answering and the work runs again, at
+most `retries` more times. Not retried: a container its own image stopped (`ContainerExited`),
+and a failure already retried where it happened (`RetriesExhausted`) unless an engine was
+drained."""
 
 from __future__ import annotations
 

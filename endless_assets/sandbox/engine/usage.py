@@ -1,13 +1,7 @@
-"""What the container engines of this host have spent in CPU: read from /proc and the cgroups, so
-a stage can say what it cost the engine (store/costs.py, `endless run --plan`).
-
-The engine's CPU is its daemons' (dockerd, containerd, the container shims alive at the time,
-podman, conmon) and its containers' cgroups (the task containers and the builds' RUN steps:
-the engine's cgroup parent counts its children's CPU, those already removed included). A shim
-that exited took its CPU with it, so short-lived containers' shims are partly missed. It is the
-whole engine's CPU: another process's containers on the same engine count too. An engine on
-another host (tcp://, ssh://) cannot be seen from here: None.
-"""
+"""What the container engines of this host have spent in CPU, from /proc and the cgroups (for
+store/costs.py, `endless run --plan`): their daemons' (the shims alive at the time) and their
+containers' cgroup parents' (which count removed children too). Another process's containers
+on the same engine count too; a remote engine cannot be seen: None."""
 
 from __future__ import annotations
 

@@ -1,18 +1,14 @@
 """A completion test that is more than one pytest file: an imported task's own verifier.
 
-Our own tasks are graded by one pytest file (the `completion_test` text). A Harbor or
-Terminal-Bench task is graded by its own script (Harbor's `tests/test.sh`, Terminal-Bench's
-`run-tests.sh`), which gets the whole tests directory and writes the reward. Such a task's
-`completion_test` is its pytest file (if it has one) followed by one comment line that carries
-the rest of the directory and how to run it:
+A Harbor or Terminal-Bench task is graded by its own script (`tests/test.sh`, `run-tests.sh`),
+which gets the whole tests directory. Its `completion_test` is its pytest file (if any), then
+one comment line carrying the rest of the directory and how to run it:
 
     <tests/test_outputs.py, as it is>
     # endless-verifier v1: {"script": "test.sh", "files": {...}, ...}
 
-so it is still valid Python (what exports and schema checks expect of a completion test), and
-every stage that passes the completion test along passes the verifier along unchanged. The
-grader (verdict.py) unpacks it; exports unpack it back into a tests directory.
-"""
+still valid Python, passed along unchanged by every stage; the grader (verdict.py) unpacks it,
+exports unpack it back into a tests directory."""
 
 from __future__ import annotations
 
@@ -57,9 +53,8 @@ def pack(verifier: Verifier) -> str:
 
 
 def allow(text: str, changes: dict[str, str]) -> str:
-    """The completion test `text`, carrying `changes` (the reference solution's in the system
-    locations, system_paths.py) as what an agent may change there; unchanged when there are none
-    and it carries none."""
+    """`text` carrying `changes` (the reference solution's in the system locations) as what an
+    agent may change there."""
     verifier = unpack(text)
     if verifier is None:
         if not changes:

@@ -31,11 +31,10 @@ def run_pytest(
     agent_uid: int | None = None,
     learn: bool = False,
 ) -> Verdict:
-    """Run `test_source` in isolation as the agent's uid (see grader.py) and return the verdict.
-    `stop_agent`: kill the agent's processes first (False where no agent has run yet).
-    `agent_uid`: the container's agent's (identity.py) unless given. `learn`: the reference
-    solution's episode; a verdict in a verifier container then reports what it changed in the
-    system locations (`system_changes`) instead of holding them against it (verifier.py)."""
+    """Run `test_source` in isolation as the agent's uid (grader.py); its verdict. `stop_agent`:
+    kill the agent's processes first (False where no agent ran yet). `learn`: the reference
+    solution's episode, whose changes to the system locations a verifier reports
+    (`system_changes`) instead of holding them against it (verifier.py)."""
     with container.cpu_slot:  # (its sandbox's CPU slot: TaskContainer.cpu_slot)
         started = time.monotonic()
         uid = container.agent.uid if agent_uid is None else agent_uid
@@ -49,10 +48,7 @@ def run_pytest(
         # (root is graded here only before any agent command ran)
         flags = {"stop_agent": stop_agent, "verifier": uid == 0}
         request = pytest_request(container, name, test, timeout, uid, **flags)
-        try:
-            # A grader that cannot start (the agent's processes fill the pids limit) or dies before
-            # the test: the container is restarted (its files stay) and graded afresh. One lost once
-            # the test started was lost to what the test ran: 0, never a second chance.
+        try:  # (a grader lost once the test started was lost to what it ran: 0, no retry)
             reply = grader_for(container).ask(request, deadline=time.monotonic() + timeout + 60)
         except GraderLost as exc:
             if exc.running and container.running():
@@ -65,12 +61,10 @@ def run_pytest(
 
 
 def _regrade(container: TaskContainer, request: dict, timeout: float) -> dict:
-    """The grader died before the test started. Nothing but the agent's processes could have
-    caused it (the OOM killer picks the largest process when they fill the memory limit; the
-    agent cannot signal root), so: restart the container (every process dies, the files stay),
-    grade with a new grader. If that one is lost too, once its test started or before (nothing
-    of the agent's runs any more), grading was disturbed: an error verdict (reward 0). An engine
-    or container that is gone raises SandboxError (a harness error)."""
+    """The grader died before the test started: only the agent's processes can have caused it
+    (the OOM killer picks the largest process; the agent cannot signal root). So the container
+    is restarted (every process dies, the files stay) and a new grader grades; if that one is
+    lost too, grading was disturbed: reward 0. A container that is gone raises SandboxError."""
     container.restart()
     retry = dict(request, id=secrets.token_hex(6))
     try:

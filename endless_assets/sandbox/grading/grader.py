@@ -1,48 +1,29 @@
 """The grader: a root process inside a task container that runs pytest verdicts on request.
 
-Its source is passed on the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose
-stdin/stdout stay open as the only channel to the harness; nothing of it is on disk. It starts
-before the agent's first command (or with the first verdict, when there is no agent), imports
-pytest once, and runs every verdict in a forked child. Standard library and pytest only; what
-each measure below defends against: docs/sandbox.md's threat model.
+Its source is the command line of one `docker exec` (`python3 -I -B -c SOURCE`), whose stdin and
+stdout are the only channel to the harness; nothing of it is on disk. It starts before the
+agent's first command (or with the first verdict), imports pytest once and runs each verdict in
+a forked child. Standard library and pytest only. What each measure defends against: the threat
+model in docs/sandbox.md.
 
-Protocol: one JSON object per line on stdin; one JSON object per line on stdout.
-Hello:   {"ready": true, "fence", "programs", "protected", ...} (grader_describe.describe).
-Request: {"id", "filename", "test", "timeout", "agent_uid", "stop_agent", "env", "verifier"}.
-Reply:   {"id", "running": true} when the test starts, then {"id", "exit_code", "timed_out",
-         "counts" (outcome totals or null), "output"}.
-Request: {"id", "op": "script", ...}: the script route (grader_script.py), in a verifier
-         container only. Reply: the same first line, then {"id", "exit_code", "timed_out",
-         "reward", "reward_problem", "needs_network", "output"}.
-Request: {"id", "op": "stop", "agent_uid"}: kill every process of the agent, no verdict
-         (the shell's way out when the agent filled the pids limit and no exec can start).
-Reply:   {"id", "stopped": true}.
+Protocol: one JSON object per line each way. Hello: {"ready": true, "fence", "programs",
+"protected", ...} (grader_describe.describe). Request: {"id", "filename", "test", "timeout",
+"agent_uid", "stop_agent", "env", "verifier"}; reply: {"id", "running": true} when the test
+starts, then {"id", "exit_code", "timed_out", "counts" (outcome totals or null), "output"}.
+{"id", "op": "script", ...}: the script route (grader_script.py, verifier containers only),
+replied to with the same first line, then {"id", "exit_code", "timed_out", "reward",
+"reward_problem", "needs_network", "output"}. {"id", "op": "stop", "agent_uid"}: kill every
+process of the agent (the shell's way out when no exec can start), {"id", "stopped": true}.
 
-The grader itself:
-- is not dumpable, so no process (root included: CAP_SYS_PTRACE is dropped) can read or write
-  its memory or file descriptors through /proc or ptrace (and the seccomp profile refuses ptrace
-  to everyone). Nothing a test runs can signal it, whatever its uid (grader_fence.py). The OOM
-  killer can pick it when the agent fills the memory limit: before the test started, the harness
-  restarts the container (every process dies, the files stay) and grades with a new grader;
-  once it started, the verdict is 0 (verdict.py);
-- kills every process of the agent's uid before a verdict (by scanning /proc: no fork needed, so
-  a fork bomb cannot stop it) and again after it; grades a root agent (uid 0) only in a verifier
-  container (`verifier`: a snapshot of the agent's where none of its processes runs), and then
-  kills whatever the test started;
-- writes the test (root-only) into a fresh, randomly named directory on /verifier, a tmpfs that
-  nobody but root can list (and a full disk does not stop grading), and removes it afterwards.
-The pytest child:
-- runs as the agent's uid, with no supplementary groups, keeping one capability (DAC_OVERRIDE,
-  to read whatever the agent left, whatever its modes) in its own process only: any program a
-  test runs (git and its hooks, the agent's scripts, a shell reading rc files) starts with the
-  agent's uid and no capabilities, i.e. with no more privilege than the agent had;
-- is not dumpable (so those programs cannot trace it or open its descriptors), has the image's
-  environment (its ENV lines, without pytest's own variables), Python's isolated mode, no conftest
-  files, no plugin autoload, no cache, our own ini file, and / as its working directory;
-- reports outcome totals over a pipe that only it and the grader hold (close-on-exec, behind a
-  per-verdict nonce), never through a file. A verdict counts only if that report arrived and the
-  child exited by itself; a child killed or stopped by anything is an error (reward 0).
-"""
+The grader is not dumpable and, fenced from what tests run (grader_fence.py), cannot be
+signalled by them; it kills the agent's processes by scanning /proc (no fork: a fork bomb cannot
+stop it) before and after each verdict, and grades root only in a verifier container. The test
+is written root-only under a random name on /verifier (a tmpfs) and deleted once collected.
+The pytest child runs as the agent's uid with no groups, keeping DAC_OVERRIDE in its own process
+only (whatever a test runs has the agent's privilege, no more), not dumpable, in the image's
+environment without pytest's variables, isolated, with no conftest, plugin autoload or cache,
+and reports its totals over a close-on-exec pipe behind a per-verdict nonce. A verdict counts
+only if that report arrived and the child exited by itself."""
 
 import contextlib
 import ctypes
@@ -51,35 +32,15 @@ import linecache
 import os
 import select
 import shutil
-import signal
+import struct
 import sys
 import tempfile
 import traceback
 
 VERIFIER = "/verifier"
-CLEAN_ENV = {
-    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-    "LANG": "C.UTF-8",
-    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-}
-# Variables of the image's environment the test does not get: they would change how pytest runs
-# (our rules), or are the test's own (HOME, TMPDIR).
-DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "HOME", "TMPDIR")
 PR_SET_KEEPCAPS, PR_SET_DUMPABLE = 8, 4
 CAP_DAC_OVERRIDE = 1
 LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-class CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
 
 
 def prctl(option, value):
@@ -90,16 +51,15 @@ def prctl(option, value):
 def keep_only(caps):
     """Effective = permitted = `caps`, nothing inheritable: lost on any execve."""
     mask = sum(1 << cap for cap in caps)
-    header = CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (CapData * 2)(CapData(mask, mask, 0), CapData(0, 0, 0))
-    if LIBC.capset(ctypes.byref(header), data) != 0:
+    header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = struct.pack("6I", mask, mask, 0, 0, 0, 0)  # (effective, permitted, inheritable) x 2
+    if LIBC.capset(*map(ctypes.create_string_buffer, (header, data))) != 0:
         raise OSError(ctypes.get_errno(), "capset")
 
 
 class Reporter:
-    """A pytest plugin in the child: outcome totals, like a JUnit report's, sent once at the end
-    over the result pipe. Once the test file is collected, it is deleted (its lines stay in
-    memory for tracebacks): nothing the agent planted can lead the test back to its own source."""
+    """A pytest plugin in the child: outcome totals, sent once over the result pipe. The test file
+    is deleted once collected (its lines stay in memory): nothing can lead back to its source."""
 
     def __init__(self, fd, nonce, source):
         self.fd, self.nonce, self.source = fd, nonce, source
@@ -149,23 +109,17 @@ def become_agent(uid):
 
 
 def test_environment(image_env, home):
-    """The image's environment, without what would change how pytest runs, with ours."""
-    env = {k: v for k, v in (image_env or {}).items() if k not in DROPPED_ENV}
-    env = {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
-    env.setdefault("PATH", CLEAN_ENV["PATH"])
-    env.setdefault("LANG", CLEAN_ENV["LANG"])
+    """The image's environment without pytest's variables (our rules), with ours."""
+    env = {k: v for k, v in (image_env or {}).items() if not k.startswith("PYTEST_")}
+    env.setdefault("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", HOME=home, TMPDIR=home)
     return env
 
 
-def child(run_dir, home, filename, agent_uid, result_fd, nonce, out_fd, image_env, guard):
+def child(run_dir, home, filename, agent_uid, result_fd, nonce, image_env, guard):
     import pytest
 
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
     os.chown(home, agent_uid, agent_uid)
     become_agent(agent_uid)
     _op("fence_and_guard")(*guard)  # nothing the test runs can signal the grader
@@ -186,41 +140,25 @@ def run_pytest(run_dir, home, filename, timeout, agent_uid, image_env=None):
     before = _op("process_ids")()
     nonce = os.urandom(16).hex().encode()
     read_fd, write_fd = os.pipe()  # close-on-exec: programs the test runs never hold it
-    out_fd = os.open(os.path.join(run_dir, "output.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
-    guard = _op("guard_pipes")()
-    _op("announce")()
-    pid = os.fork()
-    if pid == 0:
+
+    def start(guard):
         try:
             os.close(read_fd)
             name = os.path.basename(filename)
-            child(run_dir, home, name, agent_uid, write_fd, nonce, out_fd, image_env, guard)
+            child(run_dir, home, name, agent_uid, write_fd, nonce, image_env, guard)
         except BaseException:
             traceback.print_exc()
-        finally:
-            os._exit(3)
+
+    output = os.path.join(run_dir, "output.txt")
+    code, timed_out = _op("run_child")(output, timeout, start, 3)
     os.close(write_fd)
-    os.close(out_fd)
-    _op("guard_kept")(guard)
-    timed_out = not _op("wait_for")(pid, timeout)
-    if timed_out:
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    _op("guard_released")(guard)  # its guard ends whatever the test left (grader_fence.py)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
     if agent_uid == 0:  # a verifier container: whatever the test started, but the grader
         _op("stop_new")(before)
     else:
         _op("stop_user")(agent_uid)  # whatever the test started
     counts = read_counts(read_fd, nonce)
     os.close(read_fd)
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status), timed_out, counts
-    return os.waitstatus_to_exitcode(status), timed_out, counts
+    return code, timed_out, counts
 
 
 def read_counts(fd, nonce):
@@ -269,8 +207,7 @@ def handle(request, serial):
         timeout = float(request["timeout"])
         image_env = request.get("env")
         code, timed_out, counts = run_pytest(run_dir, home, filename, timeout, agent_uid, image_env)
-        # The run directory's name is random: keep it out of the output, which feeds repair
-        # prompts (and their cache keys).
+        # (the random name out of the output, which feeds repair prompts and their cache keys)
         output = _op("tail")(os.path.join(run_dir, "output.txt"))
         output = output.replace(os.path.basename(run_dir), "run")
     finally:
@@ -286,8 +223,7 @@ def handle(request, serial):
 
 
 def passed(reply):
-    """The reward rule (verdict.parse_verdict says the same, with a status): pytest exited 0 by
-    itself and reported at least one test, none failed, errored or was skipped."""
+    """The reward rule (verdict.parse_verdict's too)."""
     counts = reply["counts"]
     return (
         reply["exit_code"] == 0
@@ -299,9 +235,8 @@ def passed(reply):
 
 
 def once(argv):
-    """One verdict without a harness, for exported tasks (their tests/test.sh): prints pytest's
-    output, writes the reward (0 or 1) to --reward-file. The test file is read, then removed,
-    so that nothing the test runs can read it."""
+    """One verdict without a harness, for exported tasks (their tests/test.sh): the reward (0 or 1)
+    to --reward-file. The test file is removed once read: nothing the test runs can read it."""
     import argparse
 
     global VERIFIER
@@ -333,8 +268,7 @@ def once(argv):
 
 
 def _op(name):
-    """A name of grader_script.py or grader_fence.py, whose source comes first in the
-    grader's (see verdict.GRADER_SOURCE)."""
+    """A name of an earlier part of the grader's source (grader_source.py)."""
     return globals()[name]
 
 
@@ -352,8 +286,8 @@ def script(request):
 
 
 def preload_pytest():
-    """pytest, and the plugins of its own that every `pytest.main` imports, once, before any agent
-    command: every verdict's forked child reuses them instead of importing them again."""
+    """Import pytest and its own plugins once, before any agent command: every verdict's forked
+    child reuses them."""
     import importlib
 
     import pytest  # noqa: F401

@@ -1,24 +1,14 @@
-"""The grader's self-description, sent with its hello (grader.py): what grading runs and loads, and
-the system locations a root agent must leave as the task's reference solution leaves them.
+"""The grader's self-description, sent with its hello (grader.py), seen before any agent command:
+what a verdict in a snapshot of the container holds the agent's changes against (verifier.py,
+system_paths.py). A part of the grader's source (grader_source.py).
 
-Part of the grader's source (verdict.GRADER_SOURCE: this file, grader_fence.py,
-grader_script.py, then grader.py; standard library only, nothing on disk). Seen before any agent
-command ran, it is what a verdict in a snapshot of the agent's container holds the agent's
-changes against (verifier.py, system_paths.py):
-
-- `protected`: the interpreter, the files it has loaded, its module search path, the dynamic
-  loader and its configuration, the programs the harness runs by name, and the other names that
-  lead to them; where a snapshot may be graded ($ENDLESS_LOADS), also every library they could
-  load later (`library_closure`: their DT_NEEDED, from their ELF headers) and OpenSSL's
-  configuration file (`openssl_config`: read when a process first uses libcrypto);
-- `system`: the system locations: the library, binary and interpreter trees (/usr, /lib*, /bin,
-  /sbin), the loader's and NSS's configuration, /etc/alternatives and /etc/python*, every
-  directory on the image's PATH ($ENDLESS_PATH_DIRS, the image's own PATH) and every path its
-  ENV loads code from ($ENDLESS_CODE_DIRS, system_paths.code_locations), the tool and library
-  directories of root's home (~/.local/bin, ~/.local/lib, ~/.cargo/bin, ~/bin), each with its
-  resolved path and the links leading to it. The verifier mounts them read-only;
-- `homes`: root's home, whose dot-entries are configuration (system_paths.is_config).
-"""
+- `protected`: what grading runs and loads: the interpreter, its loaded files and module search
+  path, the loader and its configuration, the harness's programs, the names leading to them;
+  where a snapshot may be graded ($ENDLESS_LOADS) also every library they could load later
+  (`library_closure`, from their ELF headers) and OpenSSL's configuration (`openssl_config`);
+- `system`: the system locations (docs/sandbox.md lists them), each with its resolved path and
+  the links leading to it; the verifier mounts them read-only;
+- `homes`: root's home, whose dot-entries are configuration (system_paths.is_config)."""
 
 import contextlib
 import os
@@ -37,27 +27,37 @@ LOADS_VARIABLE = "ENDLESS_LOADS"  # set: describe all that grading could load (v
 READ_ONLY_VARIABLE = "ENDLESS_READ_ONLY"
 
 
+def elf_segments(fh):
+    """(its integer reader, [(type, offset, address, size)] of its program headers) of an open
+    64-bit ELF file; None if it is not one."""
+    head = fh.read(64)
+    if head[:4] != b"\x7fELF" or head[4] != 2:
+        return None
+    order = "little" if head[5] == 1 else "big"
+
+    def number(data):
+        return int.from_bytes(data, order)
+
+    phoff, size, count = number(head[32:40]), number(head[54:56]), number(head[56:58])
+    fh.seek(phoff)
+    table = fh.read(size * min(count, 64))
+    fields = ((0, 4), (8, 16), (16, 24), (32, 40))
+    return number, [
+        tuple(number(table[at + i : at + j]) for i, j in fields)
+        for at in range(0, len(table) - size + 1, size)
+    ]
+
+
 def elf_interpreter(path):
     """The dynamic loader an ELF executable names (PT_INTERP), or ""."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
-                return ""
-            order = "little" if head[5] == 1 else "big"
-            phoff = int.from_bytes(head[32:40], order)
-            phentsize = int.from_bytes(head[54:56], order)
-            phnum = int.from_bytes(head[56:58], order)
-            for index in range(min(phnum, 64)):
-                fh.seek(phoff + index * phentsize)
-                entry = fh.read(phentsize)
-                if int.from_bytes(entry[0:4], order) == 3:  # PT_INTERP
-                    offset = int.from_bytes(entry[8:16], order)
-                    size = int.from_bytes(entry[32:40], order)
+            for kind, offset, _, size in (elf_segments(fh) or (None, []))[1]:
+                if kind == 3:
                     fh.seek(offset)
                     return fh.read(min(size, 4096)).rstrip(b"\0").decode("utf-8", "replace")
-    except OSError:
-        return ""
+    except (OSError, ValueError):
+        pass
     return ""
 
 
@@ -153,11 +153,9 @@ def homes_of_root(known=[]):  # noqa: B006 (asked once: an NSS lookup)
 
 
 def other_names(paths):
-    """The other names that lead to these files, which a root agent could point elsewhere:
-    every symbolic link directly under / (a merged /usr's /bin, /lib, /lib64: the names a
-    script's `#!/bin/bash` and ld.so.cache's `/lib/x86_64-linux-gnu/...` use), every link among
-    the paths' ancestors, and the links beside a file that lead to it (`libexpat.so.1` ->
-    `libexpat.so.1.8.10`: the name the loader opens; the kernel's maps name the file)."""
+    """The other names leading to these files, which a root agent could point elsewhere: the links
+    directly under / (a merged /usr's /bin, /lib: `#!/bin/bash`), those among the paths'
+    ancestors, and those beside a file leading to it (`libexpat.so.1`: the loader's name)."""
     found = set()
     with contextlib.suppress(OSError), os.scandir("/") as entries:
         found.update(entry.path for entry in entries if entry.is_symlink())
@@ -177,9 +175,8 @@ def other_names(paths):
 
 
 def link_targets(directories, limit=100_000, modules=None):
-    """Where the symbolic links under `directories` lead (Debian's stdlib sitecustomize.py is a
-    link into /etc): writing through a link changes its target, not the link. The extension
-    modules found on the way (`*.so`) are added to `modules`."""
+    """Where the links under `directories` lead (Debian's sitecustomize.py: into /etc), adding the
+    extension modules found on the way to `modules`."""
     found, seen = set(), 0
     pending = list(directories)
     while pending and seen < limit:
@@ -202,25 +199,12 @@ def elf_needed(path):
     """(DT_NEEDED sonames, DT_RUNPATH/DT_RPATH directories) of a 64-bit ELF file."""
     try:
         with open(path, "rb") as fh:
-            head = fh.read(64)
-            if head[:4] != b"\x7fELF" or head[4] != 2:
+            found = elf_segments(fh)
+            if found is None:
                 return [], []
-            order = "little" if head[5] == 1 else "big"
-
-            def number(data):
-                return int.from_bytes(data, order)
-
-            phoff, size, count = number(head[32:40]), number(head[54:56]), number(head[56:58])
-            fh.seek(phoff)
-            table = fh.read(size * min(count, 64))
-            loads, dynamic = [], None
-            for at in range(0, len(table) - size + 1, size):
-                kind, offset = number(table[at : at + 4]), number(table[at + 8 : at + 16])
-                vaddr, filesz = number(table[at + 16 : at + 24]), number(table[at + 32 : at + 40])
-                if kind == 1:
-                    loads.append((vaddr, offset, filesz))
-                elif kind == 2:
-                    dynamic = (offset, filesz)
+            number, segments = found
+            loads = [(vaddr, offset, size) for kind, offset, vaddr, size in segments if kind == 1]
+            dynamic = ([(o, n) for kind, o, _, n in segments if kind == 2] or [None])[-1]
             if dynamic is None:
                 return [], []
             fh.seek(dynamic[0])

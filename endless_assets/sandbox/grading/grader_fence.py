@@ -1,21 +1,12 @@
-"""The grader's fence: what a verdict's test or a task's script runs cannot reach the grader.
+"""The grader's fence: nothing a verdict's test or a task's script runs can signal the grader.
 
-Part of the grader's source (verdict.GRADER_SOURCE: grader_describe.py, this file,
-grader_script.py, then grader.py; standard library only, nothing on disk).
-
-A root agent's program, run by the test (that is many tasks' point) or by git from a hook, runs
-with the test's uid, which in a verifier container is the grader's: it could kill or stop the
-grader (a harness error, retried: a second chance the agent controls) or PID 1's child (the
-container stops). So the test's process, and a task's script, first enter a Landlock domain of
-their own scoped for signals (`fence`, Linux 6.12, Landlock ABI 6): no process in it can send any
-signal to a process outside it (the grader, the container's init and its `sleep`), whatever its
-uid and capabilities; the processes of the domain can still signal each other. A domain cannot
-be left, only narrowed, by whatever it runs. Where the kernel lacks it, `fence` says so (the hello's
-`fence`), and a grader lost while the test ran is still scored 0 (verdict.py), never retried.
-
-The grader tells the harness when a verdict's test starts (`announce`): a grader lost after that
-was lost while code of the agent's could run.
-"""
+A part of the grader's source (grader_source.py), and of the pytest stand-in's (offline_keep.py).
+A root agent's program, run by the test or by git from a hook, has the test's uid, in a verifier
+the grader's: it could kill the grader (a retry: a second chance the agent controls) or PID 1's
+child. So the test and the script first enter a Landlock domain scoped for signals (`fence`,
+Linux 6.12, ABI 6), which no process in it can leave or signal out of. Where the kernel lacks
+it, the hello says so (`fence`), and a grader lost once the test started (`announce`) is still
+scored 0 (verdict.py), never retried."""
 
 import contextlib
 import ctypes
@@ -49,10 +40,9 @@ def landlock_abi():
 
 
 def fence():
-    """Put this process, and everything it starts, in a new Landlock domain that may not signal
-    a process outside it. True if done; False where the kernel has no scoped Landlock or the
-    process may not restrict itself (no no_new_privs: every task container has it; an exported
-    task's grader under another harness may not)."""
+    """Put this process and all it starts in a new Landlock domain that may not signal outside
+    it. False where the kernel lacks it or the process may not restrict itself (no
+    no_new_privs: an exported task's grader under another harness, say)."""
     if landlock_abi() < SCOPED_ABI:
         return False
     attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, LANDLOCK_SCOPE_SIGNAL))
@@ -69,18 +59,16 @@ def fence():
 
 
 def guard_pipes():
-    """The pipes between the grader and a test's guard (`fence_and_guard`): (go: read, write),
-    (done: read, write). The grader keeps go's write end while the test runs."""
+    """(go: read, write, done: read, write): the grader holds go's write end while a test runs."""
     return (*os.pipe(), *os.pipe())
 
 
 def fence_and_guard(go_read, go_write, done_read, done_write):
-    """In the child about to run a test or a script: fence it (`fence`), leaving behind a guard
-    process in that domain, then fence it again (a domain inside the first, from which nothing
-    can signal the guard). The guard waits until the grader closes its end of `go` (once the
-    test is over, or when it dies), then kills every process of both domains but itself at once
-    (kill(-1): no fork can slip past it), and exits (`done` closes). Without a fence there is
-    no guard: kill(-1) would reach the grader."""
+    """In the child about to run a test or a script: fence it, leaving a guard in that domain,
+    then fence it again (nothing in the inner domain can signal the guard). Once `go` closes
+    (the test is over, or the grader died) the guard kills every process of both domains at
+    once (kill(-1): no fork slips past it) and exits. Unfenced, no guard: kill(-1) would reach
+    the grader."""
     if fence() and os.fork() == 0:
         os.close(go_write)
         os.close(done_read)

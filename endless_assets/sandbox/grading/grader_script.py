@@ -1,19 +1,13 @@
-"""The grader's script route: the part of the grader's source that runs between the fence
-(grader_fence.py) and grader.py's (verdict.GRADER_SOURCE; standard library only, nothing on
-disk).
+"""The grader's script route (request op "script"): Harbor's way of grading, in a verifier container
+(verifier.py). A part of the grader's source (grader_source.py).
 
-Script route (request op "script"): the way Harbor's verifier grades, in a verifier container
-(verifier.py: a fresh container of a snapshot of the agent's, where no process of the agent runs).
-The task's tests directory is written afresh (whatever the agent left at that path is removed
-first), so are the reward directory and a directory of offline stand-ins for the usual
-installation steps and for the programs that start pytest (offline.py); the script runs as the
-verifier's user in the image's working directory with the image's environment, in its own
-session and fenced (grader_fence.py: nothing it runs can signal the grader), for at most its
-timeout; then every process it left is killed and the reward is read: `reward.txt`, else
-`reward.json` (a number, or an object with `reward` or a single number), as Harbor reads them.
-The reward directory is the script's user's (not world-writable); a pytest the script starts
-keeps the reward files as they were before it ran (offline_pytest.py).
-"""
+The tests directory and the reward directory are written afresh (whatever the agent left there
+is removed), with offline stand-ins for the usual installation steps and for the programs that
+start pytest (offline.py). The script runs as the verifier's user, in the image's working
+directory and environment, in its own session and fenced (grader_fence.py), for at most its
+timeout; then every process it left is killed and the reward read as Harbor reads it:
+`reward.txt`, else `reward.json`. The reward directory is the script's user's alone; a pytest
+the script starts keeps the reward files as they were (offline_keep.py)."""
 
 import base64
 import contextlib
@@ -31,32 +25,35 @@ HARNESS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # (grader_describe.py's)
 
 
 def user_pids(uid):
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    """The processes that have `uid` as a real, effective or saved uid."""
+    pids = set()
+    for pid in process_ids():
         try:
-            with open(f"/proc/{entry}/status") as fh:
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        if uid in (int(x) for x in line.split()[1:]):
-                            pids.append(int(entry))
-                        break
+            with open(f"/proc/{pid}/status") as fh:
+                uids = next((line.split()[1:] for line in fh if line.startswith("Uid:")), [])
         except OSError:
             continue
+        if uid in map(int, uids):
+            pids.add(pid)
     return pids
 
 
-def stop_user(uid):
-    """Kill every process that has `uid` as a real, effective or saved uid, until none is left.
-    Scanning /proc as root needs no fork, so a fork bomb cannot prevent it."""
+def kill_until_none(find, pause=0.0):
+    """Kill every process `find()` names, until it names none (at most 200 rounds). Scanning
+    /proc as root needs no fork, so a fork bomb cannot prevent it."""
     for _ in range(200):
-        pids = user_pids(uid)
+        pids = find()
         if not pids:
             return
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        time.sleep(pause)
+
+
+def stop_user(uid):
+    """Kill every process of `uid` (`user_pids`), until none is left."""
+    kill_until_none(lambda: user_pids(uid))
 
 
 def process_ids():
@@ -66,15 +63,7 @@ def process_ids():
 def stop_new(before):
     """Kill every process that was not running when `before` was taken (but this one), until
     none is left: whatever a script or a test started, daemons included."""
-    me = os.getpid()
-    for _ in range(200):
-        left = process_ids() - before - {me}
-        if not left:
-            return
-        for pid in left:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
+    kill_until_none(lambda: process_ids() - before - {os.getpid()}, pause=0.01)
 
 
 def fresh_directory(path, mode):
@@ -182,17 +171,10 @@ def _run_script(request, workspace):
     argv = [script] if shebang else ["bash", script]
     output = os.path.join(workspace, "output.txt")
     before = process_ids()
-    out_fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o600)
-    guard = globals()["guard_pipes"]()
-    globals()["announce"]()  # (grader_fence.py's names: earlier in the grader's source)
-    pid = os.fork()
-    if pid == 0:
+
+    def start(guard):
         try:
-            os.setsid()
             globals()["fence_and_guard"](*guard)  # nothing the script runs can signal the grader
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(out_fd, 1)
-            os.dup2(out_fd, 2)
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
@@ -203,22 +185,14 @@ def _run_script(request, workspace):
             os.execvpe(argv[0], argv, env)
         except BaseException as exc:
             os.write(2, f"endless grader: cannot run {request['script']}: {exc}\n".encode())
-        finally:
-            os._exit(127)
-    os.close(out_fd)
-    globals()["guard_kept"](guard)
-    timed_out = not wait_for(pid, float(request["timeout"]))
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    globals()["guard_released"](guard)  # its guard ends whatever the script left, at once
+
+    code, timed_out = run_child(output, float(request["timeout"]), start, 127)
     stop_new(before)
     reward, problem = read_reward(logs)
     with open(report, encoding="utf-8", errors="replace") as fh:
         needs_network = fh.readline().strip()
-    code = os.waitstatus_to_exitcode(status)
     return {
-        "exit_code": 128 - code if code < 0 else code,
+        "exit_code": code,
         "timed_out": timed_out,
         "reward": reward,
         "reward_problem": problem,
@@ -228,9 +202,8 @@ def _run_script(request, workspace):
 
 
 def python_environment(workspace, offline, tests, env, own_caches):
-    """What every Python the script starts gets (offline_pytest.py): no user site directory,
-    our sitecustomize first, the tests directory for the pytest runner, and bytecode caches of
-    its own unless the agent left every one among what grading loads as it was."""
+    """What every Python the script starts gets (offline_pytest.py), with bytecode caches of its
+    own unless the agent left all among what grading loads as they were."""
     found = {"ENDLESS_TESTS_DIR": tests}
     guard = os.path.join(offline, "pyguard")
     if os.path.isfile(os.path.join(guard, "sitecustomize.py")):
@@ -244,6 +217,39 @@ def python_environment(workspace, offline, tests, env, own_caches):
         os.chmod(caches, 0o1777)
         found["PYTHONPYCACHEPREFIX"] = caches
     return found
+
+
+def run_child(output, timeout, start, failed):
+    """Fork a child (its own session, output to `output`) that runs `start(guard)`, which fences
+    it, and exits `failed` if that returns; wait at most `timeout`, kill its session, let its
+    guard end what it left. (exit code, 128 + the signal that killed it; timed out)."""
+    out_fd = os.open(output, os.O_WRONLY | os.O_CREAT, 0o600)
+    guard = globals()["guard_pipes"]()
+    globals()["announce"]()  # (grader_fence.py's names: earlier in the grader's source)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(out_fd, 1)
+            os.dup2(out_fd, 2)
+            start(guard)
+        finally:
+            os._exit(failed)
+    os.close(out_fd)
+    globals()["guard_kept"](guard)
+    timed_out = not wait_for(pid, timeout)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    if timed_out:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    globals()["guard_released"](guard)  # its guard ends whatever the child left, at once
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    code = os.waitstatus_to_exitcode(status)
+    return (128 - code if code < 0 else code), timed_out
 
 
 def wait_for(pid, timeout):

@@ -1,20 +1,10 @@
-"""Offline stand-ins for the installation steps graders usually start with.
-
-Grading has no network. Test scripts of Harbor and Terminal-Bench tasks mostly begin with the
-same boilerplate: `apt-get update; apt-get install -y curl`, the uv installer through
-`curl ... | sh`, `uv venv` / `uv init`, `uv pip install pytest` / `uv add pytest` /
-`pip install pytest`, then `uv run pytest ...` or `uvx pytest ...` (Terminal-Bench 2's: `uvx -p
-3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json ...`;
-offline_uv.py reads uv's and pip's arguments as they do). At grading the verifier puts
-these programs first on the script's PATH: each step is served by what the image already has
-(the image's python3 and pytest, its Debian packages; `apt-get install` of curl, wget,
-ca-certificates and python3-pip succeeds, as the stand-ins serve what they are for, and `uv venv`
-makes an environment of stand-ins); a step that would need something the image lacks (a package
-that is not installed, a download that is not the uv installer) fails and writes itself, with
-the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network` naming that
-step (unless its reward is 1 anyway). Versions pinned by a step (`pytest==8.4.1`) are not
-checked: the image's version serves.
-"""
+"""Offline stand-ins for the installation steps graders usually start with (grading has no
+network): `apt-get update; apt-get install -y curl`, the uv installer through `curl ... | sh`,
+`uv venv`, `uv pip install pytest`, `pip install pytest`, then `uv run pytest` or `uvx pytest`
+(offline_uv.py reads uv's and pip's arguments as they do). Put first on the script's PATH, each
+step is served by what the image has; one that would need what the image lacks fails and writes
+itself, with the reason, to $ENDLESS_OFFLINE_REPORT: the task is then rejected `needs_network`
+(unless its reward is 1 anyway). Pinned versions are not checked: the image's serves."""
 
 from __future__ import annotations
 
@@ -42,9 +32,7 @@ real() {
 }
 """
 
-_APT = (
-    _PRELUDE
-    + r"""cmd=""
+_APT = r"""cmd=""
 for a in "$@"; do case "$a" in -*) ;; *) cmd=$a; break ;; esac; done
 case "$cmd" in
   update|clean|autoclean|autoremove|upgrade|dist-upgrade) exit 0 ;;
@@ -69,14 +57,10 @@ if [ -n "$missing" ]; then
 fi
 exit 0
 """
-)
 
-# The uv installer's stand-in: an `env` file to source that changes nothing (the stand-ins are
-# first on PATH already; the real one would put ~/.local/bin first), and `uv` and `uvx` as links
-# to the stand-ins (`$shims`, which the fetch stand-in puts first) where the real installer would
-# put them (~/.local/bin, ~/.cargo/bin of older ones, or the directory its variables name), for
-# scripts that run ~/.local/bin/uv by its path. Where the image's own ~/.local/bin is read-only
-# at grading (a system location: verifier.py), what it has serves.
+# The uv installer's stand-in: an `env` file to source that changes nothing, and `uv` and `uvx`
+# linked to the stand-ins (`$shims`) where the real installer would put them, for scripts that
+# run ~/.local/bin/uv by its path (where that is read-only at grading, what it has serves).
 _UV_INSTALLER = r"""{ mkdir -p "$HOME/.local/bin" "$HOME/.cargo"
   echo '# endless: uv is served offline by stand-ins first on PATH' > "$HOME/.local/bin/env"
   cp "$HOME/.local/bin/env" "$HOME/.cargo/env"
@@ -91,7 +75,9 @@ echo "endless offline: uv is served by the image's python and pytest"
 """
 
 _FETCH = (
-    _PRELUDE
+    "installer=$(cat <<'ENDLESS_INSTALLER'\n"
+    + _UV_INSTALLER
+    + "ENDLESS_INSTALLER\n)\n"
     + r"""out=""
 prev=""
 url=""
@@ -103,9 +89,9 @@ done
 case "$url" in
   *astral.sh/uv/*|*astral.sh/uv)
     if [ -n "$out" ] && [ "$out" != "-" ]; then
-      printf "shims='%s'\n%s" "$here" "$INSTALLER" > "$out"
+      printf "shims='%s'\n%s" "$here" "$installer" > "$out"
     else
-      printf "shims='%s'\n%s" "$here" "$INSTALLER"
+      printf "shims='%s'\n%s" "$here" "$installer"
     fi
     exit 0 ;;
   http://localhost*|http://127.0.0.1*|https://localhost*|https://127.0.0.1*)
@@ -116,46 +102,24 @@ exit 6
 """
 )
 
-_PYTHON_TOOL = (
-    _PRELUDE
-    + r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
+_PYTHON_TOOL = r"""if ! command -v "$TRUSTED_PY" >/dev/null 2>&1; then
   report "$(basename "$0") $*: the image has no python3 to serve it"
   exit 127
 fi
 exec "$TRUSTED_PY" -s "$here/endless_offline.py" "$(basename "$0")" "$@"
 """
-)
 
 
 def shims(python: str = "python3", image_path: str = DEFAULT_PATH) -> dict[str, str]:
-    """Program name -> its stand-in (all put first on the test script's PATH). `python`: the
-    interpreter the stand-ins of uv, uvx and pip run, by absolute path (the one the first grader
-    ran, before the agent's first command); `image_path`: the image's own PATH, where every
-    stand-in finds the programs it hands over to (offline_pytest.py)."""
+    """Program name -> its stand-in. `python`: what uv, uvx and pip run (the first grader's, by
+    path); `image_path`: the image's own PATH, where the stand-ins find what they hand over to."""
     settings = f"TRUSTED_PY={shlex.quote(python)}\nIMAGE_PATH={shlex.quote(image_path)}\n"
     prelude = _PRELUDE.replace("here=$(", settings + "here=$(", 1)
-
-    def shell(text: str) -> str:
-        return text.replace(_PRELUDE, prelude, 1) if text.startswith(_PRELUDE) else prelude + text
-
-    fetch = _FETCH.replace(
-        'out=""\n',
-        f"installer=$(cat <<'ENDLESS_INSTALLER'\n{_UV_INSTALLER}ENDLESS_INSTALLER\n)\nout=\"\"\n",
-        1,
-    ).replace('"$INSTALLER"', '"$installer"')
-    found = {
-        "apt-get": _APT,
-        "apt": _APT,
-        "curl": fetch,
-        "wget": fetch,
-        "uv": _PYTHON_TOOL,
-        "uvx": _PYTHON_TOOL,
-        "pip": _PYTHON_TOOL,
-        "pip3": _PYTHON_TOOL,
-    }
-    found = {name: shell(text) for name, text in found.items()}
+    shell = {"apt-get": _APT, "apt": _APT, "curl": _FETCH, "wget": _FETCH}
+    shell |= dict.fromkeys(("uv", "uvx", "pip", "pip3"), _PYTHON_TOOL)
+    found = {name: prelude + text for name, text in shell.items()}
     for name, text in offline_pytest.stand_ins().items():
-        found[name] = text if "." in name else shell(text)
+        found[name] = text if "." in name else prelude + text
     found["endless_offline.py"] = offline_uv.TOOL
     found["endless_ctrf.py"] = offline_uv.CTRF
     return found

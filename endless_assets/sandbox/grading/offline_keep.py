@@ -1,75 +1,28 @@
-"""Program text shared by the pytest stand-ins of a task's script (offline_pytest.py): what a test
-run can reach, kept from it.
+"""Program text shared by the pytest stand-ins of a task's script (offline_pytest.py).
 
-- KEEPER: the pytest stand-in runs pytest in a child of its own (`keep`), fenced like the script
-  itself (grader_fence.py: a Landlock domain from which no signal reaches a process outside, so
-  not the stand-in's own process either), with PR_SET_PDEATHSIG. The stand-in is a child
-  subreaper: every process the test run leaves (a daemon started by the agent's program, say) is
-  its descendant and is killed when pytest ends; then the reward files (reward.txt, reward.json
-  in $ENDLESS_LOGS_DIR) are put back as they were before pytest ran, the directory itself too if
-  it was moved or replaced. So what a test runs (the agent's program, git and a hook) cannot set
-  the reward, now or later: only the script itself writes it, after pytest. A pytest run that
-  writes the reward file itself loses what it wrote (said on stderr).
-- PLUGINS: pytest's plugin autoload reads the `pytest11` entry points of the interpreter's own
-  directories only (its sys.path before the image's PYTHONPATH and the working directory are
-  added): a `*.dist-info/entry_points.txt` the agent left in /app is never loaded, while the
-  plugins the image ships (pytest-json-ctrf's `--ctrf`) are. `trust_plugins` patches pluggy's
-  loader, the one every pytest uses; the guard (every Python of the script) patches it when
-  pluggy is imported.
+- KEEPER: pytest runs in a child (`keep`) fenced like the script (it starts with grader_fence.py
+  itself), with PR_SET_PDEATHSIG; the stand-in, a child subreaper, kills whatever the test run
+  left, then puts the reward files back as they were before pytest ran (the directory too, if
+  moved or replaced): nothing a test runs sets the reward, now or later; the script does.
+- PLUGINS: pytest's autoload reads the `pytest11` entry points of the interpreter's own
+  directories only (`trust_plugins` patches pluggy's loader): an entry point the agent left in
+  /app never loads, the image's own plugins do.
 
-Both run with the image's Python, any version from 3.6: nothing newer than that is used.
-"""
+Both run with the image's Python, any version from 3.6."""
 
 from __future__ import annotations
 
-KEEPER = r'''
+from endless_assets.sandbox.grading.grader_source import part
+
+KEEPER = (
+    part("grader_fence.py")
+    + r'''
 # -- endless: the reward files and the test run's processes (offline_keep.py) ------------------
-import ctypes
-import signal
 import stat
-import struct
 import time
 
 REWARDS = ("reward.txt", "reward.json")
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-
-
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
-def fence():
-    """This process and all it starts: a Landlock domain that signals nothing outside it."""
-    libc = _libc()
-    if libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1)) < 6:
-        return False
-    attr = ctypes.create_string_buffer(struct.pack("QQQ", 0, 0, 2))
-    fd = libc.syscall(ctypes.c_long(444), attr, ctypes.c_size_t(24), ctypes.c_uint32(0))
-    if fd < 0:
-        return False
-    done = libc.syscall(ctypes.c_long(446), ctypes.c_long(fd), ctypes.c_long(0)) == 0
-    os.close(fd)
-    return done
-
-
-def fence_and_guard(go_read, go_write, done_read, done_write):
-    """Fenced, with a guard left in the first domain that kills every process of it (and of the
-    one inside it, where pytest runs) at once when `go` closes (grader_fence.py's)."""
-    if fence() and os.fork() == 0:
-        os.close(go_write)
-        os.close(done_read)
-        try:
-            while os.read(go_read, 1):
-                pass
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        os._exit(0)
-    for fd in (go_read, go_write, done_read, done_write):
-        os.close(fd)
-    fence()
 
 
 def _state(fd, name):
@@ -182,31 +135,20 @@ def keep(logs):
         return
     first = os.fstat(fd)
     saved = [(name, _state(fd, name)) for name in REWARDS]
-    _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    guard = (*os.pipe(), *os.pipe())
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    guard = guard_pipes()
     pid = os.fork()
     if pid == 0:
         os.close(fd)
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         fence_and_guard(*guard)
         return
-    os.close(guard[0])
-    os.close(guard[3])
+    guard_kept(guard)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, lambda number, frame: os.kill(pid, number))
-    while True:
-        try:
-            status = os.waitpid(pid, 0)[1]
-            break
-        except InterruptedError:
-            continue
-    os.close(guard[1])  # the guard kills what the test run left, then exits
-    while True:
-        try:
-            if not os.read(guard[2], 64):
-                break
-        except InterruptedError:
-            continue
+    status = os.waitpid(pid, 0)[1]  # (a signal handled meanwhile: retried, PEP 475)
+    guard_released(guard)  # the guard kills what the test run left, then exits
     _end_rest()
     fd = _home(logs, fd, first)
     changed = [name for name, was in saved if _put(fd, name, was)]
@@ -218,6 +160,7 @@ def keep(logs):
         sys.stderr.flush()
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 '''
+)
 
 PLUGINS = r'''
 # -- endless: pytest plugins from the interpreter's own directories only (offline_keep.py) -----

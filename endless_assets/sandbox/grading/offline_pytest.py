@@ -1,35 +1,20 @@
-"""Stand-ins that start pytest and Python for a task's own test script, with nothing of the
-agent's in how they start (put first on the script's PATH with offline.py's).
+"""Stand-ins that start pytest and Python for a task's own test script with nothing of the agent's
+in how they start (first on the script's PATH with offline.py's; docs/sandbox.md says what
+each keeps out: a root agent's ini file and conftest.py above the tests directory, a module
+named like pytest or a standard one where Python looks first, user site `.pth` files, caches).
 
-A script run as root in a snapshot of a root agent's files would otherwise take, from files the
-agent wrote: pytest's configuration and conftest.py above the tests directory (an ini file at `/`
-moves the conftest cut-off there), a module named like pytest (or like any module the test
-imports) in the working directory that `python -m pytest` puts first on sys.path, a
-`sitecustomize.py` or a module named like a standard one in a PYTHONPATH directory of the image
-(/app, say), `.pth` files in root's user site directory, and bytecode caches. So:
+- `pytest`, `py.test` and `python -m pytest` run `endless_pytest.py` with the interpreter the
+  image's own `pytest` names (else python3): pytest is imported before the working directory
+  is on sys.path, conftest files are collected from the tests directory down, and the ini file
+  is the tests directory's own or an empty one of ours, unless the script gives its own;
+- every Python the script starts has no user site directory and runs our `sitecustomize.py`
+  first, which moves the image's PYTHONPATH entries after the interpreter's own, then runs the
+  image's sitecustomize;
+- pytest loads plugins from the interpreter's own directories only, in a fenced child that
+  keeps the reward files (offline_keep.py).
 
-- `pytest`, `py.test`, and `python`/`python3 -m pytest` run pytest through `endless_pytest.py`
-  (which also serves pytest-json-ctrf's `--ctrf`, offline_uv.py; `python -m pip` is offline.py's
-  pip), with the interpreter the image's own `pytest` names (or the image's `python3`): pytest is
-  imported before the working directory is on sys.path (`-m` puts it there, last), conftest
-  files are collected from the tests directory down (`--confcutdir`), and the configuration is
-  the tests directory's own ini file or an empty one of ours (`-c`), unless the script gives
-  its own;
-- every Python the script starts has no user site directory (PYTHONNOUSERSITE), reads bytecode
-  caches only where the verifier keeps them when the agent wrote any among what grading loads
-  (PYTHONPYCACHEPREFIX, set by the grader), and runs our `sitecustomize.py` first (a PYTHONPATH
-  entry of ours ahead of the image's): it moves the image's PYTHONPATH entries after the
-  interpreter's own, so they can no longer shadow a standard or installed module, then runs the
-  image's own sitecustomize, if it has one;
-- pytest loads the plugins of the interpreter's own directories only, and `endless_pytest.py`
-  runs pytest in a fenced child, ends what the test run left and puts the reward files back as
-  they were before it (offline_keep.py).
-
-Programs are found on the image's PATH (its ENV line, which nothing in the container can
-change), never on the script's, which the script itself may have extended with a directory the
-agent wrote. What remains is the script's own choice: a test that imports the agent's code, or a
-script that trusts what the agent's program prints.
-"""
+Programs are found on the image's PATH, never on the script's (which may lead through a
+directory the agent wrote)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
 """The offline uv, uvx and pip (offline.py's stand-ins run this program with the interpreter the
-first grader ran), and pytest-json-ctrf's `--ctrf` report (a plugin the pytest runner of
-offline_pytest.py loads).
+first grader ran), and pytest-json-ctrf's `--ctrf` report (a plugin of offline_pytest.py's
+runner, in its layout: one test per node id).
 
-Arguments are read as uv and pip read them: every option that takes a value (`-w pytest`,
-`--with=pytest`, `-wpytest`, `--python 3.13`, `--index-strategy unsafe-best-match`) is
-skipped with its value, every other option is a flag, so the command that follows is the one uv
-would run: Terminal-Bench 2's `uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest
---ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA` runs pytest on the test file, with
-the image's python and pytest. A package a step asks for (`--with`, `--from`, `pip install`,
-`uv add`, a requirements file) must be installed in the image, or be one of SERVED (served
-here: `pytest-json-ctrf` by our plugin, `uv` by the stand-in itself); its version is not
-checked. The CTRF report has pytest-json-ctrf's layout (one test per node id)."""
+Arguments are read as uv and pip read them: an option that takes a value is skipped with it,
+any other is a flag, so the command that follows is the one uv would run (Terminal-Bench 2's
+`uvx -p 3.13 -w pytest==8.4.1 ... pytest --ctrf ... -rA` runs the image's pytest). A package a
+step asks for must be in the image, or be one of SERVED; its version is not checked."""
 
 from __future__ import annotations
 

@@ -21,9 +21,8 @@ class VerifierUserUnknown(SandboxError):
 def script_request(
     box: TaskContainer, spec: bundle.Verifier, timeout: float, *, own_caches: bool
 ) -> dict:
-    """What the grader gets to run `spec`'s script in `box`: the verifier's user as numbers,
-    looked up in the image's own /etc/passwd (never the agent's), the stand-ins with the
-    interpreter the first grader ran and the image's own PATH (offline.py)."""
+    """The grader's request to run `spec`'s script in `box`: the verifier's user as numbers from
+    the image's own /etc/passwd (never the agent's), the stand-ins (offline.py)."""
     agent = box.agent  # resolved in the agent's container before its first command
     user = spec.user or agent.image_user or "root"
     if user == agent.user:

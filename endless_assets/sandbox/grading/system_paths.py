@@ -1,25 +1,15 @@
 """What an agent changed in the system locations, held against what the task's reference solution
 changes there: any other change is tampering (verifier.py grades it 0, naming the paths).
 
-The system locations are those the first grader named before the agent's first command
-(grader_describe.py): the library, binary and interpreter trees, the loader's and NSS's
-configuration, every directory on the image's PATH and every path its ENV loads code from
-(`code_locations`), root's tool directories. Configuration (`is_config`: /etc, the dot-entries
-of the homes grading runs in) the agent changed and the reference does not is not tampering but
-`pristine`: the verifier sees the image's own there (verifier_view.py), unless the engine's
-layers cannot be read (then it is tampering), it is also a system location, or grading loads it
-(OpenSSL's configuration). The validation stage runs the
-reference solution and records what it changed there (`learn`); the completion test carries that
-record (bundle.Verifier.allowed), so that an honest agent may make the same changes: install the
-same tool, edit the same configuration. A file among what grading itself loads (the interpreter's
-trees: a reference that installs a Python package) must then also be the reference's, byte for
-byte (its sha256), or it is tampering too: grading would run the agent's version of it.
-
-Bytecode caches are not tampering (Python writes them as it imports); where the agent changed any
-among what grading loads, the verifier reads none of them (`own_caches` False). /etc/passwd and
-/etc/group are the agent's to edit, but must stay regular files: the engine reads them at every
-container start and exec (a FIFO there would hang the verifier).
-"""
+The system locations are those the first grader named (grader_describe.py) and the paths the
+image's ENV loads code from (`code_locations`). Configuration (`is_config`) the agent changed
+and the reference does not is `pristine` instead: set back to the image's in the verifier
+(verifier_view.py), unless that cannot be done, it is also a system location, or grading loads
+it. The validation stage records the reference's changes (`learn`), which the completion test
+carries (bundle.Verifier.allowed) so an honest agent may make the same; a file among what
+grading loads must then be the reference's byte for byte (its sha256). Bytecode caches are not
+tampering (`own_caches`); /etc/passwd and /etc/group are the agent's, but must stay regular
+files (the engine reads them at every start and exec: a FIFO would hang it)."""
 
 from __future__ import annotations
 
@@ -29,11 +19,8 @@ import stat
 from dataclasses import dataclass, field
 
 CACHE_DIR = "__pycache__"
-# Configuration: where, by convention (the FHS, XDG), a library or tool reads what it is to do,
-# including what code to load or run (OpenSSL's providers and engines, git's hooks, filters and
-# fsmonitor, PAM's modules, ssh's ProxyCommand, krb5's and p11-kit's modules, login shells' and
-# interactive shells' rc files...): /etc, and the dot-entries of the homes of the users grading
-# runs as. The verifier sees the image's own there, but for what the reference solution changes.
+# Configuration: where a library or tool reads what it is to do, including what code to load or
+# run (verifier_view.py): /etc, and the dot-entries of the homes of the users grading runs as.
 CONFIG_DIRS = ("/etc",)
 IDENTITY_FILES = ("/etc/passwd", "/etc/group")
 # The user database's other files: data a test may check, never code (useradd writes them all).
@@ -106,11 +93,10 @@ def _listed(paths: tuple[str, ...], count: int) -> str:
 
 def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
     """The absolute paths the image's ENV names code or its configuration by (CODE_VARIABLES),
-    and the installation prefix of each directory on its PATH named `bin` or `sbin` (/opt/venv
-    for /opt/venv/bin: its programs load their lib/, read their etc/), but "/", the working
-    directory, its parents and (for a prefix) what is in it (those hold the agent's data: its
-    project's `.venv`) and what is in a home (its tool directories and dot-entries are named
-    elsewhere: HOME_TOOLS, `is_config`)."""
+    and the prefix of each `bin` or `sbin` on its PATH (/opt/venv for /opt/venv/bin: its
+    programs load their lib/); never "/", the working directory or its parents, nor a prefix in
+    the working directory (the project's `.venv`: the agent's data) or a home (named elsewhere:
+    HOME_TOOLS, `is_config`)."""
     found = []
     keep_out = {"/", os.path.normpath(workdir or "/")}
     keep_out |= {p for p in _ancestors(workdir or "/")}
@@ -131,13 +117,11 @@ def code_locations(image_env: dict[str, str], workdir: str = "") -> list[str]:
 
 
 def grading_env(image_env: dict[str, str]) -> dict[str, str]:
-    """The image's ENV as grading gets it: the entries of the variables that name code or its
-    configuration by path (`SEARCH_LISTS`) that are not absolute paths are left out. An empty
-    entry (the trailing colon of `ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none was
-    set) or a relative one (BASH_ENV=.bashenv) is in the working directory of whatever process
-    reads it: the test's `/`, the script's `/app`, any directory a test changes into, which no
+    """The image's ENV as grading gets it: without the entries of `SEARCH_LISTS` that are not
+    absolute paths. An empty entry (`ENV LD_LIBRARY_PATH=/opt/lib:$LD_LIBRARY_PATH` where none
+    was set) or a relative one names the working directory of whatever reads it, which no
     system location can cover. (LD_PRELOAD's and LD_AUDIT's bare names are looked up in the
-    library path, not there: they stay.) A variable left with nothing is left out."""
+    library path: they stay.) A variable left with nothing is left out."""
     env = dict(image_env)
     for name in SEARCH_LISTS:
         if name not in env:
@@ -179,9 +163,8 @@ def inside(path: str, root: str) -> bool:
 
 
 def is_cache(path: str) -> bool:
-    """A bytecode cache directory or what is in one: a path with a `__pycache__` component.
-    Not a name that merely contains it: a site directory's `__pycache__.pth` runs its `import`
-    lines in every interpreter that starts."""
+    """A path with a `__pycache__` component (not a name containing it: a site directory's
+    `__pycache__.pth` runs its `import` lines in every interpreter)."""
     return CACHE_DIR in path.split("/")
 
 
@@ -197,15 +180,13 @@ def check(
     restorable: bool | None = None,
     workdir: str = "",
 ) -> Finding:
-    """Hold `changes` (changes.py: {"Path", "Kind"}, the engine's own left out) against the
-    system locations and the configuration (`is_config`, of these `homes`). `allowed`: what the
-    reference changed (path -> sha256 or ""); `upper`: the container's overlay upper directory
-    ("" where changes came from `docker diff`: a file grading loads then cannot be compared,
-    and is tampering if changed; so is changed configuration, which the verifier could not set
-    back; `restorable` False says so where `upper` is read). `learn`: the reference's own run:
-    its changes are returned as `changed`, none is tampering. A home that is the agent's
-    working directory (`workdir`: a task in /root) holds its work too: a dot-entry of it that
-    the reference changes anything in (its `.git`, its `.venv`) is the agent's as a whole."""
+    """Hold `changes` (changes.py: {"Path", "Kind"}) against the system locations and the
+    configuration (of these `homes`). `allowed`: what the reference changed (path -> sha256 or
+    ""). `upper`: the overlay upper directory ("" after `docker diff`: a changed file grading
+    loads cannot be compared, changed configuration not set back: both are tampering; so is the
+    latter where not `restorable`). `learn`: the reference's own run, whose changes are returned
+    as `changed`. A dot-entry of the agent's working directory (`workdir`: a task in /root) that
+    the reference changes anything in (its `.git`) is the agent's as a whole."""
     restorable = bool(upper) if restorable is None else restorable and bool(upper)
     workdir = os.path.normpath(workdir) if workdir else ""
     in_work = [h for h in homes if workdir and os.path.normpath(h) == workdir]
@@ -215,9 +196,8 @@ def check(
     kinds: dict[str, set] = {}
     for change in changes:
         kinds.setdefault(str(change.get("Path", "")), set()).add(change.get("Kind"))
-    tampered: list[str] = []
+    tampered: dict[str, str] = {}  # path -> why it is tampering
     pristine: list[str] = []
-    why = ""
     own_caches = True
     changed: dict[str, str] = {}
     for path in sorted(set(paths)):
@@ -225,10 +205,8 @@ def check(
             own_caches = own_caches and not any(inside(path, p) for p in protected)
             continue
         if path in IDENTITY_FILES:
-            problem = _identity_problem(upper, path, kinds[path])
-            if problem:
-                tampered.append(path)
-                why = why or problem
+            if problem := _identity_problem(upper, path, kinds[path]):
+                tampered[path] = problem
             continue
         if path in parents and kinds[path] == {0}:
             continue  # a directory whose entries are listed (copied up for them)
@@ -245,13 +223,13 @@ def check(
         if expected is None and config and restorable and not loaded and not listed:
             pristine.append(path)
         elif expected is None:
-            tampered.append(path)
-            why = why or "a system location the task's reference solution leaves as it is"
+            tampered[path] = "a system location the task's reference solution leaves as it is"
         elif expected and (expected == "?" or _digest(upper, path) != expected):
-            tampered.append(path)
-            why = why or "grading loads it, and it is not the reference solution's"
-    kept = tuple(tampered[:SHOWN])
-    return Finding(kept, len(tampered), own_caches, changed, why, tuple(pristine))
+            tampered[path] = "grading loads it, and it is not the reference solution's"
+    why = next(iter(tampered.values()), "")  # (the first path's)
+    return Finding(
+        tuple(tampered)[:SHOWN], len(tampered), own_caches, changed, why, tuple(pristine)
+    )
 
 
 def _digest(upper: str, path: str) -> str:
@@ -270,11 +248,8 @@ def _digest(upper: str, path: str) -> str:
             return "special"  # (a whiteout: deleted)
         if info.st_size > HASH_LIMIT:
             return "?"
-        digest = hashlib.sha256()
         with open(where, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
         return "?"
 

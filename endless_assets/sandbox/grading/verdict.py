@@ -1,19 +1,10 @@
-"""Run a pytest file inside a container and turn pytest's outcome into a verdict.
+"""Run a pytest file inside a container through its grader (grader.py, which lists each measure)
+and turn pytest's outcome into a verdict: reward 1 only if pytest exits 0 by itself *and*
+reports at least one test, none failed, errored or was skipped.
 
-The work happens in the grader (`grader.py`, whose docstring lists each measure), a root process
-started once per container: before an episode's first command, or by the first verdict. For
-each verdict it kills every process of the agent, runs pytest in a forked child that is the
-agent's uid with one capability in-process (so anything a test runs has the agent's privilege,
-no more), with a clean environment, Python's isolated mode, no conftest files, no plugin
-autoload, no cache and an ini file of ours; the test file is deleted once collected; the
-outcome totals come back over a pipe nothing else holds. The reward is 1 only if pytest exits 0
-by itself *and* reports at least one test, none failed, errored or was skipped.
-
-A root agent's verdict, and that of a task graded by its own script (Harbor's tests/test.sh,
-bundle.py), is given in a verifier container instead: a new container of a snapshot of the
-agent's, where none of its processes runs (verifier.py). A script's verdict is its reward file:
-1 passes, anything else fails, none is an error.
-"""
+A root agent's verdict, and that of a task graded by its own script (bundle.py), is given in a
+verifier container instead (verifier.py); a script's verdict is its reward file: 1 passes,
+anything else fails, none is an error."""
 
 from __future__ import annotations
 
@@ -78,9 +69,8 @@ def parse_verdict(
     *,
     timed_out: bool = False,
 ) -> Verdict:
-    """pytest's exit code and JUnit totals -> a verdict. Passed means: pytest exited 0, its report
-    was read, at least one test ran, and none failed, errored or was skipped (a skip can hide
-    an assertion behind a condition the agent controls)."""
+    """pytest's exit code and totals -> a verdict (the reward rule: module docstring; a skip can
+    hide an assertion behind a condition the agent controls)."""
     tests = failures = errors = skipped = 0
     if counts is not None:
         tests, failures = counts.get("tests", 0), counts.get("failures", 0)
@@ -160,10 +150,8 @@ DISTURBED = "grading was disturbed while the test ran"
 
 
 def disturbed(exc: GraderLost) -> dict:
-    """The reply a grader lost while the test ran stands for: an error, reward 0, scored. Nothing
-    but what the test ran can have done it (the OOM killer picks the largest process; nothing the
-    test runs can signal the grader where the kernel fences it): a retry would be a second
-    chance that the agent's code decides."""
+    """The reply a grader lost while the test ran stands for: reward 0, scored. Only what the test
+    ran can have done it: a retry would be a second chance the agent's code decides."""
     return {"exit_code": 3, "counts": None, "output": f"{DISTURBED}: {exc}"}
 
 
@@ -176,9 +164,8 @@ class _Grader:
         self.container = container
         container.awake()
         api = container.client.api
-        # The source goes on the command line: nothing of the grader is on disk for the agent to
-        # change, and /verifier is a tmpfs (which `put_archive` cannot write into). In a
-        # verifier container, the programs are those the first grader named.
+        # The source goes on the command line: nothing of it is on disk for the agent to change.
+        # In a verifier container, the programs are those the first grader named.
         programs = container.grading_programs
         env, python = programs.get("env", "env"), programs.get("python", "python3")
         image_path = container.image_env.get("PATH", "")
@@ -223,12 +210,10 @@ class _Grader:
                 + ", ".join(hello["writable"][:5])
             )
         if container.protected is None:  # the first grader, before any agent command
-            container.protected = [str(p) for p in hello.get("protected") or []]
+            for name in ("protected", "system", "absent", "homes"):
+                setattr(container, name, [str(p) for p in hello.get(name) or []])
             container.grading_programs = dict(hello.get("programs") or {})
             container.interpreter = hello.get("interpreter")
-            container.system = [str(p) for p in hello.get("system") or []]
-            container.absent = [str(p) for p in hello.get("absent") or []]
-            container.homes = [str(p) for p in hello.get("homes") or []]
             container.fenced = bool(hello.get("fence"))
         elif container.interpreter not in (None, hello.get("interpreter")):
             self.close()  # (its prefix or path moved: e.g. a pyvenv.cfg or lib/ the agent made)
@@ -283,10 +268,9 @@ class _Grader:
 
 
 def stop_agent(container: TaskContainer, agent_uid: int | None = None) -> None:
-    """Kill every process of the agent's uid through the container's grader, which needs no
-    fork for it: the way out when the agent's processes fill the pids limit and no `docker exec`
-    can start. Starts the grader if it is not running (which may fail for the same reason). A
-    root agent's container is restarted instead (every process dies, the files stay)."""
+    """Kill every process of the agent's uid through the container's grader (no fork needed: the
+    way out when the agent fills the pids limit and no `docker exec` can start). A root agent's
+    container is restarted instead (every process dies, the files stay)."""
     uid = container.agent.uid if agent_uid is None else agent_uid
     if uid == 0:
         container.restart()
@@ -305,9 +289,8 @@ def in_verifier(spec: bundle.Verifier | None, uid: int, stop_agent: bool) -> boo
 
 
 def start_grader(container: TaskContainer, test_source: str | None = None) -> None:
-    """Start the container's grader now (it is otherwise started by the first verdict). Given
-    the test the episode ends with, it imports pytest ahead only if that verdict is given here
-    (not in a verifier container, which starts a grader of its own)."""
+    """Start the container's grader now (else the first verdict does); it imports pytest ahead
+    unless `test_source`'s verdict is a verifier container's."""
     preload = True
     if test_source is not None:
         preload = not in_verifier(bundle.unpack(test_source), container.agent.uid, True)
@@ -315,9 +298,7 @@ def start_grader(container: TaskContainer, test_source: str | None = None) -> No
 
 
 def grader_for(container: TaskContainer, pycache_prefix: str = "", preload: bool = True) -> _Grader:
-    """The container's resident grader, started on first use. `preload=False` where it will
-    run no pytest of ours (a task's own script grades; the verdict is a verifier container's):
-    it does not import pytest ahead."""
+    """The container's resident grader, started on first use (`preload`: importing pytest)."""
     if container.grader is None:
         container.grader = _Grader(container, pycache_prefix, preload)
     assert isinstance(container.grader, _Grader)

@@ -1,35 +1,17 @@
-"""Grading in a verifier container: a fresh container started from a snapshot of the agent's.
+"""Grading in a verifier container: a fresh container of a snapshot of the agent's, none of whose
+processes runs there (verdict.py decides when; docs/sandbox.md's threat model says why).
 
-Two kinds of verdict are not given in the agent's own container (verdict.py decides):
-
-- a root agent's. Root could read the test as the grader writes it, or signal the grader, or
-  leave a process that changes files while the test runs. So the agent's container is paused
-  and committed (`docker commit`), its processes are all killed, and the test runs in a new
-  container of that snapshot: the agent's files, none of its processes. No ENTRYPOINT runs
-  there, and PID 1's program, the grader's `env` and its interpreter are named by the paths
-  the first grader saw before the agent's first command.
-- a task graded by its own script (Harbor's tests/test.sh; bundle.py): the script runs as the
-  verifier's user (root unless the task says otherwise), and anything it runs could write the
-  reward file; in a verifier container nothing the agent left running can.
-
-The code that grades must be the image's own, and the agent's files only data. Before the
-snapshot, with the container paused until it is committed (a process the agent left running
-could otherwise change a file after the check passed it), system_paths.check holds what the
-agent changed (changes.py: its overlay upper directory, or `docker diff`; less what the engine
-itself changed at start) against the system locations the first grader named: any change there
-that the task's reference solution does not make itself is tampering, a verdict of 0 naming the
-paths. In the verifier container those locations are mounted read-only, so nothing a test or
-script runs can change them while grading, and the grader, the script's shell, its tools and
-every interpreter it starts are the image's, byte for byte (offline_pytest.py: how pytest and
-Python start). Identities are numbers, never names looked up in the agent's /etc/passwd.
-Bytecode caches the agent wrote among what grading loads are never read: the verifier's
-interpreters then keep their own on a tmpfs. Configuration the agent changed and the reference
-does not is the image's own in the verifier, and volumes over system locations are fresh
-(verifier_view.py). A grader lost once its test started is a verdict of 0, never a harness
-error (`_lost`): only what the test ran can have done it. What remains is the docs'
-(docs/sandbox.md): a test that imports the agent's code, a script that believes what the
-agent's program prints, and what the reference solution itself may change.
-"""
+Two kinds of verdict are given there: a root agent's (root could read the test, signal the
+grader, or leave a process that changes files while the test runs) and a task's own script's
+(whatever the agent left running could write the reward file). The code that grades must be
+the image's own and the agent's files only data: with the container paused from the check
+until the commit (a process left running could change a file the check had passed),
+system_paths.check holds what the agent changed against the system locations the first grader
+named; a change there that the reference solution does not make is tampering, a verdict of 0.
+In the verifier those locations are read-only, identities are numbers (never names looked up
+in the agent's /etc/passwd), bytecode caches the agent wrote among what grading loads are not
+read, and the agent's configuration and volumes over system locations are set aside
+(verifier_view.py). A grader lost once its test started is a scored 0 (`_lost`)."""
 
 from __future__ import annotations
 
@@ -86,97 +68,78 @@ def grade_in_verifier(
     *,
     learn: bool = False,
 ) -> Verdict:
-    """The verdict in a verifier container (module docstring). `learn`: the reference solution's
-    episode (the validation stage): what it changed in the system locations is returned in the
-    verdict (`system_changes`) instead of being tampering."""
-    halted = stop_agent and uid == 0  # a root agent's: stopped while graded
+    """The verdict in a verifier container. `learn`: the reference solution's episode, whose
+    changes to the system locations are returned (`system_changes`), not tampering."""
     homes = verifier_view.homes_of(container, spec)
     image, finding = snapshot(
         container, check=stop_agent, allowed=spec.allowed, learn=learn, homes=homes
     )
     if finding.tampered:
         return _no_verdict(spec, finding.detail(), started)
-    if spec.script:
-        timeout = spec.timeout or timeout
+    timeout = (spec.timeout or timeout) if spec.script else timeout
 
     def stop() -> None:
-        if halted:
-            # Every process dies, and none starts again (an ENTRYPOINT the agent changed, say,
-            # with a VOLUME the verifier shares) until the verdict is given.
+        if stop_agent and uid == 0:
+            # A root agent's: every process dies, and none starts again (an ENTRYPOINT it
+            # changed, with a VOLUME the verifier shares) until something is to run in it next
+            # (a rollout's, removed next, never does).
             container.halt()
         elif stop_agent:
             stop_agent_processes(container, uid)
 
-    # A halted container starts again when something is to run in it next (a stage's next
-    # check): a rollout's, removed next, never does.
     shared, fresh = verifier_view.shared_volumes(container, homes)
     prepare = verifier_view.put_back(container, finding.pristine)
-    view = {"shared_volumes": shared, "prepare": prepare}
-    verdict = _verdict_in(container, image, stop, spec, uid, timeout, started, finding, view)
+    with verifier_container(container, image, stop, shared_volumes=shared, prepare=prepare) as box:
+        verdict = _verdict_in(box, spec, uid, timeout, started, finding.own_caches)
     detail = "; ".join(filter(None, (verdict.detail, finding.unseen(), fresh)))
     return dataclasses.replace(verdict, system_changes=finding.changed, detail=detail)
 
 
 def _verdict_in(
-    container: TaskContainer,
-    image: str,
-    stop: Callable[[], None],
+    box: TaskContainer,
     spec: bundle.Verifier,
     uid: int,
     timeout: float,
     started: float,
-    finding: Finding,
-    view: dict,
+    own_caches: bool,
 ) -> Verdict:
-    own_caches = finding.own_caches
-    with verifier_container(container, image, stop, **view) as box:
-        prefix = "" if own_caches else PYCACHE
-        try:
-            grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
-        except InterpreterMoved as exc:
-            return _no_verdict(spec, str(exc), started)
-        if spec.script:
-            request = script_request(box, spec, timeout, own_caches=own_caches)
-        else:
-            flags = {"stop_agent": False, "verifier": True}
-            request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
-        try:
-            reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
-        except GraderLost as exc:
-            return _lost(box, spec, exc, started)
-        if not spec.script:
-            return reply_verdict(reply, started)
-    return script_verdict(spec.script, reply, time.monotonic() - started)
+    prefix = "" if own_caches else PYCACHE
+    try:
+        grader = grader_for(box, pycache_prefix=prefix, preload=not spec.script)
+    except InterpreterMoved as exc:
+        return _no_verdict(spec, str(exc), started)
+    if spec.script:
+        request = script_request(box, spec, timeout, own_caches=own_caches)
+    else:
+        flags = {"stop_agent": False, "verifier": True}
+        request = pytest_request(box, spec.test_name, spec.test, timeout, uid, **flags)
+    try:
+        reply = grader.ask(request, deadline=time.monotonic() + timeout + 60)
+    except GraderLost as exc:
+        return _lost(box, spec, exc, started)
+    if spec.script:
+        return script_verdict(spec.script, reply, time.monotonic() - started)
+    return reply_verdict(reply, started)
 
 
 def _lost(box: TaskContainer, spec: bundle.Verifier, exc: GraderLost, started: float) -> Verdict:
     """The verifier's grader was lost. Before its test started, no code of the agent's had run
-    there: a harness error. After, only what the test ran can have done it (killed or stopped
-    the grader, or the container's own processes: nothing else runs in a verifier), unless the
-    engine itself is gone (a harness error): an error, reward 0, scored, never a retry."""
+    there: a harness error. After, only what the test ran can have done it (nothing else runs
+    in a verifier), unless the engine itself is gone: an error, reward 0, scored, never retried."""
     if not exc.running:
         raise exc
     try:
         box.client.api.inspect_container(box.id)
     except (docker.errors.DockerException, OSError) as gone:
         raise SandboxError(f"the verifier container is gone: {gone}") from exc
-    verdict = _no_verdict(spec, f"{DISTURBED}: {exc}", started)
-    return dataclasses.replace(verdict, status="error")
+    return _no_verdict(spec, f"{DISTURBED}: {exc}", started, status="error")
 
 
-def _no_verdict(spec: bundle.Verifier, detail: str, started: float) -> Verdict:
-    return Verdict(
-        passed=False,
-        status="tampered",
-        exit_code=-1,
-        tests=0,
-        failures=0,
-        errors=0,
-        output="",
-        seconds=time.monotonic() - started,
-        script=spec.script,
-        detail=detail,
-    )
+def _no_verdict(
+    spec: bundle.Verifier, detail: str, started: float, status: str = "tampered"
+) -> Verdict:
+    seconds = time.monotonic() - started
+    return Verdict(False, status, -1, 0, 0, 0, "", seconds, script=spec.script, detail=detail)
 
 
 def tampering(container: TaskContainer, allowed: dict[str, str] | None = None) -> str:
@@ -192,9 +155,7 @@ def check_changes(
     learn: bool = False,
     homes: list[str] | None = None,
 ) -> Finding:
-    """What the agent changed, held against the system locations and configuration (of
-    `homes`: root's unless given) and what the reference solution changes there
-    (system_paths.check)."""
+    """What the agent changed, held against the system locations (system_paths.check)."""
     if container.protected is None:
         return UNDESCRIBED
     engine = container.engine_changes
@@ -213,8 +174,7 @@ def check_changes(
 
 
 def diff(container: TaskContainer) -> list[dict]:
-    """What differs in the container's files from its image (changes.py: read in its overlay
-    upper directory when we can, else `docker diff`)."""
+    """What differs in the container's files from its image (changes.py)."""
     return container_changes(container.client, container.id, container.upper_dir)
 
 
@@ -227,17 +187,13 @@ def snapshot(
     homes: list[str] | None = None,
 ) -> Snapshot:
     """A snapshot of the container's files, or none when `check` finds that the agent changed
-    what it may not (`tampering`). The container is paused from before the check until after
-    the commit: a process the agent left running cannot change a file once the check has
-    passed it (it could, between a check and a later pause)."""
+    what it may not. The container is paused from before the check until after the commit: a
+    process the agent left running cannot change a file once the check has passed it."""
     paused = _pause(container)
     try:
-        unchecked = Finding(own_caches=False)
-        finding = (
-            check_changes(container, allowed or {}, learn=learn, homes=homes)
-            if check
-            else unchecked
-        )
+        finding = Finding(own_caches=False)
+        if check:
+            finding = check_changes(container, allowed or {}, learn=learn, homes=homes)
         if finding.tampered:
             return Snapshot("", finding)
         return Snapshot(commit(container, pause=False), finding)
@@ -278,11 +234,10 @@ def verifier_container(
     shared_volumes: list[str] | None = None,
     prepare: Callable[[str], None] | None = None,
 ) -> Iterator[TaskContainer]:
-    """A new container of `image`, a snapshot of `container` (see the module docstring), with
-    the system locations the first grader named and /etc read-only (`read_only`), the agent's
-    volumes (`shared_volumes`: only those) and its layer prepared (`prepare`: verifier_view.py);
-    the agent's own container has none of its processes left afterwards (`stop_agent()`). The
-    image is removed at the end."""
+    """A new container of `image`, a snapshot of `container`, once `stop_agent()` left none of
+    the agent's processes: the system locations and /etc read-only (`read_only`), only the
+    agent's `shared_volumes`, its layer prepared (`prepare`: verifier_view.py). The image is
+    removed at the end."""
     try:
         stop_agent()
         programs = container.grading_programs
@@ -313,8 +268,8 @@ def verifier_container(
 
 
 def commit(container: TaskContainer, *, pause: bool = True) -> str:
-    """Snapshot the container's files as an image, labelled with the process that made it; its
-    id. `pause`: the engine pauses its processes meanwhile (False: the caller has paused them)."""
+    """Snapshot the container's files as an image labelled with its maker; its id. `pause`: the
+    engine pauses its processes meanwhile (False: the caller has)."""
     with engine_failure(f"committing container {container.container.short_id}"):
         image = container.container.commit(
             repository=VERIFIER_REPOSITORY,

@@ -1,22 +1,13 @@
 """What a verifier container sees of the agent's (verifier.py): the agent's files, but the image's
 own configuration where the agent changed it and the reference solution does not, and fresh
-volumes from the image where an image's VOLUME holds a system location or configuration.
+volumes where an image's VOLUME holds a system location or configuration.
 
-Configuration (system_paths.is_config: /etc, the dot-entries of the homes of the users grading
-runs as) decides what a library or tool loads or runs: OpenSSL's providers and engines from
-openssl.cnf, git's fsmonitor, hooks and filters from /etc/gitconfig or ~/.gitconfig, PAM's
-modules, ssh's ProxyCommand, an interactive or login shell's rc files. Which of them a test or a
-script reaches cannot be listed (any library of the image may read its own), so none of what the
-agent changed there, beyond what the reference solution changes, is seen by grading: the
-verifier's layer gets the image's version first (containers/pristine.py), and the verdict says
-which paths were set aside. The agent is not called a cheat for it (an honest agent leaves a
-`~/.gitconfig` with its name, a backup of a file it edited): its work is graded without them.
-
-An image's VOLUME never reaches the agent's layer: what the agent wrote there is not in the
-changes the check reads. A verifier shares the agent's volumes except those that hold a system
-location or configuration (a VOLUME over site-packages or /etc/ssl, say): those it gets fresh,
-filled from the image as any new container's.
-"""
+Configuration (system_paths.is_config) decides what a library or tool loads or runs (OpenSSL's
+providers, git's hooks and fsmonitor, PAM, ssh, shell rc files); which of it a test reaches
+cannot be listed, so the verifier's layer gets the image's version back (containers/pristine.py)
+and the verdict names the paths. That is not called cheating: an honest agent leaves a
+`~/.gitconfig` too. What the agent wrote in a VOLUME never reaches its layer, so is never
+checked: a volume holding a system location or configuration is fresh from the image."""
 
 from __future__ import annotations
 
@@ -32,12 +23,9 @@ WORKING = ("/", "/tmp")  # where grading works, whatever the task (homes_of)
 
 
 def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> list[str]:
-    """The directories whose dot-entries are configuration: where grading works (WORKING: `/`,
-    the working directory of our grader's test and of most scripts, and `/tmp`, where a test
-    makes its own temporary repository: git reads the config of a `.git` above it), root's home
-    (the first grader's, read before the agent's first command) and that of the user a task's
-    own script runs as. (One that is the agent's working directory, a task in /root, holds its
-    work too: system_paths.check.)"""
+    """The directories whose dot-entries are configuration: where grading works (`/`, and `/tmp`,
+    where a test makes a repository: git reads the config of a `.git` above it), root's home and
+    that of the user a task's own script runs as."""
     homes = [*WORKING, *container.homes]
     if spec is not None and spec.script:
         agent = container.agent
@@ -52,10 +40,9 @@ def homes_of(container: TaskContainer, spec: bundle.Verifier | None = None) -> l
 
 
 def shared_volumes(container: TaskContainer, homes: list[str]) -> tuple[list[str] | None, str]:
-    """The agent's volumes a verifier shares ("name:destination:mode"; None: all of them), and
-    a line for the verdict naming those it gets fresh instead ("" if none): a volume at, in or
-    above a system location or /etc, or at or above a directory of `homes` (VOLUME /tmp: the
-    check never sees what the agent wrote there, its dot-entries included)."""
+    """The agent's volumes a verifier shares ("name:destination:mode"; None: all), and a line for
+    the verdict naming those it gets fresh instead: at, in or above a system location or /etc,
+    or at or above a directory of `homes`."""
     reached = [*container.system, *CONFIG_DIRS]
     kept, fresh = [], []
     for name, destination, writable in container.volumes:
