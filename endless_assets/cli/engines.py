@@ -110,8 +110,9 @@ def sweep(
     ] = False,
 ) -> None:
     """Remove leftover task containers (those whose creating process is gone; services too)
-    and episode networks, on every engine, and release the disk budgets mounted for them; remove the engine locks of dead processes;
-    mark the runs whose process is gone failed and free their Dagster pool slots."""
+    and episode networks, on every engine, and release the disk budgets mounted for them;
+    remove the engine locks of dead processes; mark the runs whose process is gone failed and
+    free their Dagster pool slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals

@@ -197,8 +197,7 @@ def _await_ready(running: RunningService, service: Service) -> None:
     while True:
         if not running.running():
             raise ServiceFailed(
-                f"service {service.name} exited before it was ready; its log:\n"
-                f"{running.log_tail()}"
+                f"service {service.name} exited before it was ready; its log:\n{running.log_tail()}"
             )
         code, out = running.exec(service.ready)
         if code == 0:

@@ -152,11 +152,11 @@ def test_a_service_that_exits_or_is_never_ready_fails_with_its_log_and_leaves_no
 HOLD = r"""
 import sys
 from contextlib import ExitStack
+from endless_assets.models import Service
 from endless_assets.sandbox.sandbox import Sandbox
 box = Sandbox()
-tag = box.build(f"FROM {box.base.tag}\n", {}, services=[
-    __import__("endless_assets.models", fromlist=["Service"]).Service.model_validate_json(sys.argv[1])
-]).tag
+service = Service.model_validate_json(sys.argv[1])
+tag = box.build(f"FROM {box.base.tag}\n", {}, services=[service]).tag
 with ExitStack() as stack:
     for _ in range(2):
         stack.enter_context(box.container(tag, labels={"role": "svc-crash"}))
