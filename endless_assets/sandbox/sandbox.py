@@ -178,14 +178,17 @@ class Sandbox:
         *,
         network: bool = True,
         services: Sequence[Service] = (),
+        service_network: bool | None = None,
     ) -> BuildResult:
         """Build (or reuse) a task image. RUN steps get a network (the registries, never this
         host: image/build_network.py) only when the caller asks (`network`) and the
-        configuration allows it (`build_network`). With `services`, their images too, and the
-        task's image is one of its own (a label names them) whose containers start them."""
-        network = network and self.config.build_network
+        configuration allows it (`build_network`). With `services`, their images too (with a
+        network as `service_network` asks: None, as `network`), and the task's image is one of
+        its own (a label names them) whose containers start them."""
         if services:
-            return self._build_with(dockerfile, context_files, network, services)
+            wanted = network if service_network is None else service_network
+            return self._build_with(dockerfile, context_files, network, services, wanted)
+        network = network and self.config.build_network
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
         with self.cpu, self.pool.lease(tag) as engine:
@@ -201,10 +204,11 @@ class Sandbox:
         context_files: dict[str, str],
         network: bool,
         services: Sequence[Service],
+        service_network: bool,
     ) -> BuildResult:
         built, seconds = [], 0.0
-        for service in services:  # each with the build limits and network a task's gets
-            result = self.build(service.dockerfile, service.context_files, network=network)
+        for service in services:  # each with the build limits a task's gets
+            result = self.build(service.dockerfile, service.context_files, network=service_network)
             seconds += result.seconds
             if not result.ok:
                 log = f"service {service.name}: {result.log}"
