@@ -83,7 +83,11 @@ def build_environment(
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
         outcome.context_files = context
         build = sandbox.build(
-            dockerfile, context, network=network, services=draft.services, service_network=served
+            dockerfile,
+            context,
+            network=network or (served and bool(draft.services)),  # (installs their clients)
+            services=draft.services,
+            service_network=served,
         )
         outcome.build_seconds += build.seconds
         if not build.ok:
