@@ -6,10 +6,10 @@ restoring the initial state in between (a task with services gets a fresh contai
 services instead: what a job changed in a service, no snapshot restores): even lanes the
 reference first (in the fresh container), odd lanes the do-nothing episode first. Lane 0 lists
 what its reference run changed (by inode change time against a marker touched just before it);
-from that the shortcut probes are made and put on a queue that every lane drains, with the ablations. Each such job is one script in the
-lane's persistent root shell (restore + state change: no `docker exec`) and one verdict on the
-lane's resident grader. A shortcut that passes in a shared container is run again in a fresh
-one (`confirm`) before it counts.
+from that the shortcut probes are made and put on a queue that every lane drains, with the
+ablations. Each such job is one script in the lane's persistent root shell (restore + state
+change: no `docker exec`) and one verdict on the lane's resident grader. A shortcut that passes
+in a shared container is run again in a fresh one (`confirm`) before it counts.
 
 An engine failure (SandboxError) discards the lane's container; the job runs again in a new one,
 at most `engine_retries` more times, then the error propagates (a harness error for the stage).
