@@ -81,4 +81,6 @@ def test_levels_of_every_service_family_build_and_grade_soundly(outcomes, name, 
         True,
     )
     assert sound is not None and sound.status == "ok", (sound.reject_reason, sound.probes_json())
-    assert sound.shortcuts_run >= 4 and sound.shortcuts_passed == 0 and sound.hackable == []
+    # (what the reference changes in a service, no file probe can fake: those few shortcuts are
+    # the file probes'; the service's own routes are the red team's, test_services_red_team.py)
+    assert sound.shortcuts_run >= 2 and sound.shortcuts_passed == 0 and sound.hackable == []
