@@ -176,6 +176,44 @@ class KeepRule:
 
 AGENT_USER = "user"
 AGENT_HOME = "/home/user"
+SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"  # a DNS label: what the agent reaches it by
+RESERVED_NAMES = ("agent", "localhost")
+
+
+class Service(BaseModel):
+    """A container beside the agent's (a database, a web server, a queue): built FROM the base
+    image like the task's own, started with `command` as PID 1 on the episode's private network
+    (no route out), reached by `name`, ready once `ready` (a shell command run in it) exits 0
+    within `ready_seconds`; with its own limits, smaller than the agent's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=SERVICE_NAME)
+    dockerfile: str = Field(min_length=1)
+    context_files: dict[str, str] = Field(default_factory=dict)
+    command: list[str] = Field(min_length=1)
+    environment: dict[str, str] = Field(default_factory=dict)
+    ready: str = Field(min_length=1)
+    ready_seconds: float = Field(default=60.0, gt=0, le=600)
+    memory: str = "512m"
+    cpus: float = Field(default=0.5, gt=0, le=4)
+    pids: int = Field(default=256, ge=16, le=4096)
+    disk: str = "1g"  # what it may write (the disk budget, as the agent's `disk` setting)
+
+    @field_validator("context_files")
+    @classmethod
+    def _context_paths(cls, files: dict[str, str]) -> dict[str, str]:
+        for path in files:
+            if not is_context_path(path):
+                raise ValueError(f"service file path {path!r} must be relative and inside it")
+        return files
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name in RESERVED_NAMES:
+            raise ValueError(f"a service may not be named {name!r}")
+        return name
 
 
 class Task(BaseModel):
@@ -224,6 +262,16 @@ class Task(BaseModel):
     # the quality record one of our exports carried ("quality", interop/quality.py).
     source_name: str = ""
     source_metadata: dict[str, Any] = Field(default_factory=dict)
+    # The containers beside the agent's on the episode's private network (none: one container).
+    services: list[Service] = Field(default_factory=list)
+
+    @field_validator("services")
+    @classmethod
+    def _unique_services(cls, services: list[Service]) -> list[Service]:
+        names = [s.name for s in services]
+        if len(set(names)) != len(names):
+            raise ValueError(f"service names must be unique, got {names}")
+        return services
 
     @field_validator("binary_files", "context_files")
     @classmethod
@@ -238,8 +286,13 @@ class Task(BaseModel):
 
     @property
     def task_id(self) -> str:
-        """Stable id: a hash of batch, index and content, so a re-run reproduces it."""
-        return task_id_for(self.batch, self.index, self.instruction, self.truth)
+        """Stable id: a hash of batch, index and content (the services too, where there are
+        any: a one-container task's id is as it always was), so a re-run reproduces it."""
+        return task_id_for(self.batch, self.index, self.instruction, self.truth, self.services)
+
+    def services_json(self) -> str:
+        """The services as the lake's `services` column holds them ("[]" for none)."""
+        return json.dumps([s.model_dump() for s in self.services], sort_keys=True)
 
     def truth_json(self) -> str:
         return json.dumps(self.truth, sort_keys=True, ensure_ascii=False)
@@ -247,8 +300,9 @@ class Task(BaseModel):
     def stored_json(self) -> str:
         """The task as stored in the lake (`draft` and `task` columns): everything but the score,
         which has its own columns. A task with no parent stores no `parent_task_id`, as tasks
-        did before variants existed."""
-        exclude = {"score"} if self.parent_task_id else {"score", "parent_task_id"}
+        did before variants existed, and a one-container task no `services`."""
+        exclude = {"score"} | ({"parent_task_id"} if not self.parent_task_id else set())
+        exclude |= {"services"} if not self.services else set()
         return self.model_dump_json(exclude=exclude)
 
     @property
@@ -284,10 +338,17 @@ def is_context_path(path: str) -> bool:
     return bool(path) and not path.startswith("/") and ".." not in parts and path != "Dockerfile"
 
 
-def task_id_for(batch: str, index: int, instruction: str, truth: dict[str, Any]) -> str:
-    payload = json.dumps(
-        [batch, index, instruction, truth], sort_keys=True, ensure_ascii=False, default=str
-    )
+def task_id_for(
+    batch: str,
+    index: int,
+    instruction: str,
+    truth: dict[str, Any],
+    services: Sequence[BaseModel] = (),
+) -> str:
+    parts: list[Any] = [batch, index, instruction, truth]
+    if services:  # only then: every one-container task keeps its id
+        parts.append([s.model_dump() for s in services])
+    payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return "et-" + hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -17,7 +17,8 @@ Where each value comes from (the task's row of each table; no row: null, and "no
   `contamination` ("clean", "contaminated", or "not checked": no row, no reference set
   configured, or the check failed), `contamination_table` (which of the two), and for a checked
   task `contamination_reference_sets` (name:tasks, comma-separated), `contamination_thresholds`
-  and, when contaminated, `contamination_hit` (the strongest hit, as its reject reason says).
+  and, when contaminated, `contamination_hit` (the strongest hit, as its reject reason says);
+- the task itself: `services`, the names of its services (null for a one-container task).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class QualityRecord:
     contamination_reference_sets: str | None = None
     contamination_thresholds: str | None = None
     contamination_hit: str | None = None
+    services: str | None = None  # the task's services' names, comma-separated; null: none
 
     @classmethod
     def from_tables(
@@ -101,9 +103,11 @@ class QualityRecord:
         completion: Mapping[str, Any] | None,
         decontamination: Mapping[str, Any] | None,
         recheck: Mapping[str, Any] | None,
+        services: Iterable[str] = (),
     ) -> QualityRecord:
-        """The record of one task from its rows (None: the table has no row for it)."""
-        values: dict[str, Any] = {}
+        """The record of one task from its rows (None: the table has no row for it), naming
+        its `services`."""
+        values: dict[str, Any] = {"services": ",".join(services) or None}
         if soundness is not None:
             repeats = soundness.get("repeats")
             values["soundness"] = CHECKED if repeats else OFF
@@ -200,6 +204,7 @@ def quality_records(lake: Lake, tasks: Iterable[Task]) -> dict[str, QualityRecor
             completion=rows["completion_tests"].get(t.task_id),
             decontamination=rows[DECONTAMINATION].get(t.task_id),
             recheck=rows[RECHECK].get(t.task_id),
+            services=[s.name for s in t.services],
         )
         for t in tasks
     }

@@ -39,6 +39,7 @@ TASK_COLUMNS = (
 def task_columns(task: Task) -> dict[str, Any]:
     columns = {name: getattr(task, name) for name in TASK_COLUMNS}
     columns["truth"] = task.truth_json()
+    columns["services"] = task.services_json()
     return columns
 
 

@@ -1,5 +1,7 @@
 """How the soundness stage runs its jobs: `repeats` lanes of containers in parallel, each
-restored to its snapshot of the initial state between jobs (sandbox/containers/snapshot.py).
+restored to its snapshot of the initial state between jobs (sandbox/containers/snapshot.py); a
+task with services gets a fresh container and fresh services instead (what a job changed in a
+service, no snapshot restores).
 
 A lane runs its two controls first (even lanes the reference first, odd ones the do-nothing
 episode). What lane 0's reference changed makes the shortcut probes, queued with the ablations
@@ -279,7 +281,8 @@ class Lane:
         first (empty when the container is fresh, or was replaced for want of a snapshot)."""
         if not self.dirty:
             return MARK_SCRIPT if mark_changes and self.snapshot is not None else ""
-        if self.snapshot is None:
+        # A task's services hold state of their own that no snapshot restores: fresh ones.
+        if self.snapshot is None or self.box is None or self.box.services:
             self._close()
             self._open()
             return self._initial_state(mark_changes=mark_changes)

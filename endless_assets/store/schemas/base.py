@@ -37,3 +37,7 @@ TOKENS_OUT = "completion tokens received from the model"
 CREATED_AT = "when the row was written (UTC)"
 PARENT_TASK_ID = "the task this one is a variant of (a level harder or easier), '' otherwise"
 ATTEMPT_LOG = "JSON list: each round's stage and error"
+SERVICES = (
+    "JSON list: the services beside the agent's container (name, dockerfile, command, "
+    "environment, ready, limits); [] for a one-container task"
+)

@@ -12,6 +12,7 @@ from endless_assets.store.schemas.base import (
     FAILURES,
     PARENT_TASK_ID,
     SECONDS,
+    SERVICES,
     STATUS,
     STATUSES,
     TASK_ID,
@@ -132,6 +133,7 @@ class FilteredDataset(pa.DataFrameModel):
     initial_test: pl.Utf8 = col("pytest file for the untouched state")
     completion_test: pl.Utf8 = col("pytest file that grades the agent")
     reference_solution: pl.Utf8 = col("a shell script that solves the task")
+    services: pl.Utf8 = col(SERVICES)
     image_tag: pl.Utf8 = col("the image the task was validated on")
     generator: pl.Utf8 = col("who wrote the task")
     generator_model: pl.Utf8 = col("the model that wrote it")

@@ -13,6 +13,7 @@ from endless_assets.store.schemas.base import (
     PARENT_TASK_ID,
     REQUESTS,
     SECONDS,
+    SERVICES,
     STATUS,
     STATUSES,
     TASK_ID,
@@ -35,6 +36,7 @@ class TaskDescriptions(pa.DataFrameModel):
     instruction: pl.Utf8 = col("what the agent is told to do")
     truth: pl.Utf8 = col("JSON: the privileged facts the tests check (never shown to the agent)")
     reference_solution: pl.Utf8 = col("a shell script that solves the task")
+    services: pl.Utf8 = col(SERVICES)
     generator: pl.Utf8 = col("who wrote the task: procedural, llm or imported")
     generator_model: pl.Utf8 = col("the model that wrote it (empty for procedural tasks)")
     prompt_version: pl.Utf8 = col("the generator's version: its prompts' hash, or the families'")

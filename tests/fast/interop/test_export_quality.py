@@ -129,6 +129,7 @@ def test_the_record_takes_each_value_from_its_table_and_a_recheck_over_the_pipel
         "contamination_reference_sets": SETS,
         "contamination_thresholds": THRESHOLDS,
         "contamination_hit": None,
+        "services": None,
     }
     # Soundness off: a row, but no evidence; no reference set configured: not checked.
     other = records[second.task_id].as_dict()
