@@ -19,6 +19,12 @@ every other service becomes a `Service`:
   before the agent starts); named volumes (`data:/var/lib/x`) left out (the data stays in the
   container); a few keys that change nothing here are ignored (`IGNORED`).
 
+Exports write it back (`compose_files`): `environment/docker-compose.yaml` with the agent's
+service (`main`, waiting for every service to be healthy) and one service per `Service`, built
+from `environment/services/<name>/` (its Dockerfile FROM the export's base image), with its
+command, environment, readiness as a `CMD-SHELL` healthcheck polled every second and its limits;
+Harbor's docker environment merges it over its own `main` and runs it as it is.
+
 Anything that would reach the host (`HOST_ACCESS`: published ports, bind mounts, privileged,
 host namespaces, added capabilities or devices...) and any other key is refused with one line
 naming the key and the service: imported tasks are untrusted.
@@ -27,6 +33,7 @@ naming the key and the service: imported tasks are untrusted.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -38,9 +45,11 @@ import yaml
 from endless_assets.interop.dockerfile import replace_base_images
 from endless_assets.interop.import_files import ImportProblem, read_text, read_tree
 from endless_assets.models import Service
-from endless_assets.sandbox.image.images import encode_context
+from endless_assets.sandbox.image.base_image import base_image_tag
+from endless_assets.sandbox.image.images import decode_context, encode_context
 
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
+SERVICES_DIR = "services"  # exports: environment/services/<name>/ is a service's build context
 HOST_ACCESS = {
     "ports", "privileged", "network_mode", "cap_add", "devices", "pid", "ipc", "uts",
     "userns_mode", "security_opt", "volumes_from", "cgroup_parent", "cgroup", "runtime", "gpus",
@@ -287,3 +296,51 @@ def without_contexts(files: Any, specs: list[ServiceSpec]) -> None:
         for rel in [r for r in part if r.startswith(prefixes)]:
             del part[rel]
     files.executable = {r for r in files.executable if not r.startswith(prefixes)}
+
+
+def exported(service: Service, base_image: str) -> Service:
+    """A service as its export reads back: FROM `base_image`, whole seconds to be ready."""
+    return service.model_copy(
+        update={
+            "dockerfile": replace_base_images(service.dockerfile, {base_image_tag(): base_image}),
+            "ready_seconds": float(math.ceil(service.ready_seconds)),
+        }
+    )
+
+
+def compose_files(
+    services: list[Service], base_image: str, agent: str = "main"
+) -> dict[str, tuple[str | bytes, bool]]:
+    """A task's services as files of its environment/ (see the module docstring)."""
+    if not services:
+        return {}
+    wait = {s.name: {"condition": "service_healthy"} for s in services}
+    compose: dict[str, Any] = {"services": {agent: {"depends_on": wait}}}
+    files: dict[str, tuple[str | bytes, bool]] = {}
+    for service in (exported(s, base_image) for s in services):
+        root = f"{SERVICES_DIR}/{service.name}"
+        files[f"{root}/Dockerfile"] = (service.dockerfile, False)
+        for rel, value in service.context_files.items():
+            files[f"{root}/{rel}"] = decode_context(value)
+        compose["services"][service.name] = {
+            "build": {"context": f"./{root}"},
+            "command": [escape(c) for c in service.command],
+            "environment": {k: escape(v) for k, v in service.environment.items()},
+            "healthcheck": {
+                "test": ["CMD-SHELL", escape(service.ready)],
+                "interval": "1s",
+                "timeout": "10s",
+                "retries": int(service.ready_seconds),
+            },
+            "init": True,
+            "mem_limit": service.memory,
+            "cpus": service.cpus,
+            "pids_limit": service.pids,
+        }
+    text = yaml.safe_dump(compose, sort_keys=False, default_flow_style=False)
+    files[COMPOSE_NAMES[0]] = ("# Written by endless: the task's services.\n" + text, False)
+    return files
+
+
+def escape(text: str) -> str:
+    return text.replace("$", "$$")  # Compose would interpolate it
