@@ -198,6 +198,7 @@ class Service(BaseModel):
     memory: str = "512m"
     cpus: float = Field(default=0.5, gt=0, le=4)
     pids: int = Field(default=256, ge=16, le=4096)
+    disk: str = "1g"  # what it may write (the disk budget, as the agent's `disk` setting)
 
     @field_validator("context_files")
     @classmethod

@@ -17,6 +17,7 @@ from endless_assets.agent.replies import FORMAT_HINT
 from endless_assets.llm.pacing import QueueClock, queue_clock
 from endless_assets.models import EpisodeLimits
 from endless_assets.sandbox.containers.container import TaskContainer
+from endless_assets.sandbox.containers.services import ServiceFailed
 from endless_assets.sandbox.containers.shell import CommandResult, ShellSession
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading.grade import run_pytest
@@ -167,6 +168,8 @@ def run_episode_in(
         # every agent process without needing a new exec or a fork (a fork bomb or a memory hog
         # left behind cannot keep the grade from happening).
         start_grader(container, completion_test)
+        if container.services and (dead := container.services.dead()):  # not the agent's doing
+            raise ServiceFailed(f"service {', '.join(dead)} stopped before the agent began")
         stop = functools.partial(stop_agent, container)
         with (
             ShellSession(

@@ -109,9 +109,10 @@ def sweep(
         bool, typer.Option("--all", help="also containers of live processes")
     ] = False,
 ) -> None:
-    """Remove leftover task containers (those whose creating process is gone), on every engine,
-    and release the disk budgets mounted for them; remove the engine locks of dead processes;
-    mark the runs whose process is gone failed and free their Dagster pool slots."""
+    """Remove leftover task containers (those whose creating process is gone; services too)
+    and episode networks, on every engine, and release the disk budgets mounted for them;
+    remove the engine locks of dead processes; mark the runs whose process is gone failed and
+    free their Dagster pool slots."""
     from endless_assets.sandbox.engine import leftovers
 
     sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
@@ -120,6 +121,7 @@ def sweep(
     done = leftovers.totals()
     loops = f", detached {done.loops} loop device(s)" if done.loops else ""
     locks = f", removed {done.locks} engine lock(s) of dead processes" if done.locks else ""
+    locks += f", removed {done.networks} episode network(s)" if done.networks else ""
     from endless_assets.cli.runs import reap_dead_runs
 
     runs = reap_dead_runs()

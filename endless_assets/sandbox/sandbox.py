@@ -12,15 +12,18 @@ The sandbox takes its own CPU slot (`CpuSlot`) for builds, container starts and 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
 from docker import DockerClient
 
+from endless_assets.models import Service, content_hash
 from endless_assets.sandbox.containers.container import Limits, TaskContainer, task_container
+from endless_assets.sandbox.containers.services import running_services
 from endless_assets.sandbox.containers.warm import Opened, WarmPool
 from endless_assets.sandbox.engine.client import ImageMissing, SandboxError, engine_failure
 from endless_assets.sandbox.engine.engines import Engine, EngineSpec, copy_image, pool_for
@@ -96,6 +99,8 @@ class CpuSlot:
 
 _swept: set[str] = set()
 _recipes: dict[str, _Recipe] = {}  # task image tag -> how it was built (for other engines)
+# A task image built with services (`Sandbox.build`) -> each service and its image's tag.
+_services: dict[str, tuple[tuple[Service, str], ...]] = {}
 _recipes_lock = threading.Lock()
 
 
@@ -172,10 +177,17 @@ class Sandbox:
         context_files: dict[str, str],
         *,
         network: bool = True,
+        services: Sequence[Service] = (),
+        service_network: bool | None = None,
     ) -> BuildResult:
         """Build (or reuse) a task image. RUN steps get a network (the registries, never this
         host: image/build_network.py) only when the caller asks (`network`) and the
-        configuration allows it (`build_network`)."""
+        configuration allows it (`build_network`). With `services`, their images too (with a
+        network as `service_network` asks: None, as `network`), and the task's image is one of
+        its own (a label names them) whose containers start them."""
+        if services:
+            wanted = network if service_network is None else service_network
+            return self._build_with(dockerfile, context_files, network, services, wanted)
         network = network and self.config.build_network
         base = self.base
         tag = image_tag_for(dockerfile, context_files, base.image_id)
@@ -185,6 +197,30 @@ class Sandbox:
             with _recipes_lock:
                 _recipes[result.tag] = _Recipe(dockerfile, dict(context_files), network)
         return result
+
+    def _build_with(
+        self,
+        dockerfile: str,
+        context_files: dict[str, str],
+        network: bool,
+        services: Sequence[Service],
+        service_network: bool,
+    ) -> BuildResult:
+        built, seconds = [], 0.0
+        for service in services:  # each with the build limits a task's gets
+            result = self.build(service.dockerfile, service.context_files, network=service_network)
+            seconds += result.seconds
+            if not result.ok:
+                log = f"service {service.name}: {result.log}"
+                return dataclasses.replace(result, log=log, seconds=seconds)
+            built.append((service, result.tag))
+        marker = content_hash(*(s.model_dump_json() for s in services), *(t for _, t in built))
+        labelled = f"{dockerfile.rstrip()}\nLABEL endless.services={marker}\n"
+        result = self.build(labelled, context_files, network=network)
+        if result.ok:
+            with _recipes_lock:
+                _services[result.tag] = tuple(built)
+        return dataclasses.replace(result, seconds=result.seconds + seconds)
 
     def _build_on(
         self,
@@ -296,12 +332,22 @@ class Sandbox:
             with self.cpu:
                 engine = stack.enter_context(self.pool.lease(image))
                 self._ensure_image(engine, image)
+                with _recipes_lock:
+                    services = _services.get(image, ())
+                ready = None
+                if services:  # all on the engine of the agent's container, started in parallel
+                    for _, tag in services:
+                        self._ensure_image(engine, tag)
+                    running = running_services(engine.client, services, dict(labels or {}))
+                    ready = stack.enter_context(running)
+                network = ready.network if ready else ""
                 try:
-                    box = self._start(stack, engine, image, labels)
+                    box = self._start(stack, engine, image, labels, network)
                 except ImageMissing:  # removed since it was seen (`endless prune`): bring it back
                     engine.images.discard(image)
                     self._ensure_image(engine, image)
-                    box = self._start(stack, engine, image, labels)
+                    box = self._start(stack, engine, image, labels, network)
+                box.services = ready
             with self._counted:
                 self.containers_started += 1
         except BaseException:
@@ -312,11 +358,17 @@ class Sandbox:
         return stack, box
 
     def _start(
-        self, stack: ExitStack, engine: Engine, image: str, labels: dict[str, str] | None
+        self,
+        stack: ExitStack,
+        engine: Engine,
+        image: str,
+        labels: dict[str, str] | None,
+        network: str = "",
     ) -> TaskContainer:
+        limits = self.config.limits
         with engine_failure(f"engine {engine.name}"):
             return stack.enter_context(
-                task_container(engine.client, image, limits=self.config.limits, labels=labels)
+                task_container(engine.client, image, limits=limits, labels=labels, network=network)
             )
 
     def _open_warm(self, image: str) -> Opened:

@@ -88,7 +88,9 @@ class ImageCache:
         with self._lock:
             if task.task_id in self._tags:
                 return self._tags[task.task_id]
-        build = self.sandbox.build(task.dockerfile or "", task.context_files)
+        build = self.sandbox.build(
+            task.dockerfile or "", task.context_files, services=task.services
+        )
         if not build.ok:
             raise SandboxError(f"the task image no longer builds: {build.log[-500:]}")
         with self._lock:

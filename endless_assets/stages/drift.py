@@ -164,7 +164,9 @@ def revalidate(
     dockerfile = fresh_dockerfile(task.dockerfile or "", uuid.uuid4().hex[:16])
     try:
         outcome.base_image_id = sandbox.base.image_id
-        build = sandbox.build(dockerfile, task.context_files, network=network)
+        build = sandbox.build(
+            dockerfile, task.context_files, network=network, services=task.services
+        )
         outcome.build_seconds = build.seconds
         if not build.ok:
             outcome.status, outcome.reason = DRIFTED, f"build_failed: {build.log[-1500:]}"

@@ -68,6 +68,9 @@ def build_environment(
     is a harness error, always.
     """
     network = generator.needs_build_network if build_network is None else build_network
+    # A service installs its server from Debian's packages: its build has the network unless
+    # the run turned it off (imported tasks) or the configuration does (`build_network`).
+    served = build_network is not False
     outcome = EnvironmentOutcome(task_id=draft.task_id, status=REJECTED)
     labels = {"task_id": draft.task_id, "batch": draft.batch}
 
@@ -79,7 +82,13 @@ def build_environment(
         context = encode_context(env.context_files, draft.binary_files, draft.executable_files)
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
         outcome.context_files = context
-        build = sandbox.build(dockerfile, context, network=network)
+        build = sandbox.build(
+            dockerfile,
+            context,
+            network=network or (served and bool(draft.services)),  # (installs their clients)
+            services=draft.services,
+            service_network=served,
+        )
         outcome.build_seconds += build.seconds
         if not build.ok:
             log = build.log[-FEEDBACK_LIMIT:]

@@ -82,7 +82,9 @@ class StageRun:
 
     def image(self, task: Task) -> str:
         """The tag of the task's image as the build stage built it (a cache hit, or rebuilt)."""
-        build = self.sandbox.build(task.dockerfile or "", task.context_files)
+        build = self.sandbox.build(
+            task.dockerfile or "", task.context_files, services=task.services
+        )
         if not build.ok:
             raise SandboxError(f"the build stage image no longer builds: {build.log[-500:]}")
         return build.tag

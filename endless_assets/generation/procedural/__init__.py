@@ -16,12 +16,16 @@ from endless_assets.generation.procedural.base import (
     level_names,
     render_dockerfile,
 )
-from endless_assets.generation.procedural.families import ALL_FAMILIES
+from endless_assets.generation.procedural.families import ALL_FAMILIES, SERVICE_FAMILIES
 from endless_assets.models import Task
+
+# The first batch (a day) dealt the families with services too: a batch before it deals the
+# families as it always did, so materializing it again reproduces it.
+SERVICES_SINCE = "2026-12-07"
 
 
 def family_names() -> list[str]:
-    return [f.name for f in ALL_FAMILIES]
+    return [f.name for f in [*ALL_FAMILIES, *SERVICE_FAMILIES]]
 
 
 def _code_version() -> str:
@@ -40,7 +44,8 @@ class ProceduralGenerator(CarriedGenerator):
 
     Families are dealt round-robin in an order shuffled by the batch, so a batch of N tasks
     covers min(N, families) families and any family appears at most ceil(N / families) times,
-    each at its own unleveled mix. A caller that chooses the family and the complexity level
+    each at its own unleveled mix; the families with services only in a batch dated from
+    SERVICES_SINCE on. A caller that chooses the family and the complexity level
     (1-6) of each task calls `describe_cell` instead; `cells()` lists the choices there are.
     """
 
@@ -53,7 +58,7 @@ class ProceduralGenerator(CarriedGenerator):
 
     def __init__(self, base_image: str, families: list[type[Family]] | None = None) -> None:
         self.base_image = base_image
-        self.families = list(families or ALL_FAMILIES)
+        self.families = list(families or [*ALL_FAMILIES, *SERVICE_FAMILIES])
         if not self.families:
             raise ValueError("the procedural generator needs at least one family")
         self.version = _code_version()
@@ -66,7 +71,10 @@ class ProceduralGenerator(CarriedGenerator):
         raise ValueError(f"no procedural family {name!r} (have: {names})")
 
     def _family_for(self, batch: str, index: int) -> type[Family]:
-        order = list(self.families)
+        dated = len(batch) == len(SERVICES_SINCE) and batch[:2] == "20"  # (a day, YYYY-MM-DD)
+        later = dated and batch >= SERVICES_SINCE
+        order = [f for f in self.families if later or f not in SERVICE_FAMILIES]
+        order = order or list(self.families)
         random.Random(f"families:{batch}").shuffle(order)
         return order[index % len(order)]
 
@@ -109,6 +117,10 @@ class ProceduralGenerator(CarriedGenerator):
             raise GenerationError(f"family {family.name} failed: {exc!r}") from exc
         dockerfile, context = render_dockerfile(self.base_image, task)
         same = ("complexity", "scenario", "instruction", "truth", "initial_test", "completion_test")
+        services = [
+            s.model_copy(update={"dockerfile": f"FROM {self.base_image}\n{s.dockerfile}"})
+            for s in task.services
+        ]
         return new_task(
             self,
             batch,
@@ -119,5 +131,6 @@ class ProceduralGenerator(CarriedGenerator):
             reference_solution=task.solution,
             dockerfile=dockerfile,
             context_files=context,
+            **({"services": services} if services else {}),
             **{name: getattr(task, name) for name in same},
         ), Usage()

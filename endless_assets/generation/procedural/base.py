@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar
 
+from endless_assets.models import Service
 from endless_assets.taxonomy import Taxonomy
 
 HOME = "/home/user"
@@ -32,6 +33,11 @@ class FamilyTask:
     scenario: str
     files: dict[str, str] = field(default_factory=dict)  # path relative to /home/user -> text
     setup_script: str = ""  # Python, run as root during the image build
+    # Services beside the agent's container: each Dockerfile without its FROM line (the
+    # generator puts the base image's); and Debian packages the agent's image installs (a
+    # client of theirs, from the build network).
+    services: list[Service] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
 
 
 @functools.cache
@@ -113,7 +119,7 @@ class Family(Generic[P]):
 
 def render_dockerfile(base_image: str, task: FamilyTask) -> tuple[str, dict[str, str]]:
     """The Dockerfile and build-context files that create a family's initial state."""
-    lines = [f"FROM {base_image}"]
+    lines = [f"FROM {base_image}", *([apt_install(task.packages)] if task.packages else [])]
     context: dict[str, str] = {}
     if task.files:
         for rel, text in task.files.items():
@@ -124,6 +130,14 @@ def render_dockerfile(base_image: str, task: FamilyTask) -> tuple[str, dict[str,
         lines.append("COPY setup.py /tmp/endless-setup.py")
         lines.append("RUN python3 /tmp/endless-setup.py && rm -f /tmp/endless-setup.py")
     return "\n".join(lines) + "\n", context
+
+
+def apt_install(packages: list[str]) -> str:
+    """A RUN line installing Debian packages (the same line caches the same layer)."""
+    return (
+        "RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+        f"--no-install-recommends {' '.join(packages)} && rm -rf /var/lib/apt/lists/*"
+    )
 
 
 def iso_stamp(utc: datetime, offset: int = 0) -> str:

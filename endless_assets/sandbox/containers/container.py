@@ -20,6 +20,7 @@ from docker.models.containers import Container
 from endless_assets.sandbox.containers import changes, identity, pristine, read_only
 from endless_assets.sandbox.containers.identity import DEFAULT, AgentIdentity
 from endless_assets.sandbox.containers.seccomp import PROFILE_JSON
+from endless_assets.sandbox.containers.services import RESOLVER, ServiceSet
 from endless_assets.sandbox.containers.startup import (
     COMMAND,
     AgentUnknown,
@@ -123,6 +124,8 @@ class TaskContainer:
         self.volumes: list[tuple[str, str, bool]] = []  # (name, destination, writable)
         self.limits = Limits()
         self.halted = False  # stopped by `halt`: started again before anything runs in it
+        self.network = ""  # the episode's network with its services (services.py), if any
+        self.services: ServiceSet | None = None
 
     @property
     def id(self) -> str:
@@ -264,13 +267,15 @@ def task_container(
     read_only_paths: list[str] | None = None,
     shared_volumes: list[str] | None = None,
     prepare: Callable[[str], None] | None = None,
+    network: str = "",
 ) -> Iterator[TaskContainer]:
     """Start a container of `image` (PID 1 sleeps; work happens through exec); always remove it.
 
     `verifier_of`: a verifier for that (agent's) container, from a snapshot of it (verifier.py):
     no ENTRYPOINT runs, that container's volumes are mounted (`shared_volumes`: only these,
     "name:destination"), its agent and environment hold; `read_only_paths` are read-only in it
-    (read_only.py); `prepare` gets its overlay upper directory before it starts (pristine.py)."""
+    (read_only.py); `prepare` gets its overlay upper directory before it starts (pristine.py).
+    `network`: the episode's network of its services (services.py); else none at all."""
     name = f"endless-{uuid.uuid4().hex[:12]}"
     api = client.api
     extra: dict = {}
@@ -283,7 +288,8 @@ def task_container(
         engine = provider_for(client)
         host_config = api.create_host_config(
             init=True,
-            network_mode="none",
+            network_mode=network or "none",
+            **({"dns": RESOLVER} if network else {}),
             mem_limit=limits.memory,
             memswap_limit=limits.memory,
             nano_cpus=int(limits.cpus * 1e9),
@@ -315,7 +321,7 @@ def task_container(
             user="0",  # (a name would be looked up in the container's own /etc/passwd)
             detach=True,
             labels=base_labels(kind=TASK_KIND, **(labels or {})),
-            network_disabled=True,
+            network_disabled=not network,
             **({"entrypoint": [""]} if verifier_of is not None else {}),
         )
         created = create(host_config=host_config)
@@ -371,6 +377,7 @@ def task_container(
     mounts = [m for m in attrs.get("Mounts") or [] if m.get("Type") == "volume"]
     handle.volumes = [(m["Name"], m["Destination"], bool(m.get("RW", True))) for m in mounts]
     handle.read_only = list(read_only_paths or [])
+    handle.network = network
     if verifier_of is None:
         handle.engine_changes = {changes.change_key(c) for c in engine_changes or []}
     try:

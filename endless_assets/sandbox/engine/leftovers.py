@@ -1,5 +1,6 @@
-"""What processes that died left on an engine: their task containers, the disk budgets
-(disk.py) mounted for them and the engine locks (lock.py) they held; found and removed by
+"""What processes that died left on an engine: their task containers (services included), the
+episode networks of their services, the disk budgets (disk.py) mounted for them and the engine
+locks (lock.py) they held; found and removed by
 `sweep` (`endless sweep`, and every `Sandbox()` once per process and engine).
 
 A container is removed once its budget is released: the budgets are found in the host's mount
@@ -48,6 +49,7 @@ class Swept:
     mounts: int = 0  # budget mounts released
     loops: int = 0  # loop devices of budgets detached that nothing had mounted
     locks: int = 0  # engine locks (lock.py) of processes that are gone, removed
+    networks: int = 0  # episode networks (services.py) of processes that are gone, removed
     left: list[str] = field(default_factory=list)  # "id: why" of containers the engine kept
 
     def add(self, other: Swept) -> None:
@@ -55,6 +57,7 @@ class Swept:
         self.mounts += other.mounts
         self.loops += other.loops
         self.locks += other.locks
+        self.networks += other.networks
         self.left += other.left
 
 
@@ -96,10 +99,28 @@ def sweep(client: DockerClient, *, everything: bool = False) -> Swept:
     swept.mounts, swept.loops = _release(releasable)
     for container in doomed:
         _remove(client, container.id, releasable, swept)
+    swept.networks = _sweep_networks(client, everything)
     swept.locks = lock.sweep_locks(client)
     with _totals_lock:
         _totals.add(swept)
     return swept
+
+
+def _sweep_networks(client: DockerClient, everything: bool) -> int:
+    """Remove the episode networks of processes that are gone (their containers, services
+    included, are removed first); how many. One the engine refuses is left for the next sweep."""
+    try:
+        found = client.api.networks(filters={"label": [f"{PROJECT_LABEL}={PROJECT}"]})
+    except (docker.errors.DockerException, OSError):
+        return 0
+    removed = 0
+    for network in found:
+        owner = (network.get("Labels") or {}).get(OWNER_LABEL, "")
+        if everything or not owner_alive(owner):
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                client.api.remove_network(network["Id"])
+                removed += 1
+    return removed
 
 
 def overlay_dir(client: DockerClient) -> str:

@@ -299,6 +299,7 @@ def verifier_container(
             read_only_paths=locked,
             shared_volumes=shared_volumes,
             prepare=prepare,
+            network=container.network,  # its test may ask the episode's services
         ) as box:
             box.grading_programs = dict(programs)
             box.protected = container.protected

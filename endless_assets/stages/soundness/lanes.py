@@ -2,13 +2,14 @@
 
 `repeats` lanes, each a fresh container of the task's image, run in parallel. A lane first
 snapshots the agent-writable state (sandbox/containers/snapshot.py), then runs its two controls,
-restoring the initial state in between: even lanes the reference first (in the fresh container), odd
-lanes the do-nothing episode first. Lane 0 lists what its reference run changed (by inode change
-time against a marker touched just before it); from that the shortcut probes are made and put
-on a queue that every lane drains, with the ablations. Each such job is one script in the
-lane's persistent root shell (restore + state change: no `docker exec`) and one verdict on the
-lane's resident grader. A shortcut that passes in a shared container is run again in a fresh
-one (`confirm`) before it counts.
+restoring the initial state in between (a task with services gets a fresh container and fresh
+services instead: what a job changed in a service, no snapshot restores): even lanes the
+reference first (in the fresh container), odd lanes the do-nothing episode first. Lane 0 lists
+what its reference run changed (by inode change time against a marker touched just before it);
+from that the shortcut probes are made and put on a queue that every lane drains, with the
+ablations. Each such job is one script in the lane's persistent root shell (restore + state
+change: no `docker exec`) and one verdict on the lane's resident grader. A shortcut that passes
+in a shared container is run again in a fresh one (`confirm`) before it counts.
 
 An engine failure (SandboxError) discards the lane's container; the job runs again in a new one,
 at most `engine_retries` more times, then the error propagates (a harness error for the stage).
@@ -284,7 +285,8 @@ class Lane:
         first (empty when the container is fresh, or was replaced for want of a snapshot)."""
         if not self.dirty:
             return MARK_SCRIPT if mark_changes and self.snapshot is not None else ""
-        if self.snapshot is None:
+        # A task's services hold state of their own that no snapshot restores: fresh ones.
+        if self.snapshot is None or self.box is None or self.box.services:
             self._close()
             self._open()
             return self._initial_state(mark_changes=mark_changes)

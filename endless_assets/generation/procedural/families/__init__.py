@@ -7,10 +7,13 @@ from endless_assets.generation.procedural.families.cron_schedule import CronSche
 from endless_assets.generation.procedural.families.csv_aggregate import CsvAggregate
 from endless_assets.generation.procedural.families.file_organize import FileOrganize
 from endless_assets.generation.procedural.families.git_history import GitHistory
+from endless_assets.generation.procedural.families.http_upstream import HttpUpstream
 from endless_assets.generation.procedural.families.ini_config import IniConfig
 from endless_assets.generation.procedural.families.json_filter import JsonFilter
 from endless_assets.generation.procedural.families.log_errors import LogErrorCounts
 from endless_assets.generation.procedural.families.permissions_fix import PermissionsFix
+from endless_assets.generation.procedural.families.pg_report import PgReport
+from endless_assets.generation.procedural.families.redis_queue import RedisQueue
 from endless_assets.generation.procedural.families.shell_script import ShellScript
 from endless_assets.generation.procedural.families.sqlite_report import SqliteReport
 from endless_assets.generation.procedural.families.text_replace import TextReplace
@@ -30,3 +33,7 @@ ALL_FAMILIES: list[type[Family]] = [
     GitHistory,
     ShellScript,
 ]
+
+# Families whose tasks have services beside the agent's container (service_kit.py): dealt in
+# batches from SERVICES_SINCE on (procedural/__init__.py), so earlier batches reproduce.
+SERVICE_FAMILIES: list[type[Family]] = [PgReport, HttpUpstream, RedisQueue]

@@ -1,0 +1,84 @@
+"""The procedural families with services (a PostgreSQL database, an HTTP application behind the
+agent's nginx, a Redis queue): every level writes a task with its services, levels 1, 3 and 6
+build, fail on the initial state and after a do-nothing agent, pass with the reference and
+resist the shortcut probes on real Docker; batches from SERVICES_SINCE deal them, earlier ones
+deal as they always did."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from endless_assets.generation.procedural import SERVICES_SINCE, ProceduralGenerator
+from endless_assets.generation.procedural.base import LEVELS
+from endless_assets.generation.procedural.families import ALL_FAMILIES, SERVICE_FAMILIES
+from endless_assets.stages.completion import check_completion_test
+from endless_assets.stages.environment import build_environment
+from endless_assets.stages.soundness.stage import check_soundness
+
+NAMES = [f.name for f in SERVICE_FAMILIES]
+BUILT_LEVELS = (1, 3, 6)
+
+
+@pytest.mark.parametrize("family", SERVICE_FAMILIES, ids=lambda f: f.name)
+def test_every_level_writes_the_same_task_with_its_services_for_the_same_seed(family):
+    for level in LEVELS:
+        first = family().make(random.Random(level), level)
+        again = family().make(random.Random(level), level)
+        assert first == again and first.services and first.packages
+        assert all(not s.dockerfile.startswith("FROM") for s in first.services)
+
+
+def test_batches_from_the_cutover_deal_the_service_families_and_earlier_ones_do_not():
+    gen = ProceduralGenerator("endless-base:test")
+    slots = len(ALL_FAMILIES) + len(SERVICE_FAMILIES)
+    later = {gen._family_for(SERVICES_SINCE, i).name for i in range(slots)}
+    assert set(NAMES) <= later
+    earlier = {gen._family_for("2026-03-14", i).name for i in range(slots)}
+    assert earlier == {f.name for f in ALL_FAMILIES}
+    draft, _ = gen.describe_cell(SERVICES_SINCE, 0, 7, NAMES[0], 2)
+    assert draft.services and all(
+        s.dockerfile.startswith("FROM endless-base:test\n") for s in draft.services
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(sandbox):
+    """Every service family at levels 1, 3 and 6 through the environment stage, the completion
+    check and the soundness probes (one repeat), two tasks at a time."""
+    gen = ProceduralGenerator(sandbox.base.tag)
+
+    def run(cell):
+        name, level = cell
+        draft, _ = gen.describe_cell("test-services", level, 700 + level, name, level)
+        env = build_environment(draft, gen, sandbox)
+        if env.status != "ok":
+            return env, None, None
+        comp = check_completion_test(draft, env.image_tag, gen, sandbox)
+        if comp.status != "ok":
+            return env, comp, None
+        task = draft.model_copy(update={"completion_test": comp.completion_test})
+        sound = check_soundness(task, env.image_tag, sandbox, repeats=1, earlier_reference=True)
+        return env, comp, sound
+
+    cells = [(name, level) for name in NAMES for level in BUILT_LEVELS]
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(cells, pool.map(run, cells), strict=True))
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("level", BUILT_LEVELS)
+@pytest.mark.parametrize("name", NAMES)
+def test_levels_of_every_service_family_build_and_grade_soundly(outcomes, name, level):
+    env, comp, sound = outcomes[(name, level)]
+    assert env.status == "ok", (env.reject_reason, env.attempt_log)
+    assert comp is not None and comp.status == "ok", (comp.reject_reason, comp.attempt_log)
+    assert (comp.fails_on_initial, comp.fails_with_noop, comp.passes_with_reference) == (
+        True,
+        True,
+        True,
+    )
+    assert sound is not None and sound.status == "ok", (sound.reject_reason, sound.probes_json())
+    assert sound.shortcuts_run >= 4 and sound.shortcuts_passed == 0 and sound.hackable == []
