@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from endless_assets.interop.compose import (
+    check_keys,
     compose_path,
     read_services,
     service_spec,
@@ -82,14 +83,15 @@ def _services(directory: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]
     if path is None:
         return {}, {}
     services = read_services(path, directory)
-    if len(services) == 1:
-        return next(iter(services.values())), {}
-    if AGENT_SERVICE not in services:
+    name = next(iter(services), "") if len(services) <= 1 else AGENT_SERVICE
+    if name and name not in services:
         raise ImportProblem(
             f"{path.name} has {len(services)} services ({', '.join(sorted(services))}) and "
             f"none is `{AGENT_SERVICE}`, the agent's"
         )
-    return services.pop(AGENT_SERVICE), services
+    agent = services.pop(name, {})
+    check_keys(name, {k: v for k, v in agent.items() if k != "volumes"})  # (volumes: below)
+    return agent, services
 
 
 def _additions(service: dict[str, Any]) -> list[str]:

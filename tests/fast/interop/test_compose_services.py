@@ -200,6 +200,14 @@ def test_a_terminal_bench_task_with_services_keeps_client_as_the_agents(tmp_path
     assert outcome.draft.context_files == {}  # server/ is the server's
     write(root, "docker-compose.yaml", TB_COMPOSE.replace("client", "agent"))
     assert "none is `client`" in imported(root, fmt="terminal-bench").reason
+    write(
+        root,
+        "docker-compose.yaml",
+        TB_COMPOSE.replace("    command: [ ", "    pid: host\n    command: [ "),
+    )
+    assert imported(root, fmt="terminal-bench").reason.startswith(
+        "service client: `pid` is refused"
+    )
 
 
 def task_with_services():

@@ -17,6 +17,7 @@ from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.soundness import imported_task_soundness
 from endless_assets.interop import export_dataset
 from endless_assets.store.lake import Lake
 
@@ -32,11 +33,13 @@ def imported(tmp_path_factory, sandbox):
     instance.add_dynamic_partitions(imported_batches.name, [BATCH])
     config = {"source_dir": str(work / "tasks"), "format": "auto", "base_image_map": IMAGE_MAP}
     result = dg.materialize(
-        IMPORTED_ASSETS,
+        [*IMPORTED_ASSETS, imported_task_soundness],
         partition_key=BATCH,
         instance=instance,
         resources={
-            "pipeline": PipelineSettings(data_dir=str(data_dir), workers=2, build_network=True),
+            "pipeline": PipelineSettings(
+                data_dir=str(data_dir), workers=2, build_network=True, soundness_repeats=1
+            ),
             "lake_io_manager": ParquetLakeIOManager(data_dir=str(data_dir)),
         },
         run_config={"ops": {IMPORT_OP: {"config": config}}},
