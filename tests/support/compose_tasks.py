@@ -102,6 +102,14 @@ exec python3 -m http.server 7000 --directory /tmp/www
 """
 
 
+TEST_SH = """\
+#!/bin/bash
+mkdir -p /logs/verifier
+if (cd / && python3 -m pytest -rA /tests/test_outputs.py); then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+
+
 def write(root: Path, rel: str, text: str, mode: int = 0o644) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,6 +125,7 @@ def redis_task(root: Path) -> None:
     test = "\n\ndef test_answer_is_set():\n"
     test += "    assert redis('GET', 'answer') == '$2\\r\\n42\\r\\n'\n"
     write(root, "tests/test_outputs.py", RESP + test)
+    write(root, "tests/test.sh", TEST_SH, 0o755)
     solve = f"python3 - <<'EOF'\n{RESP}\nredis('SET', 'answer', '42')\nEOF\n"
     write(root, "solution/solve.sh", solve)
 
@@ -136,6 +145,7 @@ def http_task(root: Path) -> None:
         "    assert open('/home/user/host.txt').read().strip() == served\n"
     )
     write(root, "tests/test_outputs.py", test)
+    write(root, "tests/test.sh", TEST_SH, 0o755)
     write(root, "solution/solve.sh", f'python3 -c "{fetch}" > /home/user/host.txt\n')
 
 

@@ -2,7 +2,8 @@
 doing nothing fails and the reference solution, which talks to them by name, passes.
 
 - `fetch`: one service, `kv`, Python's http.server over a directory with a secret (built from
-  its own Dockerfile, a shell-form CMD); the agent writes the secret to a file.
+  its own Dockerfile; its port in its environment, which its command reads: a `$` Compose must
+  not interpolate); the agent writes the secret to a file.
 - `store`: two services, `store` (a small HTTP store of ours, an executable script in its build
   context, an exec-form command, an environment) and `audit` (answers once a file exists: a
   readiness command that waits); the agent PUTs a value into `store`, the completion test reads
@@ -95,7 +96,8 @@ def fetch_task(base: str, batch: str = "2026-12-07", index: int = 0) -> Task:
             f"FROM {base}\nRUN mkdir -p /srv && echo {SECRET} > /srv/secret.txt\n"
             "CMD cd /srv && exec python3 -m http.server 8000\n"
         ),
-        command=["/bin/sh", "-c", "cd /srv && exec python3 -m http.server 8000"],
+        command=["/bin/sh", "-c", "cd /srv && exec python3 -m http.server ${KV_PORT}"],
+        environment={"KV_PORT": "8000"},
         ready="python3 -c \"import urllib.request as u; u.urlopen('http://localhost:8000/')\"",
         ready_seconds=60,
     )
