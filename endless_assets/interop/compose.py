@@ -146,10 +146,11 @@ def check_keys(name: str, config: dict[str, Any], agent: bool = False) -> None:
 
 
 def _binds(volume: Any) -> bool:
+    """Whether a volume mounts something of the host's (a named or anonymous one does not)."""
     if isinstance(volume, dict):
-        return volume.get("type") != "volume"
+        return volume.get("type") not in ("volume", "tmpfs")
     source, sep, _ = str(volume).partition(":")
-    return not sep or source.startswith((".", "/", "~", "$"))
+    return bool(sep) and source.startswith((".", "/", "~", "$"))
 
 
 def argv(value: Any, where: str) -> list[str]:

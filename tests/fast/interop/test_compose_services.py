@@ -42,6 +42,8 @@ services:
       start_period: 5s
     volumes:
       - pgdata:/var/lib/postgresql/data
+      - /var/cache/anonymous
+      - {type: tmpfs, target: /run/db}
     restart: unless-stopped
   cache:
     image: redis:7
@@ -121,6 +123,7 @@ def test_a_harbor_compose_task_imports_with_its_services_beside_the_agents_conta
         ("cap_add: [NET_ADMIN]", "service extra: `cap_add` is refused"),
         ("volumes: ['/etc:/host']", "service extra: volume /etc:/host mounts a host path"),
         ("volumes: ['./data:/data']", "service extra: volume ./data:/data mounts a host path"),
+        ("volumes: [{type: bind, source: /, target: /h}]", "service extra: volume {'type': 'bind'"),
         ("env_file: .env", "service extra: `env_file` is refused"),
         ("stdin_only: 1", "service extra: `stdin_only` is not supported"),
         ("build: ../../elsewhere", "service extra: build context ../../elsewhere is not in"),
