@@ -230,3 +230,16 @@ def test_read_harbor_dir_reports_the_first_problem(tmp_path):
     write(tmp_path / "t", "instruction.md", "   \n")
     with pytest.raises(ImportProblem, match=r"instruction\.md is empty"):
         read_harbor_dir(tmp_path / "t")
+
+
+def test_a_task_graded_by_its_pytest_file_alone_with_its_own_agent_exports(tmp_path):
+    from endless_assets.interop.harbor import export_harbor
+
+    good_task(tmp_path / "t")
+    os.remove(tmp_path / "t/tests/test.sh")  # no test.sh: graded by the pytest file alone
+    (outcome,) = import_tasks(
+        tmp_path / "t", "b", base_image_map={"ubuntu:22.04": BASE}, base_image=BASE
+    )
+    assert outcome.draft is not None and outcome.draft.agent_user == ""  # the image's USER
+    (written,) = export_harbor([outcome.draft], tmp_path / "out", base_image=BASE)
+    assert "pytest" in (written / "tests/test.sh").read_text()
