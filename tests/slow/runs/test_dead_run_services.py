@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import date, timedelta
 
 from project import ROOT
 
+from endless_assets.batch_calendar import today
 from endless_assets.generation.procedural import SERVICES_SINCE, ProceduralGenerator
 from endless_assets.generation.procedural.families import SERVICE_FAMILIES
 
@@ -19,15 +21,18 @@ ENDLESS = [sys.executable, "-m", "endless_assets.cli"]
 POLLS = 6000  # a bound on waiting for a condition (10 minutes at 0.1 s), not a timing assertion
 
 
-def service_batch() -> str:
-    """A day from SERVICES_SINCE whose first task is dealt a family with services."""
+def service_batch() -> tuple[str, int]:
+    """The first day from SERVICES_SINCE to today (a later one is no batch yet) and the number
+    of tasks that reaches its first task of a family with services."""
     generator = ProceduralGenerator("endless-base:any")
     names = {f.name for f in SERVICE_FAMILIES}
-    for day in range(8, 29):
-        batch = f"{SERVICES_SINCE[:8]}{day:02d}"
-        if batch >= SERVICES_SINCE and generator._family_for(batch, 0).name in names:
-            return batch
-    raise AssertionError("no day of the month deals a service family first")
+    day = date.fromisoformat(SERVICES_SINCE)
+    while day.isoformat() <= today():
+        for index in range(len(generator.families)):
+            if generator._family_for(day.isoformat(), index).name in names:
+                return day.isoformat(), index + 1
+        day += timedelta(days=1)
+    raise AssertionError("no batch deals a family with services")
 
 
 def left(client, batch: str) -> tuple[list, list]:
@@ -37,13 +42,13 @@ def left(client, batch: str) -> tuple[list, list]:
 
 
 def test_a_killed_endless_run_leaves_its_services_to_endless_sweep(sandbox, tmp_path):
-    batch = service_batch()
+    batch, tasks = service_batch()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ENDLESS_", "DAGSTER_"))}
     env.update(DAGSTER_HOME=str(tmp_path / "home"), ENDLESS_DATA_DIR=str(tmp_path / "data"))
     os.makedirs(env["DAGSTER_HOME"])
     with open(tmp_path / "run.log", "w") as log:
         run = subprocess.Popen(
-            [*ENDLESS, "run", "--tasks", "1", "--date", batch],
+            [*ENDLESS, "run", "--tasks", str(tasks), "--date", batch],
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -42,6 +42,7 @@ def test_a_served_episode_holds_its_service_and_a_killed_server_leaves_none_to_t
     first = Server(lake.data_dir)
     try:
         with Driver(openenv_python(tmp_path_factory), first.url) as client:
+            client.ok("open", "a")
             solved = client.episode([task.reference_solution], "a", task_id=task.task_id)
             assert solved["reward"] == 1.0  # graded on what the queue holds
             client.ok("open", "b")
