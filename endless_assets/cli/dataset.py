@@ -310,9 +310,9 @@ def _warn_missing_images(
     except (ImportProblem, SandboxError, ValueError):
         return  # the run reports it
     ours = {base_image_tag(name) for name in ("bookworm", "trixie")}  # built by the run
-    images = sorted(
-        {i for o in outcomes if o.draft for i in base_images(o.draft.dockerfile)} - ours
-    )
+    drafts = [o.draft for o in outcomes if o.draft]
+    files = [d.dockerfile for d in drafts] + [s.dockerfile for d in drafts for s in d.services]
+    images = sorted({i for f in files for i in base_images(f)} - ours)
     for image in images:
         try:
             client.images.get(image)

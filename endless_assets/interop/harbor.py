@@ -8,6 +8,8 @@
                              [metadata.quality]: the task's quality record (quality.py)
   environment/Dockerfile     the task image, FROM the base image given by --base-image
   environment/...            its build-context files
+  environment/docker-compose.yaml  a task with services: them beside Harbor's `main`, each
+                             built from environment/services/<name>/ (compose.py)
   tests/test.sh              grades: runs the completion test, writes /logs/verifier/reward.txt
   tests/endless_grader.py    the grader test.sh runs (ours, as in the pipeline)
   tests/test_final_state.py  the completion test
@@ -44,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from endless_assets.interop import task_parts
+from endless_assets.interop.compose import compose_files, exported
 from endless_assets.interop.output import staged_directory, write_text
 from endless_assets.interop.quality import KEY, QualityRecord, carried, record_of
 from endless_assets.interop.tasks import ExportError
@@ -198,6 +201,11 @@ def task_files(
         files[f"tests/{INITIAL_TEST}"] = (initial, False)
     for rel, (content, executable) in task_parts.context_files(task).items():
         files[f"environment/{rel}"] = (content, executable)
+    for rel, written in compose_files(task.services, base_image).items():
+        where = f"environment/{rel}"
+        if where in files:
+            raise ExportError(f"task {task.task_id}: its own file {where} is where services go")
+        files[where] = written
     return files
 
 
@@ -268,6 +276,14 @@ def _check_written(directory: Path, task: Task, base_image: str, quality: Qualit
         raise ExportError(
             f"task {task.task_id}: the written Harbor task does not read back: {exc}"
         ) from exc
+    services = [spec.service({}) for spec in back.services]
+    test = bundle.unpack(back.completion_test)
+    if (
+        task_parts.verifier(task) is None
+        and test
+        and test.files.get("test.sh") == PYTEST_SH.format(test=COMPLETION_TEST)
+    ):  # our test.sh for its pytest file alone (not our agent): read back as a verifier
+        back.completion_test = test.test
     initial = back.initial_test
     if initial is None and not _initial_is_its_own(task):
         initial = task.initial_test  # generated again on import, from the same Dockerfile
@@ -290,6 +306,7 @@ def _check_written(directory: Path, task: Task, base_image: str, quality: Qualit
             ),
             ("build-context files", meant, written),
             ("quality record", quality, record),
+            ("services", [exported(s, base_image) for s in task.services], services),
         )
         if ours != theirs
     ]

@@ -5,8 +5,8 @@ What a directory must hold, and where each part of a task comes from:
 
 - instruction: `instruction.md` (required);
 - environment: `environment/Dockerfile` (required) and every other file under `environment/` as
-  its build context: text, or bytes for files that are not (a `docker-compose.yaml`, i.e. a
-  multi-container task, is refused);
+  its build context: text, or bytes for files that are not; `environment/docker-compose.yaml`:
+  the services beside the agent's container (`main`, Harbor's name for it), compose.py;
 - grading: `tests/test.sh`, Harbor's verifier, run at grading with the whole `tests/`
   directory copied in only then (bundle.py), its reward read from /logs/verifier; our own
   exports' test.sh (which runs `tests/endless_grader.py`) and a directory without a test.sh are
@@ -36,9 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from endless_assets.interop.compose import (
+    ServiceSpec,
+    check_keys,
+    compose_path,
+    env_map,
+    read_services,
+    service_spec,
+    without_contexts,
+)
 from endless_assets.interop.dockerfile import DockerfileError, base_images
 from endless_assets.interop.import_files import (
     DEFAULT_MAX_BINARY_BYTES,
+    Files,
     ImportProblem,
     checked,
     read_text,
@@ -50,6 +60,7 @@ from endless_assets.sandbox.grading.bundle import Verifier, pack
 
 COMPLETION_TEST_NAMES = ("test_final_state.py", "test_outputs.py")
 INITIAL_TEST_NAME = "test_initial_state.py"
+AGENT_SERVICE = "main"  # Harbor's name for the agent's container in a task's compose file
 OUR_GRADER = "endless_grader.py"
 # Files of our own exports' tests/ that are not the completion test.
 _OURS = {"test.sh", INITIAL_TEST_NAME, "__init__.py", "conftest.py", OUR_GRADER}
@@ -78,6 +89,7 @@ class HarborTask:
     agent_user: str = ""  # "": the image's USER
     workdir: str = ""  # "": the image's WORKDIR
     source_format: str = "harbor"
+    services: list[ServiceSpec] = field(default_factory=list)  # the compose file's, but the agent's
 
     @property
     def base_images(self) -> list[str]:
@@ -256,6 +268,27 @@ def checked_dockerfile(dockerfile: str, where: str) -> str:
     return dockerfile
 
 
+def harbor_services(
+    environment: Path, directory: Path, files: Files, max_binary_bytes: int
+) -> tuple[list[ServiceSpec], dict[str, str]]:
+    """The services of `environment/docker-compose.yaml` but Harbor's agent's, `main` (whose
+    image is environment/Dockerfile), and the environment `main` is given; their build contexts
+    are left out of the agent's files."""
+    path = compose_path(environment)
+    if path is None:
+        return [], {}
+    configs = read_services(path, directory)
+    files.text.pop(path.name, None)
+    agent = configs.pop(AGENT_SERVICE, {})
+    check_keys(AGENT_SERVICE, agent, agent=True)
+    specs = [
+        service_spec(name, config, environment, directory, max_binary_bytes=max_binary_bytes)
+        for name, config in configs.items()
+    ]
+    without_contexts(files, specs)
+    return specs, env_map(agent.get("environment"))
+
+
 def read_harbor_dir(
     directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_BYTES
 ) -> HarborTask:
@@ -275,17 +308,15 @@ def read_harbor_dir(
     environment = directory / "environment"
     if not (environment / "Dockerfile").is_file():
         raise ImportProblem("no environment/Dockerfile")
-    if (environment / "docker-compose.yaml").exists() or (
-        environment / "docker-compose.yml"
-    ).exists():
-        raise ImportProblem(
-            "environment/docker-compose.yaml (multi-container tasks) is not supported"
-        )
     files = read_tree(environment, directory, max_binary_bytes=max_binary_bytes)
+    services, agent_env = harbor_services(environment, directory, files, max_binary_bytes)
     dockerfile = files.pop("Dockerfile")
     if dockerfile is None:
         raise ImportProblem("environment/Dockerfile is not text")
     checked_dockerfile(dockerfile, "environment/Dockerfile")
+    if agent_env:  # what Harbor gives `main` when it starts, as the image's own
+        lines = [f"ENV {k}={json.dumps(v)}" for k, v in agent_env.items()]
+        dockerfile = dockerfile.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
     config = read_config(directory)
     metadata = section(config, "metadata")
     test, ours = completion_test(directory, config, max_binary_bytes)
@@ -315,4 +346,5 @@ def read_harbor_dir(
         config=config,
         agent_user="" if agent_user is None else str(agent_user),
         workdir=str(workdir or ""),
+        services=services,
     )

@@ -85,8 +85,11 @@ def draft_from_harbor(
     if task.binary_files:
         notes.append("binary files kept as bytes")
     mapped = replace_base_images(task.dockerfile, image_map)
-    if mapped != task.dockerfile:
+    services = [spec.service(image_map) for spec in task.services]
+    if mapped != task.dockerfile or any(s.image for s in task.services):
         notes.append("base image mapped")
+    if services:
+        notes.append(f"services: {', '.join(s.name for s in services)}")
     source: dict[str, Any] = {"format": task.source_format, "config": task.config}
     try:
         record = carried(meta)
@@ -119,6 +122,7 @@ def draft_from_harbor(
         executable_files=task.executable_files,
         source_name=source_name or task.directory.name,
         source_metadata=source,
+        services=services,
     )
     return draft, tuple(notes)
 

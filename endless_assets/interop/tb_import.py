@@ -15,8 +15,8 @@ same task:
 - everything in task.yaml but the instruction is kept (source_metadata), and its category and
   difficulty become the task's.
 
-A compose file with more than one service (a task that needs a database, a web server...) is
-refused with the service names: tasks run in one container here.
+A compose file with more than one service (a task that needs a database, a web server...):
+`client` is the agent's, the others are its services (compose.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,13 @@ from typing import Any
 
 import yaml
 
+from endless_assets.interop.compose import (
+    check_keys,
+    compose_path,
+    read_services,
+    service_spec,
+    without_contexts,
+)
 from endless_assets.interop.harbor_import import (
     HarborTask,
     checked_dockerfile,
@@ -62,32 +69,29 @@ _TB_VOLUMES = {
 _TB_ENV = {"TEST_DIR=${T_BENCH_TEST_DIR}"}
 _OWN_FILES = ("task.yaml", "solution.sh", "run-tests.sh", "tests", "docker-compose.yaml")
 _OWN_FILES += ("docker-compose.yml", "solution.yaml")
+AGENT_SERVICE = "client"  # Terminal-Bench's name for the agent's container
 
 
 def is_tb_dir(path: Path) -> bool:
     return (path / "task.yaml").is_file() and not (path / "instruction.md").exists()
 
 
-def _service(directory: Path) -> dict[str, Any]:
-    """The one service of docker-compose.yaml ({} without a compose file)."""
-    for name in ("docker-compose.yaml", "docker-compose.yml"):
-        path = directory / name
-        if os.path.lexists(path):
-            try:
-                compose = yaml.safe_load(read_text(path, directory)) or {}
-            except yaml.YAMLError as exc:
-                raise ImportProblem(f"{name} does not parse: {exc}") from exc
-            services = compose.get("services") if isinstance(compose, dict) else None
-            if not isinstance(services, dict) or not services:
-                return {}
-            if len(services) > 1:
-                raise ImportProblem(
-                    f"{name} has {len(services)} services ({', '.join(sorted(services))}): "
-                    "multi-container tasks are not supported (tasks run in one container)"
-                )
-            service = next(iter(services.values()))
-            return service if isinstance(service, dict) else {}
-    return {}
+def _services(directory: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The agent's service of docker-compose.yaml (the only one, else `client`) and the others
+    ({} and {} without a compose file)."""
+    path = compose_path(directory)
+    if path is None:
+        return {}, {}
+    services = read_services(path, directory)
+    name = next(iter(services), "") if len(services) <= 1 else AGENT_SERVICE
+    if name and name not in services:
+        raise ImportProblem(
+            f"{path.name} has {len(services)} services ({', '.join(sorted(services))}) and "
+            f"none is `{AGENT_SERVICE}`, the agent's"
+        )
+    agent = services.pop(name, {})
+    check_keys(name, {k: v for k, v in agent.items() if k != "volumes"})  # (volumes: below)
+    return agent, services
 
 
 def _additions(service: dict[str, Any]) -> list[str]:
@@ -142,7 +146,13 @@ def read_tb_dir(directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_B
         raise ImportProblem("solution.yaml is not supported (convert it to solution.sh)")
     if not (directory / "run-tests.sh").is_file():
         raise ImportProblem("no run-tests.sh")
-    service = _service(directory)
+    service, others = _services(directory)
+    specs = [
+        service_spec(
+            name, config, directory, directory, max_binary_bytes=max_binary_bytes, skip=_OWN_FILES
+        )
+        for name, config in others.items()
+    ]
     context, name = _build(directory, service)
     if not (context / name).is_file():
         raise ImportProblem(f"no {(context / name).relative_to(directory).as_posix()}")
@@ -155,6 +165,7 @@ def read_tb_dir(directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_B
         skip.remove("solution.sh")
     files = read_tree(context, directory, max_binary_bytes=max_binary_bytes, skip=tuple(skip))
     files.pop(name)
+    without_contexts(files, specs)
     dockerfile = dockerfile.rstrip("\n") + "\n\n# Mapped from docker-compose.yaml\n"
     dockerfile += "\n".join(_additions(service)) + "\n"
     tests = directory / "tests"
@@ -194,4 +205,5 @@ def read_tb_dir(directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_B
         agent_user="",
         workdir="",
         source_format="terminal-bench",
+        services=specs,
     )

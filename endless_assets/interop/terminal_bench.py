@@ -6,7 +6,8 @@
                         `endless:` block with provenance and pass rate, and `quality:` the
                         task's quality record (quality.py; null: not measured)
   Dockerfile            the task image, FROM --base-image, ending as the agent user
-  docker-compose.yaml   the standard single `client` service
+  docker-compose.yaml   the standard `client` service, and a task's services beside it, each
+                        built from services/<name>/ (compose.py)
   run-tests.sh          runs the completion test with the image's pytest (no network), -rA for
                         Terminal-Bench's pytest parser
   solution.sh           the reference solution
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 from endless_assets.interop import task_parts
+from endless_assets.interop.compose import compose_files
 from endless_assets.interop.harbor import (
     AGENT_TIMEOUT_SEC,
     GRADER_FILE,
@@ -148,7 +150,10 @@ def task_files(
     task: Task, base_image: str, quality: QualityRecord | None = None
 ) -> dict[str, tuple[str | bytes, bool]]:
     context = task_parts.context_files(task)
-    clashes = sorted(p for p in context if p in RESERVED or p == "tests" or p.startswith("tests/"))
+    services = compose_files(task.services, base_image, agent="client")
+    compose = services.pop("docker-compose.yaml", (DOCKER_COMPOSE, False))
+    taken = RESERVED | {"tests", *services}
+    clashes = sorted(p for p in context if p in taken or p.startswith("tests/"))
     if clashes:
         raise ExportError(
             f"task {task.task_id}: build-context files {clashes} clash with Terminal-Bench's own "
@@ -163,8 +168,9 @@ def task_files(
     files: dict[str, tuple[str | bytes, bool]] = {
         "task.yaml": (task_yaml(task, base_image, quality), False),
         "Dockerfile": (dockerfile(task, base_image), False),
-        "docker-compose.yaml": (DOCKER_COMPOSE, False),
+        "docker-compose.yaml": (with_client(str(compose[0])), False),
         "solution.sh": (solution, True),
+        **services,
     }
     spec = task_parts.verifier(task)
     if spec is not None:
@@ -182,6 +188,16 @@ def task_files(
             files[f"tests/{GRADER_FILE}"] = (GRADER_SOURCE, False)
     files.update(context)
     return files
+
+
+def with_client(services: str) -> str:
+    """The standard compose file, with a task's services (compose.py) merged in, if any."""
+    if services == DOCKER_COMPOSE:
+        return services
+    merged, theirs = yaml.safe_load(DOCKER_COMPOSE), yaml.safe_load(services)["services"]
+    merged["services"]["client"].update(theirs.pop("client"))
+    merged["services"].update(theirs)
+    return yaml.safe_dump(merged, sort_keys=False)
 
 
 def _check_written(directory: Path, task: Task, _image: str, quality: QualityRecord) -> None:

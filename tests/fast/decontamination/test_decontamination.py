@@ -489,7 +489,7 @@ def test_an_unreadable_reference_task_is_reported_once_and_the_rest_are_used(
     root, cache = tmp_path / "mixed", tmp_path / "cache"
     for name in ("log-status-summary", "csv-merge-inventory", "nginx-port-config"):
         write_harbor(root, name)
-    two = "services:\n  web:\n    build: .\n  cache:\n    image: redis:7\n"
+    two = "services:\n  web:\n    build: .\n    privileged: true\n  cache:\n    image: redis:7\n"
     write(root, "nginx-port-config/environment/docker-compose.yaml", two)
     write(root, "no-instruction/task.toml", 'version = "1.0"\n')
     write(root, "no-instruction/environment/Dockerfile", "FROM ubuntu:24.04\n")
@@ -505,7 +505,7 @@ def test_an_unreadable_reference_task_is_reported_once_and_the_rest_are_used(
     assert (stats.parsed, stats.skipped, stats.unreadable, stats.refused) == (3, 1, 1, 1)
     # A multi-container task cannot be imported, but it is compared all the same.
     assert [u.task for u in read.refused] == ["nginx-port-config"]
-    assert "multi-container" in read.refused[0].reason
+    assert "service web: `privileged` is refused" in read.refused[0].reason
     again = read_references([ReferenceSource("mixed", root)], cache)
     assert (again.refused, again.stats.cached) == (read.refused, 3)
     instruction, _, _, test, solve = HARBOR["nginx-port-config"]

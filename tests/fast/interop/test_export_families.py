@@ -1,9 +1,10 @@
-"""Every procedural family's task exports to Harbor and reads back as it was written (no Docker):
-the build context of a family may hold any file a project holds, `__pycache__` included."""
+"""Every procedural family's task exports to Harbor and reads back as it was written (no Docker),
+the service families' with their services (a batch that deals them); the build context of a
+family may hold any file a project holds, `__pycache__` included."""
 
 from __future__ import annotations
 
-from endless_assets.generation.procedural import ProceduralGenerator, family_names
+from endless_assets.generation.procedural import SERVICES_SINCE, ProceduralGenerator, family_names
 from endless_assets.interop.harbor import export_harbor
 from endless_assets.interop.harbor_import import read_harbor_dir
 
@@ -14,7 +15,7 @@ def one_task_per_family():
     generator = ProceduralGenerator(BASE)
     tasks = {}
     for index in range(len(family_names())):
-        task, _ = generator.describe("2026-12-02", index, seed=1000 + index)
+        task, _ = generator.describe(SERVICES_SINCE, index, seed=1000 + index)
         tasks[task.family] = task
     assert sorted(tasks) == sorted(family_names())
     return tasks

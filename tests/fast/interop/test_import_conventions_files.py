@@ -227,8 +227,7 @@ def test_terminal_bench_tasks_import_in_auto_mode_next_to_harbor_ones(tmp_path):
     [
         (
             lambda t: write(t, "docker-compose.yaml", COMPOSE + "  db:\n    image: postgres\n"),
-            "docker-compose.yaml has 2 services (client, db): multi-container tasks are not "
-            "supported",
+            "service db: image postgres is not mapped (add --base-image-map postgres=IMAGE",
         ),
         (
             lambda t: write(

@@ -76,7 +76,7 @@ def source(tmp_path):
     good_task(src / "no_dockerfile")
     os.remove(src / "no_dockerfile/environment/Dockerfile")
     good_task(src / "compose")
-    write(src / "compose", "environment/docker-compose.yaml", "services: {}\n")
+    write(src / "compose", "environment/docker-compose.yaml", COMPOSE_PORTS)
     good_task(src / "binary_too_big")
     write(src / "binary_too_big", "environment/blob.bin", b"\x00\xff\xfe" * 400_000)
     good_task(src / "two_tests")
@@ -97,6 +97,7 @@ def source(tmp_path):
 
 
 MIB = 2**20
+COMPOSE_PORTS = "services:\n  web:\n    image: nginx\n    ports: ['8080:80']\n"
 
 
 def by_dir(outcomes):
@@ -118,7 +119,7 @@ def test_good_directories_import_and_each_broken_one_says_why(source):
     expected = {
         "no_instruction": "no instruction.md",
         "no_dockerfile": "no environment/Dockerfile",
-        "compose": "docker-compose.yaml",
+        "compose": "service web: `ports` is refused (imported tasks get no access to the host)",
         "binary_too_big": "environment/blob.bin is a binary file of 1.1 MiB, over the 1 MiB "
         "limit (setting max_binary_file_mb)",
         "two_tests": "2 pytest files",
@@ -229,3 +230,16 @@ def test_read_harbor_dir_reports_the_first_problem(tmp_path):
     write(tmp_path / "t", "instruction.md", "   \n")
     with pytest.raises(ImportProblem, match=r"instruction\.md is empty"):
         read_harbor_dir(tmp_path / "t")
+
+
+def test_a_task_graded_by_its_pytest_file_alone_with_its_own_agent_exports(tmp_path):
+    from endless_assets.interop.harbor import export_harbor
+
+    good_task(tmp_path / "t")
+    os.remove(tmp_path / "t/tests/test.sh")  # no test.sh: graded by the pytest file alone
+    (outcome,) = import_tasks(
+        tmp_path / "t", "b", base_image_map={"ubuntu:22.04": BASE}, base_image=BASE
+    )
+    assert outcome.draft is not None and outcome.draft.agent_user == ""  # the image's USER
+    (written,) = export_harbor([outcome.draft], tmp_path / "out", base_image=BASE)
+    assert "pytest" in (written / "tests/test.sh").read_text()

@@ -1,5 +1,8 @@
 """Exported Harbor tasks under Harbor's own harness (harbor 0.25, its local Docker environment):
-its oracle agent scores 1.0 on every task and its do-nothing agent 0.
+its oracle agent scores 1.0 on every task and its do-nothing agent 0; tasks with services too
+(environment/docker-compose.yaml, service_tasks.py: one service; two, one of them read by the
+completion test). The service families' tasks install Debian packages as they build, which
+Harbor's own builds cannot here (no network but the pipeline's registry proxy).
 
 Harbor needs Python >= 3.12 and Docker Compose v2, which this machine kind lacks, so it runs in
 a runner image that scripts/harbor-runner.sh builds once (Debian trixie + harbor from PyPI; a
@@ -15,11 +18,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from project import ROOT
+from service_tasks import fetch_task, store_task
 
 import endless_assets.definitions as definitions
 from endless_assets.defs.io_manager import ParquetLakeIOManager
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.interop import export_dataset
+from endless_assets.interop.harbor import export_harbor
 from endless_assets.store.lake import Lake
 
 pytestmark = pytest.mark.harbor
@@ -54,6 +59,18 @@ def exported(tmp_path_factory, sandbox) -> Path:
     )
     assert result.success
     export_dataset(Lake(data_dir), "harbor", work / "tasks")
+    build = subprocess.run([str(RUNNER), "--build"], capture_output=True, text=True, check=False)
+    assert build.returncode == 0, build.stderr[-3000:]
+    return work
+
+
+@pytest.fixture(scope="module")
+def exported_services(tmp_path_factory, sandbox) -> Path:
+    """Tasks with services (service_tasks.py) exported to Harbor."""
+    work = tmp_path_factory.mktemp("harbor-services")
+    base = sandbox.base.tag
+    tasks = [fetch_task(base), store_task(base)]
+    export_harbor(tasks, work / "tasks", base_image=base)
     build = subprocess.run([str(RUNNER), "--build"], capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stderr[-3000:]
     return work
@@ -106,3 +123,13 @@ def test_harbor_do_nothing_agent_scores_zero(exported):
     outcome = run_harbor(exported, "nop")
     assert (outcome["trials"], outcome["errors"], outcome["mean"]) == (TASKS, 0, 0.0)
     assert len(outcome["rewards"]["0.0"]) == TASKS
+
+
+def test_harbor_oracle_solves_every_exported_task_with_services(exported_services):
+    outcome = run_harbor(exported_services, "oracle")
+    assert (outcome["trials"], outcome["errors"], outcome["mean"]) == (2, 0, 1.0)
+
+
+def test_harbor_do_nothing_agent_scores_zero_on_tasks_with_services(exported_services):
+    outcome = run_harbor(exported_services, "nop")
+    assert (outcome["trials"], outcome["errors"], outcome["mean"]) == (2, 0, 0.0)

@@ -4,8 +4,8 @@ purpose (real Docker, a real Dagster run): a root agent in the image's WORKDIR, 
 its pytest file reads, Terminal-Bench 2's test.sh verbatim, binary files, Terminal-Bench 1.x
 with a compose service, a base image mapped to the trixie recipe. Every sound one validates and
 is kept; a test that needs the network, a reference solution that is refused by the file system
-and a multi-container task are rejected with the cause. The kept tasks export back with their
-files, bytes and metadata."""
+and a service whose image is not mapped are rejected with the cause. The kept tasks export back
+with their files, bytes and metadata."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_the_rejected_ones_say_why_with_the_failing_steps_own_words(imported):
     _, lake = imported
     descriptions = [r["reject_reason"] for r in lake.read("task_descriptions", BATCH).to_dicts()]
     assert any(
-        "zz_two_services: docker-compose.yaml has 2 services (client, db)" in reason
+        "zz_two_services: service db: image postgres:16 is not mapped" in reason
         for reason in descriptions
     )
     tests = rows(lake, "completion_tests")

@@ -1,0 +1,347 @@
+"""A task's docker-compose file read into services (models.Service), on import.
+
+The agent's service (Harbor: `main`; Terminal-Bench 1.x: `client`) is the task's own container;
+every other service becomes a `Service`:
+
+- `build:` (a path, or `context` and `dockerfile`, relative to the compose file and inside the
+  task) -> its Dockerfile and build context (binary files and executable bits kept), its FROM
+  mapped with `--base-image-map` like the task's own; `image:` -> a Dockerfile `FROM` it, which
+  must be mapped (the task's images cannot be pulled here); with both, `build:` wins (`image:`
+  only names what it builds);
+- `command` / `entrypoint` (a list, or a string split as the shell would) -> its command (an
+  `entrypoint` replaces the image's, as in Compose); neither: the Dockerfile's last `CMD`;
+- `environment` (a list of `K=V` or a map; a bare `K`, Compose's pass-through of this host's
+  variable, is dropped) -> its environment; `user`, `working_dir` -> `USER` / `WORKDIR` lines;
+- `healthcheck.test` (`CMD ...`, `CMD-SHELL ...` or a string) -> its readiness command, within
+  `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s); none: ready once
+  started (`true`), as Compose's `depends_on` waits for nothing more;
+- `mem_limit`, `cpus`, `pids_limit` -> its limits; `depends_on` accepted (every service is ready
+  before the agent starts); named volumes (`data:/var/lib/x`) left out (the data stays in the
+  container); a few keys that change nothing here are ignored (`IGNORED`).
+
+Exports write it back (`compose_files`): `environment/docker-compose.yaml` with the agent's
+service (`main`, waiting for every service to be healthy) and one service per `Service`, built
+from `environment/services/<name>/` (its Dockerfile FROM the export's base image), with its
+command, environment, readiness as a `CMD-SHELL` healthcheck polled every second and its limits;
+Harbor's docker environment merges it over its own `main` and runs it as it is.
+
+Anything that would reach the host (`HOST_ACCESS`: published ports, bind mounts, privileged,
+host namespaces, added capabilities or devices...) and any other key is refused with one line
+naming the key and the service: imported tasks are untrusted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from endless_assets.interop.dockerfile import replace_base_images
+from endless_assets.interop.import_files import ImportProblem, read_text, read_tree
+from endless_assets.models import Service
+from endless_assets.sandbox.image.base_image import base_image_tag
+from endless_assets.sandbox.image.images import decode_context, encode_context
+
+COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
+SERVICES_DIR = "services"  # exports: environment/services/<name>/ is a service's build context
+HOST_ACCESS = {
+    "ports", "privileged", "network_mode", "cap_add", "devices", "pid", "ipc", "uts",
+    "userns_mode", "security_opt", "volumes_from", "cgroup_parent", "cgroup", "runtime", "gpus",
+    "device_cgroup_rules", "env_file", "secrets", "configs", "sysctls", "extends",
+}  # fmt: skip
+IGNORED = {
+    "container_name", "restart", "expose", "labels", "hostname", "init", "tty", "stdin_open",
+    "logging", "deploy", "networks", "pull_policy", "platform", "stop_signal",
+    "stop_grace_period", "links", "extra_hosts", "tmpfs", "shm_size", "ulimits", "dns",
+    "mem_reservation", "memswap_limit", "cpu_shares", "oom_score_adj", "domainname", "scale",
+}  # fmt: skip
+HANDLED = {
+    "build", "image", "command", "entrypoint", "environment", "healthcheck", "depends_on",
+    "working_dir", "user", "mem_limit", "cpus", "pids_limit", "volumes",
+}  # fmt: skip
+_CMD = re.compile(r"^\s*CMD\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass
+class ServiceSpec:
+    """A service as read, before the base image map: `image` is the one it pulls ("" if built)."""
+
+    name: str
+    dockerfile: str
+    command: list[str]
+    ready: str = "true"
+    ready_seconds: float = 60.0
+    environment: dict[str, str] = field(default_factory=dict)
+    context_files: dict[str, str] = field(default_factory=dict)  # encoded as images.py does
+    limits: dict[str, Any] = field(default_factory=dict)  # memory, cpus, pids
+    image: str = ""
+    context: str = ""  # its build context, relative to the compose file's directory
+
+    def service(self, image_map: dict[str, str]) -> Service:
+        """The Service, its FROM mapped; an `image:` with no mapping is refused."""
+        if self.image and self.image not in image_map:
+            raise ImportProblem(
+                f"service {self.name}: image {self.image} is not mapped (add --base-image-map "
+                f"{self.image}=IMAGE; images are not pulled here)"
+            )
+        if not self.command:
+            raise ImportProblem(
+                f"service {self.name}: no command (give `command`: the default of the image "
+                "it runs is not known here)"
+            )
+        return Service(
+            name=self.name,
+            dockerfile=replace_base_images(self.dockerfile, image_map),
+            context_files=self.context_files,
+            command=self.command,
+            environment=self.environment,
+            ready=self.ready,
+            ready_seconds=self.ready_seconds,
+            **self.limits,
+        )
+
+
+def compose_path(directory: Path) -> Path | None:
+    """The compose file of a directory (None without one)."""
+    return next((directory / n for n in COMPOSE_NAMES if (directory / n).exists()), None)
+
+
+def read_services(path: Path, where: Path) -> dict[str, dict[str, Any]]:
+    """The `services` of a compose file (ImportProblem if it does not read)."""
+    try:
+        compose = yaml.safe_load(read_text(path, where)) or {}
+    except yaml.YAMLError as exc:
+        raise ImportProblem(f"{path.name} does not parse: {exc}") from exc
+    services = compose.get("services") if isinstance(compose, dict) else None
+    if not isinstance(services, dict) or not all(isinstance(s, dict) for s in services.values()):
+        raise ImportProblem(f"{path.name} has no services map")
+    return {str(name): config for name, config in services.items()}
+
+
+def check_keys(name: str, config: dict[str, Any], agent: bool = False) -> None:
+    """Refuse what would reach the host, and every key not understood here."""
+    for key in config:
+        if key in HOST_ACCESS:
+            raise ImportProblem(
+                f"service {name}: `{key}` is refused (imported tasks get no access to the host)"
+            )
+        if key not in HANDLED | IGNORED and not str(key).startswith("x-"):
+            raise ImportProblem(f"service {name}: `{key}` is not supported")
+    for volume in config.get("volumes") or []:
+        if _binds(volume):
+            raise ImportProblem(
+                f"service {name}: volume {volume} mounts a host path (refused: imported tasks "
+                "get no access to the host)"
+            )
+        if agent:
+            raise ImportProblem(f"service {name}: volumes of the agent's service are refused")
+
+
+def _binds(volume: Any) -> bool:
+    """Whether a volume mounts something of the host's (a named or anonymous one does not)."""
+    if isinstance(volume, dict):
+        return volume.get("type") not in ("volume", "tmpfs")
+    source, sep, _ = str(volume).partition(":")
+    return bool(sep) and source.startswith((".", "/", "~", "$"))
+
+
+def argv(value: Any, where: str) -> list[str]:
+    """A Compose command: a list, or a string split as the shell would."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [unescape(str(v)) for v in value]
+    try:
+        return shlex.split(unescape(str(value)))
+    except ValueError as exc:
+        raise ImportProblem(f"{where} does not split into words: {exc}") from exc
+
+
+def unescape(text: str) -> str:
+    return text.replace("$$", "$")  # Compose's escaped dollar
+
+
+def env_map(value: Any) -> dict[str, str]:
+    """A Compose environment, list or map, as a map (a pass-through `K` dropped)."""
+    if isinstance(value, dict):
+        items = [(k, v) for k, v in value.items() if v is not None]
+    else:
+        items = [tuple(str(e).split("=", 1)) for e in value or [] if "=" in str(e)]
+    return {str(k): unescape(_scalar(v)) for k, v in items}
+
+
+def _scalar(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _seconds(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    found = _DURATION.findall(str(value))
+    return sum(float(n) * _UNITS[u] for n, u in found) if found else default
+
+
+def readiness(name: str, health: Any) -> tuple[str, float]:
+    """(the readiness command, its deadline in seconds) of a Compose healthcheck."""
+    if not isinstance(health, dict) or health.get("disable") or not health.get("test"):
+        return "true", 60.0
+    test = health["test"]
+    if isinstance(test, str):
+        command = test
+    elif test[0] == "CMD-SHELL" and len(test) == 2:
+        command = str(test[1])
+    elif test[0] == "CMD" and len(test) > 1:
+        command = shlex.join(str(t) for t in test[1:])
+    elif test[0] == "NONE":
+        return "true", 60.0
+    else:
+        raise ImportProblem(f"service {name}: healthcheck test {test} is not CMD or CMD-SHELL")
+    seconds = _seconds(health.get("start_period"), 0.0)
+    seconds += int(health.get("retries") or 3) * _seconds(health.get("interval"), 30.0)
+    return unescape(command), min(600.0, max(1.0, seconds))
+
+
+def default_command(dockerfile: str) -> list[str]:
+    """The Dockerfile's last CMD as argv ([] without one)."""
+    found = _CMD.findall(dockerfile)
+    if not found:
+        return []
+    try:
+        parsed = json.loads(found[-1])
+    except json.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, list):
+        return [str(p) for p in parsed]
+    return ["/bin/sh", "-c", found[-1]]
+
+
+def service_spec(
+    name: str,
+    config: dict[str, Any],
+    base: Path,
+    directory: Path,
+    *,
+    max_binary_bytes: int,
+    skip: tuple[str, ...] = (),
+) -> ServiceSpec:
+    """One service that is not the agent's, read (see the module docstring); `base` is the
+    compose file's directory, `directory` the task's, `skip` names its own files."""
+    check_keys(name, config)
+    build, image = config.get("build"), str(config.get("image") or "")
+    context_files: dict[str, str] = {}
+    context = ""
+    if build:
+        build = {"context": build} if isinstance(build, str) else build
+        unknown = sorted(set(build) - {"context", "dockerfile"})
+        if unknown:
+            raise ImportProblem(f"service {name}: build `{unknown[0]}` is not supported")
+        root = (base / str(build.get("context") or ".")).resolve()
+        if not root.is_relative_to(directory.resolve()) or not root.is_dir():
+            where = build.get("context")
+            raise ImportProblem(f"service {name}: build context {where} is not in the task")
+        files = read_tree(root, directory, max_binary_bytes=max_binary_bytes, skip=skip)
+        file = str(build.get("dockerfile") or "Dockerfile")
+        dockerfile = files.pop(file)
+        if dockerfile is None:
+            raise ImportProblem(f"service {name}: no {file} (text) in its build context")
+        files.text.pop(compose_path(root).name if compose_path(root) else "", None)
+        context_files = encode_context(files.text, files.binary, sorted(files.executable))
+        context, image = root.relative_to(base.resolve()).as_posix(), ""
+    elif image:
+        dockerfile = f"FROM {image}\n"
+    else:
+        raise ImportProblem(f"service {name}: neither `build` nor `image`")
+    for key, line in (("user", "USER"), ("working_dir", "WORKDIR")):
+        if config.get(key):
+            dockerfile = f"{dockerfile.rstrip()}\n{line} {config[key]}\n"
+    command = argv(config.get("command"), f"service {name}: command")
+    entrypoint = config.get("entrypoint")
+    if entrypoint is not None:
+        dockerfile = f"{dockerfile.rstrip()}\nENTRYPOINT []\n"
+        command = argv(entrypoint, f"service {name}: entrypoint") + command
+    command = command or default_command(dockerfile)
+    ready, seconds = readiness(name, config.get("healthcheck"))
+    limits = {
+        "memory": str(config["mem_limit"]) if "mem_limit" in config else None,
+        "cpus": float(config["cpus"]) if "cpus" in config else None,
+        "pids": int(config["pids_limit"]) if "pids_limit" in config else None,
+    }
+    return ServiceSpec(
+        name=name,
+        dockerfile=dockerfile,
+        command=command,
+        ready=ready,
+        ready_seconds=seconds,
+        environment=env_map(config.get("environment")),
+        context_files=context_files,
+        limits={k: v for k, v in limits.items() if v is not None},
+        image=image,
+        context=context,
+    )
+
+
+def without_contexts(files: Any, specs: list[ServiceSpec]) -> None:
+    """Leave the services' own build contexts (subdirectories) out of the agent's files."""
+    prefixes = tuple(f"{s.context}/" for s in specs if s.context not in ("", "."))
+    for part in (files.text, files.binary):
+        for rel in [r for r in part if r.startswith(prefixes)]:
+            del part[rel]
+    files.executable = {r for r in files.executable if not r.startswith(prefixes)}
+
+
+def exported(service: Service, base_image: str) -> Service:
+    """A service as its export reads back: FROM `base_image`, whole seconds to be ready."""
+    return service.model_copy(
+        update={
+            "dockerfile": replace_base_images(service.dockerfile, {base_image_tag(): base_image}),
+            "ready_seconds": float(math.ceil(service.ready_seconds)),
+        }
+    )
+
+
+def compose_files(
+    services: list[Service], base_image: str, agent: str = "main"
+) -> dict[str, tuple[str | bytes, bool]]:
+    """A task's services as files of its environment/ (see the module docstring)."""
+    if not services:
+        return {}
+    wait = {s.name: {"condition": "service_healthy"} for s in services}
+    compose: dict[str, Any] = {"services": {agent: {"depends_on": wait}}}
+    files: dict[str, tuple[str | bytes, bool]] = {}
+    for service in (exported(s, base_image) for s in services):
+        root = f"{SERVICES_DIR}/{service.name}"
+        files[f"{root}/Dockerfile"] = (service.dockerfile, False)
+        for rel, value in service.context_files.items():
+            files[f"{root}/{rel}"] = decode_context(value)
+        compose["services"][service.name] = {
+            "build": {"context": f"./{root}"},
+            "command": [escape(c) for c in service.command],
+            "environment": {k: escape(v) for k, v in service.environment.items()},
+            "healthcheck": {
+                "test": ["CMD-SHELL", escape(service.ready)],
+                "interval": "1s",
+                "timeout": "10s",
+                "retries": int(service.ready_seconds),
+            },
+            "init": True,
+            "mem_limit": service.memory,
+            "cpus": service.cpus,
+            "pids_limit": service.pids,
+        }
+    text = yaml.safe_dump(compose, sort_keys=False, default_flow_style=False)
+    files[COMPOSE_NAMES[0]] = ("# Written by endless: the task's services.\n" + text, False)
+    return files
+
+
+def escape(text: str) -> str:
+    return text.replace("$", "$$")  # Compose would interpolate it

@@ -1,0 +1,263 @@
+"""Compose files in imports and exports (no Docker): a Harbor task's
+`environment/docker-compose.yaml` and a Terminal-Bench task's services beside `client` become the
+task's services, anything that reaches the host is refused naming the key and the service, and
+a task with services exports to Harbor and Terminal-Bench and reads back with the same ones."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+import yaml
+
+from endless_assets.generation.procedural import ProceduralGenerator
+from endless_assets.interop.compose import readiness
+from endless_assets.interop.harbor import export_harbor
+from endless_assets.interop.imports import import_tasks
+from endless_assets.interop.terminal_bench import export_terminal_bench
+from endless_assets.models import Service
+from endless_assets.sandbox.image.base_image import base_image_tag
+from endless_assets.sandbox.image.images import EXECUTABLE_PREFIX
+
+BASE = "endless-base:test"
+MAP = {"ubuntu:22.04": BASE, "redis:7": "endless-redis:local"}
+
+COMPOSE = """\
+services:
+  main:
+    depends_on: [db, cache]
+    environment:
+      DB_HOST: db
+  db:
+    build:
+      context: ./db
+    environment:
+      - POSTGRES_PASSWORD=secret
+      - PASS_THROUGH
+    healthcheck:
+      test: ["CMD", "pg_isready", "-h", "localhost"]
+      interval: 2s
+      retries: 10
+      start_period: 5s
+    volumes:
+      - pgdata:/var/lib/postgresql/data
+      - /var/cache/anonymous
+      - {type: tmpfs, target: /run/db}
+    restart: unless-stopped
+  cache:
+    image: redis:7
+    command: redis-server --save "" --port 6380
+    healthcheck:
+      test: ["CMD-SHELL", "redis-cli -p 6380 ping | grep -q PONG && test $$HOME"]
+    environment: {LEVEL: 3, DEBUG: true}
+  web-api:
+    image: redis:7
+    entrypoint: ["/bin/sh", "-c"]
+    command: ["exec python3 -m http.server 8000"]
+    depends_on:
+      db:
+        condition: service_healthy
+    mem_limit: 256m
+    x-note: anything
+volumes:
+  pgdata: {}
+"""
+
+
+def write(root, rel: str, text: str | bytes, mode: int = 0o644) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    os.chmod(path, mode)
+
+
+def harbor_task(root, compose: str = COMPOSE) -> None:
+    write(root, "instruction.md", "Fix the app.\n")
+    write(root, "environment/Dockerfile", "FROM ubuntu:22.04\nCOPY app.py /app/app.py\n")
+    write(root, "environment/app.py", "print('app')\n")
+    write(root, "environment/docker-compose.yaml", compose)
+    write(root, "environment/db/Dockerfile", 'FROM ubuntu:22.04\nCMD ["/start.sh"]\n')
+    write(root, "environment/db/start.sh", "#!/bin/sh\nexec postgres\n", 0o755)
+    write(root, "environment/db/seed.bin", b"\x00\x01\x02")
+    write(root, "tests/test_outputs.py", "def test_ok():\n    assert True\n")
+    write(root, "solution/solve.sh", "#!/bin/bash\ntrue\n")
+
+
+def imported(root, fmt: str = "harbor", image_map=MAP):
+    (outcome,) = import_tasks(root, "b", fmt=fmt, base_image_map=image_map, base_image=BASE)
+    return outcome
+
+
+def test_a_harbor_compose_task_imports_with_its_services_beside_the_agents_container(tmp_path):
+    harbor_task(tmp_path / "t")
+    outcome = imported(tmp_path / "t")
+    task = outcome.draft
+    assert task is not None, outcome.reason
+    assert "services: db, cache, web-api" in outcome.notes
+    assert set(task.context_files) == {"app.py"}  # not the compose file, not db/
+    assert task.dockerfile.endswith('ENV DB_HOST="db"\n')  # what Harbor gives `main`
+    db, cache, web = task.services
+    assert db.dockerfile == f'FROM {BASE}\nCMD ["/start.sh"]\n'
+    assert db.command == ["/start.sh"]  # the Dockerfile's CMD
+    assert db.context_files["start.sh"].startswith(EXECUTABLE_PREFIX)
+    assert base64.b64decode(db.context_files["seed.bin"].split(":", 1)[1]) == b"\x00\x01\x02"
+    assert db.environment == {"POSTGRES_PASSWORD": "secret"}  # this host's PASS_THROUGH: never
+    assert (db.ready, db.ready_seconds) == ("pg_isready -h localhost", 25.0)
+    assert cache.dockerfile == "FROM endless-redis:local\n"
+    assert cache.command == ["redis-server", "--save", "", "--port", "6380"]
+    assert cache.ready == "redis-cli -p 6380 ping | grep -q PONG && test $HOME"
+    assert cache.ready_seconds == 90.0  # Compose's defaults: 3 x 30 s
+    assert cache.environment == {"LEVEL": "3", "DEBUG": "true"}
+    assert web.dockerfile == "FROM endless-redis:local\nENTRYPOINT []\n"
+    assert web.command == ["/bin/sh", "-c", "exec python3 -m http.server 8000"]
+    assert (web.ready, web.memory) == ("true", "256m")  # no healthcheck: ready once started
+
+
+@pytest.mark.parametrize(
+    ("service", "reason"),
+    [
+        ("ports: ['8080:80']", "service extra: `ports` is refused (imported tasks get no access"),
+        ("privileged: true", "service extra: `privileged` is refused"),
+        ("network_mode: host", "service extra: `network_mode` is refused"),
+        ("cap_add: [NET_ADMIN]", "service extra: `cap_add` is refused"),
+        ("volumes: ['/etc:/host']", "service extra: volume /etc:/host mounts a host path"),
+        ("volumes: ['./data:/data']", "service extra: volume ./data:/data mounts a host path"),
+        ("volumes: [{type: bind, source: /, target: /h}]", "service extra: volume {'type': 'bind'"),
+        ("env_file: .env", "service extra: `env_file` is refused"),
+        ("stdin_only: 1", "service extra: `stdin_only` is not supported"),
+        ("build: ../../elsewhere", "service extra: build context ../../elsewhere is not in"),
+        ("build: {context: ./db, args: {A: 1}}", "service extra: build `args` is not supported"),
+    ],
+)
+def test_a_compose_key_that_reaches_the_host_or_is_unknown_is_refused_naming_it(
+    tmp_path, service, reason
+):
+    extra = f"  extra:\n    image: redis:7\n    command: [x]\n    {service}\n"
+    harbor_task(tmp_path / "t", COMPOSE.replace("volumes:\n  pgdata", extra + "volumes:\n  pgdata"))
+    outcome = imported(tmp_path / "t")
+    assert outcome.draft is None and outcome.reason.startswith(reason), outcome.reason
+
+
+def test_the_agents_own_service_may_not_reach_the_host_either(tmp_path):
+    harbor_task(tmp_path / "t", "services:\n  main:\n    privileged: true\n")
+    assert imported(tmp_path / "t").reason.startswith("service main: `privileged` is refused")
+
+
+def test_an_image_with_no_mapping_or_no_known_command_is_refused_naming_the_service(tmp_path):
+    harbor_task(tmp_path / "t")
+    assert imported(tmp_path / "t", image_map={"ubuntu:22.04": BASE}).reason.startswith(
+        "service cache: image redis:7 is not mapped (add --base-image-map redis:7=IMAGE"
+    )
+    harbor_task(tmp_path / "u", "services:\n  kv:\n    image: redis:7\n")
+    assert imported(tmp_path / "u").reason.startswith("service kv: no command (give `command`")
+
+
+def test_a_service_name_that_is_no_dns_label_is_refused(tmp_path):
+    harbor_task(tmp_path / "t", "services:\n  my_db:\n    image: redis:7\n    command: [x]\n")
+    assert "name" in imported(tmp_path / "t").reason
+
+
+def test_healthcheck_forms_give_the_readiness_command():
+    assert readiness("s", {"test": "pg_isready"}) == ("pg_isready", 90.0)
+    assert readiness("s", {"test": ["CMD", "a b", "c"], "interval": "1m30s", "retries": 2}) == (
+        "'a b' c",
+        180.0,
+    )
+    assert readiness("s", {"test": ["NONE"]}) == ("true", 60.0)
+    assert readiness("s", None) == ("true", 60.0)
+
+
+TB_COMPOSE = """\
+services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    command: [ "sh", "-c", "sleep infinity" ]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+  server:
+    build:
+      context: ./server
+    image: ${T_BENCH_TASK_DOCKER_NAME_PREFIX}__server
+    container_name: ${T_BENCH_TASK_DOCKER_NAME_PREFIX}__server
+    command: ["python3", "-m", "http.server", "8080"]
+"""
+
+
+def test_a_terminal_bench_task_with_services_keeps_client_as_the_agents(tmp_path):
+    root = tmp_path / "t"
+    write(root, "task.yaml", "instruction: Query the server.\n")
+    write(root, "Dockerfile", "FROM ubuntu:22.04\n")
+    write(root, "docker-compose.yaml", TB_COMPOSE)
+    write(root, "server/Dockerfile", "FROM ubuntu:22.04\nCOPY index.html /srv/\n")
+    write(root, "server/index.html", "hi\n")
+    write(root, "run-tests.sh", "#!/bin/bash\npytest $TEST_DIR/test_outputs.py\n")
+    write(root, "tests/test_outputs.py", "def test_ok():\n    assert True\n")
+    outcome = imported(root, fmt="terminal-bench")
+    assert outcome.draft is not None, outcome.reason
+    (server,) = outcome.draft.services
+    assert (server.name, server.context_files) == ("server", {"index.html": "hi\n"})
+    assert server.dockerfile.startswith(f"FROM {BASE}\n")
+    assert outcome.draft.context_files == {}  # server/ is the server's
+    write(root, "docker-compose.yaml", TB_COMPOSE.replace("client", "agent"))
+    assert "none is `client`" in imported(root, fmt="terminal-bench").reason
+    write(
+        root,
+        "docker-compose.yaml",
+        TB_COMPOSE.replace("    command: [ ", "    pid: host\n    command: [ "),
+    )
+    assert imported(root, fmt="terminal-bench").reason.startswith(
+        "service client: `pid` is refused"
+    )
+
+
+def task_with_services():
+    ours = base_image_tag()
+    task, _ = ProceduralGenerator(ours).describe("2026-12-07", 0, seed=11)
+    db = Service(
+        name="db",
+        dockerfile=f"FROM {ours}\nCOPY run.sh /run.sh\n",
+        context_files={"run.sh": EXECUTABLE_PREFIX + base64.b64encode(b"#!/bin/sh\n").decode()},
+        command=["/run.sh", "$HOME"],
+        environment={"PGDATA": "/var/$lib"},
+        ready="test -e /tmp/up && echo $PGDATA",
+        ready_seconds=30.5,
+        memory="256m",
+    )
+    web = Service(name="web", dockerfile=f"FROM {ours}\n", command=["sleep", "9"], ready="true")
+    return task.model_copy(update={"services": [db, web]})
+
+
+def test_a_task_with_services_exports_to_harbor_as_a_compose_task_and_reads_back(tmp_path):
+    task = task_with_services()
+    (directory,) = export_harbor([task], tmp_path / "h", base_image="reg/base:1")
+    compose = yaml.safe_load((directory / "environment/docker-compose.yaml").read_text())
+    main, db = compose["services"]["main"], compose["services"]["db"]
+    assert main == {"depends_on": {n: {"condition": "service_healthy"} for n in ("db", "web")}}
+    assert db["build"] == {"context": "./services/db"} and db["command"] == ["/run.sh", "$$HOME"]
+    assert db["healthcheck"]["test"] == ["CMD-SHELL", "test -e /tmp/up && echo $$PGDATA"]
+    assert (
+        (directory / "environment/services/db/Dockerfile")
+        .read_text()
+        .startswith("FROM reg/base:1\n")
+    )
+    assert os.access(directory / "environment/services/db/run.sh", os.X_OK)
+    back = imported(directory, image_map={}).draft
+    assert [s.name for s in back.services] == ["db", "web"]
+    assert back.services[0].ready_seconds == 31.0 and back.services[0].command[1] == "$HOME"
+    assert back.context_files == task.context_files  # services/ is not the agent's
+
+
+def test_a_task_with_services_exports_to_terminal_bench_beside_client_and_reads_back(tmp_path):
+    task = task_with_services()
+    (directory,) = export_terminal_bench([task], tmp_path / "tb", base_image=base_image_tag())
+    compose = yaml.safe_load((directory / "docker-compose.yaml").read_text())
+    assert list(compose["services"]) == ["client", "db", "web"]
+    assert compose["services"]["client"]["command"] == ["sh", "-c", "sleep infinity"]
+    back = imported(directory, fmt="terminal-bench", image_map={}).draft
+    assert back.services == [
+        s.model_copy(update={"ready_seconds": 31.0 if s.name == "db" else 60.0})
+        for s in task.services
+    ]
