@@ -161,11 +161,6 @@ def export(
             f"{summary.contaminated_left_out} kept task(s) left out: found contaminated by "
             "`endless decontaminate` (--include-contaminated to export them)"
         )
-    if summary.services_left_out:
-        out.print(
-            f"{summary.services_left_out} kept task(s) with services left out: a "
-            f"{format.value} task directory of ours holds one container"
-        )
 
 
 import_app = typer.Typer(

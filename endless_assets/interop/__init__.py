@@ -47,7 +47,6 @@ class ExportSummary:
     tasks: int
     rows: dict[str, int] = field(default_factory=dict)
     contaminated_left_out: int = 0  # kept tasks a recheck found contaminated, not exported
-    services_left_out: int = 0  # kept tasks with services, which a task directory cannot hold yet
 
 
 def export_dataset(
@@ -114,12 +113,9 @@ def _export(
         )
     quality = quality_records(lake, tasks)
     if fmt in ("harbor", "terminal-bench"):
-        # Our task directories hold one container: a task with services is left out (counted).
-        alone = [t for t in tasks if not t.services]
         write = export_harbor if fmt == "harbor" else export_terminal_bench
-        written = write(alone, out, base_image=base_image, overwrite=overwrite, quality=quality)
-        rows = {"task_dirs": len(written)}
-        return ExportSummary(fmt, out, len(alone), rows, left_out, len(tasks) - len(alone))
+        written = write(tasks, out, base_image=base_image, overwrite=overwrite, quality=quality)
+        return ExportSummary(fmt, out, len(tasks), {"task_dirs": len(written)}, left_out)
     if fmt == "rl":
         rows = export_rl(
             tasks,

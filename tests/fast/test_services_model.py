@@ -107,19 +107,3 @@ def test_the_quality_record_names_the_services():
     )
     assert none.services is None
     assert QualityRecord.from_dict(named.as_dict()) == named
-
-
-def test_a_harbor_export_leaves_a_task_with_services_out_and_counts_it(tmp_path):
-    from endless_assets.generation.procedural import SERVICES_SINCE, ProceduralGenerator
-    from endless_assets.interop import export_dataset
-    from endless_assets.store.lake import Lake
-    from endless_assets.testing.kept_lake import write_kept
-
-    generator = ProceduralGenerator(BASE)
-    served, _ = generator.describe_cell(SERVICES_SINCE, 0, 3, "redis_queue", 1)
-    alone, _ = generator.describe_cell(SERVICES_SINCE, 1, 4, "json_filter", 1)
-    lake = Lake(tmp_path / "data")
-    write_kept(lake, [served, alone])
-    summary = export_dataset(lake, "harbor", tmp_path / "out", base_image=BASE)
-    assert (summary.tasks, summary.services_left_out) == (1, 1)
-    assert [p.name for p in (tmp_path / "out").iterdir() if p.is_dir()] == [alone.task_id]
