@@ -1,7 +1,7 @@
 """Drift re-validation: the kept tasks of a batch, their images rebuilt from their Dockerfiles
 without any cached layer, the repeated controls run again (stages/drift.py does the work).
 
-Not part of the daily batch: its own jobs and schedules (defs/jobs.py, the schedules start
+Not part of the daily batch: its own jobs and schedules (defs/revisits.py, the schedules start
 stopped), one for generated batches and one for imported ones. Each run replaces the batch's
 partition of `drift_revalidation`, so the table holds the latest check of every kept task; the
 `drift` view counts them per batch, imported batches included.
