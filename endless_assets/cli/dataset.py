@@ -12,14 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
+from endless_assets.cli import app as cli
 from endless_assets.cli.app import (
+    FormatOption,
+    KOption,
     OutputFormat,
+    QuietOption,
+    SolverOption,
+    WorkersOption,
     _fail,
     app,
-    err,
+    failing,
     out,
     print_frame,
-    resolved_settings,
 )
 
 BatchOption = Annotated[
@@ -36,16 +41,10 @@ class ExportFormat(StrEnum):
     atif = "atif"
 
 
-def _lake():
-    from endless_assets.store.lake import Lake
-
-    return Lake(resolved_settings().run.data_dir)
-
-
 @app.command()
 def stats(
     batch: BatchOption = None,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+    format: FormatOption = OutputFormat.table,
 ) -> None:
     """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models, and
     the frontier draw per batch: expected before it, measured after).
@@ -55,12 +54,10 @@ def stats(
     from endless_assets.report import headline, stats_tables
     from endless_assets.store.lake import LakeError
 
-    lake = _lake()
-    try:
+    lake = cli.lake()
+    with failing(LakeError):
         tables = stats_tables(lake, batch)
         figures = headline(lake, batch)
-    except LakeError as exc:
-        _fail(str(exc))
     if format is OutputFormat.json:
         payload: dict[str, Any] = {"headline": figures}
         payload.update({t.name: t.frame.to_dicts() for t in tables})
@@ -99,10 +96,8 @@ def report(
     from endless_assets.report import write_report
     from endless_assets.store.lake import LakeError
 
-    try:
-        path = write_report(_lake(), out_path, batch, sample=sample)
-    except LakeError as exc:
-        _fail(str(exc))
+    with failing(LakeError):
+        path = write_report(cli.lake(), out_path, batch, sample=sample)
     out.print(f"report written: {path}")
 
 
@@ -137,22 +132,22 @@ def export(
     from endless_assets.interop import ExportError, OutputError, export_dataset
     from endless_assets.store.lake import LakeError
 
-    try:
+    settings = cli.resolved_settings()
+    with (
+        failing(OutputError, say="export refused, nothing written: {}"),
+        failing(ExportError, LakeError, code=1, say="export failed, nothing written: {}"),
+    ):
         summary = export_dataset(
-            _lake(),
+            cli.lake(settings),
             format.value,
             out_dir,
             batches=batch,
             base_image=base_image,
-            settings=resolved_settings(),
+            settings=settings,
             overwrite=overwrite,
             val_fraction=val_fraction,
             include_contaminated=include_contaminated,
         )
-    except OutputError as exc:
-        _fail(f"export refused, nothing written: {exc}")
-    except (ExportError, LakeError) as exc:
-        _fail(f"export failed, nothing written: {exc}", code=1)
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
     what = "task(s) with trajectories" if format is ExportFormat.atif else "kept tasks"
     out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
@@ -180,10 +175,6 @@ ImageMap = Annotated[
         "'endless-base-bookworm' or 'endless-base-trixie' one of its recipes",
     ),
 ]
-SolverOption = Annotated[str | None, typer.Option(help="oracle | noop | chat")]
-KOption = Annotated[int | None, typer.Option(help="solver attempts per task")]
-WorkersOption = Annotated[int | None, typer.Option(help="tasks in parallel per stage")]
-QuietOption = Annotated[bool, typer.Option(help="only warnings from Dagster")]
 
 
 def _import_command(fmt: str, doc: str) -> None:
@@ -231,11 +222,9 @@ def _import(
     from endless_assets.sandbox.image.base_image import symbolic_names
     from endless_assets.store.lake import LakeError, check_batch_key
 
-    try:
+    with failing(LakeError, DockerfileError):
         check_batch_key(batch)
         mapping = parse_image_map(base_image_map or [])
-    except (LakeError, DockerfileError) as exc:
-        _fail(str(exc))
     for image, target in mapping.items():
         ours = target.startswith("endless-base") and ":" not in target
         if ours and target not in symbolic_names():
@@ -247,8 +236,8 @@ def _import(
     if not source.is_dir():
         _fail(f"{source} is not a directory")
     overrides = {"solver": solver, "k": k, "workers": workers}
-    settings = resolved_settings(**overrides)
-    err.print(
+    settings = cli.resolved_settings(**overrides)
+    cli.err.print(
         f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver.policy} "
         f"(k={settings.solver.attempts}), data in {settings.run.data_dir}"
     )
@@ -262,7 +251,7 @@ def _import(
         source,
         mapping,
         overrides,
-        log_level="WARNING" if quiet else "INFO",
+        log_level=cli.log_level(quiet),
         fmt=fmt,
     )
     _print_import_summary(settings.run.data_dir, batch)
@@ -312,7 +301,7 @@ def _warn_missing_images(
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound:
-            err.print(
+            cli.err.print(
                 f"[yellow]warning:[/] base image {image} is not on this Docker engine: its tasks "
                 f"will be rejected (build_failed) unless it can be pulled; map it with "
                 f"--base-image-map {image}=endless-base"

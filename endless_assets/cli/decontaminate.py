@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from endless_assets.cli.app import _fail, app, err, out
+from endless_assets.cli.app import (
+    QuietOption,
+    _fail,
+    app,
+    err,
+    lake,
+    log_level,
+    out,
+    resolved_settings,
+)
 
 BatchOption = Annotated[
     list[str] | None,
@@ -25,26 +34,20 @@ def decontaminate(
             "comma-separated, each name=path or a bare path"
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Check the kept tasks of materialized batches again, every field, against the benchmarks
     of decontamination_references (or --references) as they are now: a new materialization of
     contamination_recheck per batch; `endless export` then leaves the contaminated ones out."""
-    from endless_assets.settings import Settings, SettingsError
-    from endless_assets.store.lake import Lake
-
     overrides = {"decontamination_references": references}
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = resolved_settings(**overrides)
     if not settings.decontamination.references.strip():
         _fail(
             "no reference set to check against: set decontamination_references "
             "(ENDLESS_DECONTAMINATION_REFERENCES) or give --references"
         )
-    lake = Lake(settings.run.data_dir)
-    known = lake.batches("filtered_dataset")
+    data = lake(settings)
+    known = data.batches("filtered_dataset")
     chosen = batch or known
     missing = sorted(set(chosen) - set(known))
     if missing:
@@ -56,12 +59,12 @@ def decontaminate(
         _fail("no batch has a filtered dataset yet: run one first (endless run)")
     failed = []
     for key in chosen:
-        result = _recheck(key, overrides, "WARNING" if quiet else "INFO")
+        result = _recheck(key, overrides, log_level(quiet))
         if not result.success:
             failed.append(key)
             err.print(f"batch {key}: the recheck run {result.run_id} failed")
             continue
-        _print_batch(lake, key)
+        _print_batch(data, key)
     if failed:
         raise typer.Exit(1)
 

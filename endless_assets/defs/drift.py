@@ -11,7 +11,6 @@ import dagster as dg
 import polars as pl
 
 from endless_assets.defs.common import stage_result
-from endless_assets.defs.environments import imported_build_network
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.stages.drift import run_drift
@@ -44,7 +43,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             task_soundness,
             log=context.log,
             # as the build stage built them: imported Dockerfiles as `build_network` says
-            network=imported_build_network(pipeline, settings) if spec.imported else None,
+            network=pipeline.imported_build_network(settings) if spec.imported else None,
         )
         return stage_result(context, result, spec.prefix)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from endless_assets.settings.declare import setting
+from endless_assets.settings.declare import endpoint, setting
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,9 @@ class GeneratorSettings:
     model: str = setting(
         "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator", name="generator_model"
     )
-    # The API key is read from OPENAI_API_KEY when a client is made; never a setting, never stored.
-    base_url: str = setting(
-        "",
+    base_url: str = endpoint(  # (its key: OPENAI_API_KEY)
         "OPENAI_BASE_URL",
         "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
-        operational=True,
         name="generator_base_url",
     )
     task_temperature: float = setting(
