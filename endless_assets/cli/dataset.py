@@ -13,19 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from endless_assets.cli import app as cli
-from endless_assets.cli.app import (
-    FormatOption,
-    KOption,
-    OutputFormat,
-    QuietOption,
-    SolverOption,
-    WorkersOption,
-    _fail,
-    app,
-    failing,
-    out,
-    print_frame,
-)
+from endless_assets.cli.app import app
 
 BatchOption = Annotated[
     list[str] | None,
@@ -44,7 +32,7 @@ class ExportFormat(StrEnum):
 @app.command()
 def stats(
     batch: BatchOption = None,
-    format: FormatOption = OutputFormat.table,
+    format: cli.FormatOption = cli.OutputFormat.table,
 ) -> None:
     """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models, and
     the frontier draw per batch: expected before it, measured after).
@@ -55,22 +43,22 @@ def stats(
     from endless_assets.store.lake import LakeError
 
     lake = cli.lake()
-    with failing(LakeError):
+    with cli.failing(LakeError):
         tables = stats_tables(lake, batch)
         figures = headline(lake, batch)
-    if format is OutputFormat.json:
+    if format is cli.OutputFormat.json:
         payload: dict[str, Any] = {"headline": figures}
         payload.update({t.name: t.frame.to_dicts() for t in tables})
         sys.stdout.write(json.dumps(payload, default=str, ensure_ascii=False, indent=1) + "\n")
         return
-    if format is OutputFormat.csv:
+    if format is cli.OutputFormat.csv:
         for t in tables:
             sys.stdout.write(f"# {t.name}\n")
-            print_frame(t.frame, format)
+            cli.print_frame(t.frame, format)
             sys.stdout.write("\n")
         return
     scope = ", ".join(batch) if batch else "all batches"
-    out.print(
+    cli.out.print(
         f"[bold]{scope}[/]: {figures['tasks_sampled']} tasks sampled in {figures['batches']} "
         f"batch(es), {figures['tasks_kept']} kept ({figures['keep_rate']:.1%}; learnable "
         f"{figures['learnable_share']:.1%}), mean pass rate "
@@ -79,9 +67,9 @@ def stats(
     )
     for t in tables:
         if t.frame.is_empty():
-            out.print(f"[dim]{t.title}: no rows[/]")
+            cli.out.print(f"[dim]{t.title}: no rows[/]")
             continue
-        print_frame(t.frame, format, title=t.title)
+        cli.print_frame(t.frame, format, title=t.title)
 
 
 @app.command()
@@ -96,9 +84,9 @@ def report(
     from endless_assets.report import write_report
     from endless_assets.store.lake import LakeError
 
-    with failing(LakeError):
+    with cli.failing(LakeError):
         path = write_report(cli.lake(), out_path, batch, sample=sample)
-    out.print(f"report written: {path}")
+    cli.out.print(f"report written: {path}")
 
 
 @app.command()
@@ -134,8 +122,8 @@ def export(
 
     settings = cli.resolved_settings()
     with (
-        failing(OutputError, say="export refused, nothing written: {}"),
-        failing(ExportError, LakeError, code=1, say="export failed, nothing written: {}"),
+        cli.failing(OutputError, say="export refused, nothing written: {}"),
+        cli.failing(ExportError, LakeError, code=1, say="export failed, nothing written: {}"),
     ):
         summary = export_dataset(
             cli.lake(settings),
@@ -150,9 +138,9 @@ def export(
         )
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
     what = "task(s) with trajectories" if format is ExportFormat.atif else "kept tasks"
-    out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
+    cli.out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
     if summary.contaminated_left_out:
-        out.print(
+        cli.out.print(
             f"{summary.contaminated_left_out} kept task(s) left out: found contaminated by "
             "`endless decontaminate` (--include-contaminated to export them)"
         )
@@ -184,10 +172,10 @@ def _import_command(fmt: str, doc: str) -> None:
         source: SourceArgument,
         batch: BatchName,
         base_image_map: ImageMap = None,
-        solver: SolverOption = None,
-        k: KOption = None,
-        workers: WorkersOption = None,
-        quiet: QuietOption = False,
+        solver: cli.SolverOption = None,
+        k: cli.KOption = None,
+        workers: cli.WorkersOption = None,
+        quiet: cli.QuietOption = False,
     ) -> None:
         _import(fmt, source, batch, base_image_map, solver, k, workers, quiet)
 
@@ -222,19 +210,19 @@ def _import(
     from endless_assets.sandbox.image.base_image import symbolic_names
     from endless_assets.store.lake import LakeError, check_batch_key
 
-    with failing(LakeError, DockerfileError):
+    with cli.failing(LakeError, DockerfileError):
         check_batch_key(batch)
         mapping = parse_image_map(base_image_map or [])
     for image, target in mapping.items():
         ours = target.startswith("endless-base") and ":" not in target
         if ours and target not in symbolic_names():
-            _fail(
+            cli._fail(
                 f"--base-image-map {image}={target}: {target} is not one of "
                 f"{', '.join(symbolic_names())}"
             )
     source = source.expanduser().resolve()
     if not source.is_dir():
-        _fail(f"{source} is not a directory")
+        cli._fail(f"{source} is not a directory")
     overrides = {"solver": solver, "k": k, "workers": workers}
     settings = cli.resolved_settings(**overrides)
     cli.err.print(
@@ -256,12 +244,12 @@ def _import(
     )
     _print_import_summary(settings.run.data_dir, batch)
     if not result.success:
-        _fail(
+        cli._fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
             "see the log above or the run in `dagster dev`",
             code=1,
         )
-    out.print(
+    cli.out.print(
         f"[bold green]imported batch {batch} done[/] in {time.monotonic() - started:.0f} s "
         f"(run {result.run_id})"
     )
@@ -356,7 +344,9 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
         "from task_descriptions where batch = ?",
         [batch],
     ).row(0, named=True)
-    out.print(f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported")
+    cli.out.print(
+        f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported"
+    )
     rejected = query(
         lake,
         "select reject_reason from task_descriptions where batch = ? and status <> 'ok' order by 1",
@@ -370,7 +360,7 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
         }
     )
     if len(failures):
-        print_frame(failures, title="task directories not imported")
+        cli.print_frame(failures, title="task directories not imported")
     from endless_assets.cli.pipeline import print_funnel
 
     print_funnel(

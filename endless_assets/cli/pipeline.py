@@ -11,17 +11,7 @@ import polars as pl
 import typer
 
 from endless_assets.cli import app as cli
-from endless_assets.cli.app import (
-    FormatOption,
-    KOption,
-    OutputFormat,
-    QuietOption,
-    SolverOption,
-    WorkersOption,
-    _fail,
-    app,
-    failing,
-)
+from endless_assets.cli.app import app
 from endless_assets.cli.engines import check_engines
 
 _DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -37,12 +27,12 @@ def run(
         ),
     ] = None,
     tasks: Annotated[int | None, typer.Option(help="tasks in the batch")] = None,
-    k: KOption = None,
+    k: cli.KOption = None,
     generator: Annotated[str | None, typer.Option(help="procedural | llm")] = None,
-    solver: SolverOption = None,
-    workers: WorkersOption = None,
+    solver: cli.SolverOption = None,
+    workers: cli.WorkersOption = None,
     seed: Annotated[int | None, typer.Option(help="salt for the batch's seeds")] = None,
-    quiet: QuietOption = False,
+    quiet: cli.QuietOption = False,
     submit: Annotated[
         bool,
         typer.Option(
@@ -60,8 +50,8 @@ def run(
         ),
     ] = False,
     format: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="how --plan prints its estimate")
-    ] = OutputFormat.table,
+        cli.OutputFormat, typer.Option("--format", "-f", help="how --plan prints its estimate")
+    ] = cli.OutputFormat.table,
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
@@ -126,14 +116,14 @@ def run(
         claim.close()
     wall = time.monotonic() - started
     if result.interrupted:
-        _fail(
+        cli._fail(
             f"interrupted: run {result.run_id} stopped and marked failed; `endless run` with the "
             "same date goes on from what it finished",
             code=130,
         )
     print_funnel(settings.run.data_dir, batch)
     if not result.success:
-        _fail(
+        cli._fail(
             f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
             "see the log above or the run in the UI (`dg dev`)",
             code=1,
@@ -164,9 +154,11 @@ def _batch_key(date: str | None) -> str:
     except ValueError:
         day = None
     if day is None:
-        _fail(f"--date must be YYYY-MM-DD, got {date!r}")
+        cli._fail(f"--date must be YYYY-MM-DD, got {date!r}")
     if not FLOOR <= day.isoformat() <= today():
-        _fail(f"--date {date} is not a batch: batches run from {FLOOR} to {today()} (today UTC)")
+        cli._fail(
+            f"--date {date} is not a batch: batches run from {FLOOR} to {today()} (today UTC)"
+        )
     return day.isoformat()
 
 
@@ -181,14 +173,14 @@ def _claim(data_dir: str, batch: str):
     try:
         claim = batch_lock.acquire(where, batch, holder="endless run", kind="launch")
     except batch_lock.BatchBusy as exc:
-        _fail(str(exc))
+        cli._fail(str(exc))
     except OSError as exc:
-        _fail(f"the data directory {where} cannot be written: {exc.strerror or exc}")
+        cli._fail(f"the data directory {where} cannot be written: {exc.strerror or exc}")
     try:
         batch_lock.check_free(where, batch)
     except batch_lock.BatchBusy as exc:
         claim.close()
-        _fail(str(exc))
+        cli._fail(str(exc))
     return claim
 
 
@@ -199,7 +191,7 @@ def _each_role(settings, check) -> None:
     from endless_assets.settings import SettingsError
 
     for role in roles_in_use(settings):
-        with failing(SettingsError):
+        with cli.failing(SettingsError):
             check(settings, role)
 
 
@@ -252,18 +244,18 @@ def print_funnel(
 @app.command()
 def sql(
     query_text: Annotated[str, typer.Argument(metavar="QUERY", help="SQL over the catalog")],
-    format: FormatOption = OutputFormat.table,
+    format: cli.FormatOption = cli.OutputFormat.table,
 ) -> None:
     """Run a SQL query over every materialized batch (DuckDB views over the Parquet lake)."""
     from endless_assets.store.catalog import CatalogError, query
 
-    with failing(CatalogError):
+    with cli.failing(CatalogError):
         frame = query(cli.lake(), query_text)
     cli.print_frame(frame, format)
 
 
 @app.command()
-def settings(format: FormatOption = OutputFormat.table) -> None:
+def settings(format: cli.FormatOption = cli.OutputFormat.table) -> None:
     """Print every setting, by group, with its environment variable, default and current value."""
     from endless_assets.settings import FIELDS
 
