@@ -68,6 +68,13 @@ def lake(settings: Any = None) -> Any:
     return Lake((settings or resolved_settings()).run.data_dir)
 
 
+def check_run(result: Any, where: str) -> None:
+    """A launched run that failed: its failed steps and `where` to read about it; exit 1."""
+    if not result.success:
+        failed = ", ".join(result.failed_steps) or "?"
+        _fail(f"run {result.run_id} failed at step(s) {failed}; see the log above or {where}", 1)
+
+
 def log_level(quiet: bool) -> str:
     return "WARNING" if quiet else "INFO"
 

@@ -243,12 +243,7 @@ def _import(
         fmt=fmt,
     )
     _print_import_summary(settings.run.data_dir, batch)
-    if not result.success:
-        cli._fail(
-            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in `dagster dev`",
-            code=1,
-        )
+    cli.check_run(result, "the run in `dagster dev`")
     cli.out.print(
         f"[bold green]imported batch {batch} done[/] in {time.monotonic() - started:.0f} s "
         f"(run {result.run_id})"

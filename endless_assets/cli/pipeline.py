@@ -122,12 +122,7 @@ def run(
             code=130,
         )
     print_funnel(settings.run.data_dir, batch)
-    if not result.success:
-        cli._fail(
-            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in the UI (`dg dev`)",
-            code=1,
-        )
+    cli.check_run(result, "the run in the UI (`dg dev`)")
     print_costs(settings.run.data_dir, batch)
     from endless_assets.store.catalog import query
 
