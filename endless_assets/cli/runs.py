@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from endless_assets.cli.app import err
@@ -19,9 +18,9 @@ def _instance() -> Iterator[Any]:
     the other commands leave a missing one alone)."""
     import dagster as dg
 
-    from endless_assets.launch import DEFAULT_DAGSTER_HOME
+    from endless_assets.launch import dagster_home
 
-    home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).expanduser().resolve()
+    home = dagster_home()
     if not (home / "dagster.yaml").exists():
         yield None
         return
