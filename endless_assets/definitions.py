@@ -8,7 +8,6 @@ import dagster as dg
 
 from endless_assets.defs.base_image import base_image
 from endless_assets.defs.completion_tests import completion_tests
-from endless_assets.defs.costs import plan_batch
 from endless_assets.defs.dataset import filtered_dataset
 from endless_assets.defs.decontamination import contamination_recheck, task_decontamination
 from endless_assets.defs.descriptions import task_descriptions
@@ -23,15 +22,18 @@ from endless_assets.defs.jobs import (
     batch_stage_one,
     daily_batch,
     daily_batch_schedule,
+    imported_batch,
+)
+from endless_assets.defs.plan import plan_batch
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.revisits import (
     drift_revalidation_job,
     drift_revalidation_schedule,
-    imported_batch,
     imported_drift_revalidation_job,
     imported_drift_revalidation_schedule,
     imported_recheck_contamination,
     recheck_contamination,
 )
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.rollouts import solver_rollouts
 from endless_assets.defs.soundness import imported_task_soundness, task_soundness
 from endless_assets.runs.executor import owned_in_process_executor

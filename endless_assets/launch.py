@@ -35,6 +35,11 @@ PROJECT_WORKSPACE = Path(__file__).resolve().parents[1] / "workspace.yaml"
 INIT_LOCK = ".endless-init.lock"
 
 
+def dagster_home() -> Path:
+    """DAGSTER_HOME if set, else ./dagster_home, made absolute."""
+    return Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).expanduser().resolve()
+
+
 @contextmanager
 def home_lock(home: Path) -> Iterator[None]:
     """One process at a time in what Dagster does without a lock of its own."""
@@ -62,8 +67,7 @@ def ensure_dagster_home(overrides: dict[str, Any] | None = None) -> Path:
     )
     from endless_assets.settings import Settings
 
-    raw = os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME
-    home = Path(raw).expanduser().resolve()
+    home = dagster_home()
     url = pg_url()
     with postgres_session(url) if url else nullcontext():  # the URL answers, before any work
         home.mkdir(parents=True, exist_ok=True)

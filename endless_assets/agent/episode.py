@@ -35,6 +35,18 @@ class ContextExhausted(Exception):
     """The conversation no longer fits the model's context, even after folding old turns."""
 
 
+# What a turn keeps of its command's result (sandbox/containers/shell.py's CommandResult).
+RESULT_FIELDS = (
+    "output",
+    "exit_code",
+    "timed_out",
+    "original_bytes",
+    "truncated",
+    "note",
+    "seconds",
+)
+
+
 @dataclass
 class Turn:
     index: int
@@ -54,6 +66,13 @@ class Turn:
     tokens_out: int = 0
     folded_turns: int = 0  # earlier turns folded into a summary in this turn's request
     finish_reason: str = ""
+
+    def record(self, result: CommandResult) -> None:
+        for name in RESULT_FIELDS:
+            setattr(self, name, getattr(result, name))
+
+    def result(self) -> CommandResult:
+        return CommandResult(**{name: getattr(self, name) for name in RESULT_FIELDS})
 
 
 @dataclass
@@ -252,13 +271,7 @@ def _loop(
         if left <= 0:
             return "time_limit"
         result = shell.run(action.command, timeout=min(limits.command_timeout, left))
-        turn.output = result.output
-        turn.exit_code = result.exit_code
-        turn.timed_out = result.timed_out
-        turn.original_bytes = result.original_bytes
-        turn.truncated = result.truncated
-        turn.note = result.note
-        turn.seconds = result.seconds
+        turn.record(result)
         observation = observation_text(result, limits.output_cap)
     if remaining() <= 0:
         return "time_limit"

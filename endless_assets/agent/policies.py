@@ -7,7 +7,7 @@ observation until the policy says done or a limit is reached.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 ActionKind = Literal["command", "done", "invalid"]
@@ -32,11 +32,6 @@ class EpisodeTask:
     task_id: str
     instruction: str
     reference_solution: str = ""
-
-
-@dataclass
-class PolicyState:
-    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Policy(Protocol):

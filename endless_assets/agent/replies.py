@@ -98,43 +98,28 @@ def parse_reply(text: str, *, reasoning: str = "", finish_reason: str = "") -> P
     prose = _BLOCK.sub(" ", body[: opened.start()] if opened else body)
     thought = _join([*thoughts, prose.strip()])
 
-    if tail_command is not None:
-        if cut_off:
-            return ParsedReply(
-                "invalid",
-                thought=thought,
-                error="the reply hit the token limit before its </command> (keep commands "
-                "and thinking shorter)",
-            )
-        if blocks:
-            return ParsedReply(
-                "invalid",
-                thought=thought,
-                error=f"the reply has {len(blocks) + 1} <command>/<action> blocks; send exactly "
-                "one",
-            )
-        return _command(tail_command, thought)
-
-    if not blocks:
-        error = "the reply has no <command>...</command> and no <action>done</action>"
-        if cut_off:
-            error = "the reply hit the token limit before any <command> (keep thinking shorter)"
+    def invalid(error: str) -> ParsedReply:
         return ParsedReply("invalid", thought=thought, error=error)
-    if len(blocks) > 1:
-        return ParsedReply(
-            "invalid",
-            thought=thought,
-            error=f"the reply has {len(blocks)} <command>/<action> blocks; send exactly one",
+
+    if tail_command is not None and cut_off:
+        return invalid(
+            "the reply hit the token limit before its </command> (keep commands and thinking "
+            "shorter)"
         )
+    count = len(blocks) + (tail_command is not None)
+    if count > 1:
+        return invalid(f"the reply has {count} <command>/<action> blocks; send exactly one")
+    if tail_command is not None:
+        return _command(tail_command, thought)
+    if not blocks:
+        if cut_off:
+            return invalid(
+                "the reply hit the token limit before any <command> (keep thinking shorter)"
+            )
+        return invalid("the reply has no <command>...</command> and no <action>done</action>")
     tag, content = blocks[0].group(1).lower(), blocks[0].group(2)
-    if tag == "action":
-        if content.strip().lower() == "done":
-            return ParsedReply("done", thought=thought)
-        return ParsedReply(
-            "invalid",
-            thought=thought,
-            error=f"unknown action {content.strip()[:80]!r}; the only action is done",
-        )
+    if tag == "action" and content.strip().lower() != "done":
+        return invalid(f"unknown action {content.strip()[:80]!r}; the only action is done")
     return _command(content, thought)
 
 

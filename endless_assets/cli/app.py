@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import polars as pl
 import typer
@@ -28,10 +30,26 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
+FormatOption = Annotated[OutputFormat, typer.Option("--format", "-f")]
+QuietOption = Annotated[bool, typer.Option(help="only warnings from Dagster")]
+SolverOption = Annotated[str | None, typer.Option(help="oracle | noop | chat")]
+KOption = Annotated[int | None, typer.Option(help="solver attempts per task")]
+WorkersOption = Annotated[int | None, typer.Option(help="tasks in parallel per stage")]
+
+
 def _fail(message: str, code: int = 2) -> None:
     """One line on stderr, however narrow the terminal, and exit (2: bad input)."""
     err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
+
+
+@contextmanager
+def failing(*errors: type[BaseException], code: int = 2, say: str = "{}") -> Iterator[None]:
+    """One of `errors` raised inside: `say` (its message at {}) as one line, and exit `code`."""
+    try:
+        yield
+    except errors as exc:
+        _fail(say.format(exc), code)
 
 
 def resolved_settings(**overrides: Any) -> Any:
@@ -39,10 +57,26 @@ def resolved_settings(**overrides: Any) -> Any:
     the bad one and exit 2."""
     from endless_assets.settings import Settings, SettingsError
 
-    try:
+    with failing(SettingsError):
         return Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+
+
+def lake(settings: Any = None) -> Any:
+    """The lake of `settings` (default: as the environment says)."""
+    from endless_assets.store.lake import Lake
+
+    return Lake((settings or resolved_settings()).run.data_dir)
+
+
+def check_run(result: Any, where: str) -> None:
+    """A launched run that failed: its failed steps and `where` to read about it; exit 1."""
+    if not result.success:
+        failed = ", ".join(result.failed_steps) or "?"
+        _fail(f"run {result.run_id} failed at step(s) {failed}; see the log above or {where}", 1)
+
+
+def log_level(quiet: bool) -> str:
+    return "WARNING" if quiet else "INFO"
 
 
 def print_frame(

@@ -8,7 +8,8 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from endless_assets.cli.app import OutputFormat, app, err, out, print_frame
+from endless_assets.cli import app as cli
+from endless_assets.cli.app import FormatOption, OutputFormat, app, err, out, print_frame
 
 
 class _OneLine(logging.Handler):
@@ -29,15 +30,14 @@ def check(
         bool,
         typer.Option("--fix", help="move unreadable partitions aside and rebuild the catalog"),
     ] = False,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+    format: FormatOption = OutputFormat.table,
 ) -> None:
     """Read every partition in full, hold it against its table's schema, open the catalog and
     query every view, look for runs whose process is gone; list what is wrong (exit 1 if
     anything is and was not fixed)."""
-    from endless_assets.cli.dataset import _lake
     from endless_assets.store.check import check_lake
 
-    lake = _lake()
+    lake = cli.lake()
     findings = check_lake(lake, fix=fix) + _dead_runs(fix)
     open_problems = [f for f in findings if f.kind != "quarantined" and not f.fixed]
     if not findings:

@@ -12,15 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from endless_assets.cli.app import (
-    OutputFormat,
-    _fail,
-    app,
-    err,
-    out,
-    print_frame,
-    resolved_settings,
-)
+from endless_assets.cli import app as cli
+from endless_assets.cli.app import app
 
 BatchOption = Annotated[
     list[str] | None,
@@ -36,16 +29,10 @@ class ExportFormat(StrEnum):
     atif = "atif"
 
 
-def _lake():
-    from endless_assets.store.lake import Lake
-
-    return Lake(resolved_settings().run.data_dir)
-
-
 @app.command()
 def stats(
     batch: BatchOption = None,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+    format: cli.FormatOption = cli.OutputFormat.table,
 ) -> None:
     """Print the stats views as tables (funnel, mix, difficulty, failures, cost, models, and
     the frontier draw per batch: expected before it, measured after).
@@ -55,25 +42,23 @@ def stats(
     from endless_assets.report import headline, stats_tables
     from endless_assets.store.lake import LakeError
 
-    lake = _lake()
-    try:
+    lake = cli.lake()
+    with cli.failing(LakeError):
         tables = stats_tables(lake, batch)
         figures = headline(lake, batch)
-    except LakeError as exc:
-        _fail(str(exc))
-    if format is OutputFormat.json:
+    if format is cli.OutputFormat.json:
         payload: dict[str, Any] = {"headline": figures}
         payload.update({t.name: t.frame.to_dicts() for t in tables})
         sys.stdout.write(json.dumps(payload, default=str, ensure_ascii=False, indent=1) + "\n")
         return
-    if format is OutputFormat.csv:
+    if format is cli.OutputFormat.csv:
         for t in tables:
             sys.stdout.write(f"# {t.name}\n")
-            print_frame(t.frame, format)
+            cli.print_frame(t.frame, format)
             sys.stdout.write("\n")
         return
     scope = ", ".join(batch) if batch else "all batches"
-    out.print(
+    cli.out.print(
         f"[bold]{scope}[/]: {figures['tasks_sampled']} tasks sampled in {figures['batches']} "
         f"batch(es), {figures['tasks_kept']} kept ({figures['keep_rate']:.1%}; learnable "
         f"{figures['learnable_share']:.1%}), mean pass rate "
@@ -82,9 +67,9 @@ def stats(
     )
     for t in tables:
         if t.frame.is_empty():
-            out.print(f"[dim]{t.title}: no rows[/]")
+            cli.out.print(f"[dim]{t.title}: no rows[/]")
             continue
-        print_frame(t.frame, format, title=t.title)
+        cli.print_frame(t.frame, format, title=t.title)
 
 
 @app.command()
@@ -99,11 +84,9 @@ def report(
     from endless_assets.report import write_report
     from endless_assets.store.lake import LakeError
 
-    try:
-        path = write_report(_lake(), out_path, batch, sample=sample)
-    except LakeError as exc:
-        _fail(str(exc))
-    out.print(f"report written: {path}")
+    with cli.failing(LakeError):
+        path = write_report(cli.lake(), out_path, batch, sample=sample)
+    cli.out.print(f"report written: {path}")
 
 
 @app.command()
@@ -137,27 +120,27 @@ def export(
     from endless_assets.interop import ExportError, OutputError, export_dataset
     from endless_assets.store.lake import LakeError
 
-    try:
+    settings = cli.resolved_settings()
+    with (
+        cli.failing(OutputError, say="export refused, nothing written: {}"),
+        cli.failing(ExportError, LakeError, code=1, say="export failed, nothing written: {}"),
+    ):
         summary = export_dataset(
-            _lake(),
+            cli.lake(settings),
             format.value,
             out_dir,
             batches=batch,
             base_image=base_image,
-            settings=resolved_settings(),
+            settings=settings,
             overwrite=overwrite,
             val_fraction=val_fraction,
             include_contaminated=include_contaminated,
         )
-    except OutputError as exc:
-        _fail(f"export refused, nothing written: {exc}")
-    except (ExportError, LakeError) as exc:
-        _fail(f"export failed, nothing written: {exc}", code=1)
     rows = ", ".join(f"{k}: {v}" for k, v in summary.rows.items())
     what = "task(s) with trajectories" if format is ExportFormat.atif else "kept tasks"
-    out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
+    cli.out.print(f"{format.value}: {summary.tasks} {what} -> {summary.out.resolve()} ({rows})")
     if summary.contaminated_left_out:
-        out.print(
+        cli.out.print(
             f"{summary.contaminated_left_out} kept task(s) left out: found contaminated by "
             "`endless decontaminate` (--include-contaminated to export them)"
         )
@@ -180,10 +163,6 @@ ImageMap = Annotated[
         "'endless-base-bookworm' or 'endless-base-trixie' one of its recipes",
     ),
 ]
-SolverOption = Annotated[str | None, typer.Option(help="oracle | noop | chat")]
-KOption = Annotated[int | None, typer.Option(help="solver attempts per task")]
-WorkersOption = Annotated[int | None, typer.Option(help="tasks in parallel per stage")]
-QuietOption = Annotated[bool, typer.Option(help="only warnings from Dagster")]
 
 
 def _import_command(fmt: str, doc: str) -> None:
@@ -193,10 +172,10 @@ def _import_command(fmt: str, doc: str) -> None:
         source: SourceArgument,
         batch: BatchName,
         base_image_map: ImageMap = None,
-        solver: SolverOption = None,
-        k: KOption = None,
-        workers: WorkersOption = None,
-        quiet: QuietOption = False,
+        solver: cli.SolverOption = None,
+        k: cli.KOption = None,
+        workers: cli.WorkersOption = None,
+        quiet: cli.QuietOption = False,
     ) -> None:
         _import(fmt, source, batch, base_image_map, solver, k, workers, quiet)
 
@@ -231,24 +210,22 @@ def _import(
     from endless_assets.sandbox.image.base_image import symbolic_names
     from endless_assets.store.lake import LakeError, check_batch_key
 
-    try:
+    with cli.failing(LakeError, DockerfileError):
         check_batch_key(batch)
         mapping = parse_image_map(base_image_map or [])
-    except (LakeError, DockerfileError) as exc:
-        _fail(str(exc))
     for image, target in mapping.items():
         ours = target.startswith("endless-base") and ":" not in target
         if ours and target not in symbolic_names():
-            _fail(
+            cli._fail(
                 f"--base-image-map {image}={target}: {target} is not one of "
                 f"{', '.join(symbolic_names())}"
             )
     source = source.expanduser().resolve()
     if not source.is_dir():
-        _fail(f"{source} is not a directory")
+        cli._fail(f"{source} is not a directory")
     overrides = {"solver": solver, "k": k, "workers": workers}
-    settings = resolved_settings(**overrides)
-    err.print(
+    settings = cli.resolved_settings(**overrides)
+    cli.err.print(
         f"[bold]endless import {fmt}[/] {source} as batch {batch}: solver {settings.solver.policy} "
         f"(k={settings.solver.attempts}), data in {settings.run.data_dir}"
     )
@@ -262,17 +239,12 @@ def _import(
         source,
         mapping,
         overrides,
-        log_level="WARNING" if quiet else "INFO",
+        log_level=cli.log_level(quiet),
         fmt=fmt,
     )
     _print_import_summary(settings.run.data_dir, batch)
-    if not result.success:
-        _fail(
-            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in `dagster dev`",
-            code=1,
-        )
-    out.print(
+    cli.check_run(result, "the run in `dagster dev`")
+    cli.out.print(
         f"[bold green]imported batch {batch} done[/] in {time.monotonic() - started:.0f} s "
         f"(run {result.run_id})"
     )
@@ -312,7 +284,7 @@ def _warn_missing_images(
         try:
             client.images.get(image)
         except docker.errors.ImageNotFound:
-            err.print(
+            cli.err.print(
                 f"[yellow]warning:[/] base image {image} is not on this Docker engine: its tasks "
                 f"will be rejected (build_failed) unless it can be pulled; map it with "
                 f"--base-image-map {image}=endless-base"
@@ -367,7 +339,9 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
         "from task_descriptions where batch = ?",
         [batch],
     ).row(0, named=True)
-    out.print(f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported")
+    cli.out.print(
+        f"{imported['imported']} task(s) imported, {imported['not_imported']} not imported"
+    )
     rejected = query(
         lake,
         "select reject_reason from task_descriptions where batch = ? and status <> 'ok' order by 1",
@@ -381,7 +355,7 @@ def _print_import_summary(data_dir: str, batch: str) -> None:
         }
     )
     if len(failures):
-        print_frame(failures, title="task directories not imported")
+        cli.print_frame(failures, title="task directories not imported")
     from endless_assets.cli.pipeline import print_funnel
 
     print_funnel(

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from endless_assets.cli.app import _fail, app, err, out
+from endless_assets.cli import app as cli
+from endless_assets.cli.app import app
 
 BatchOption = Annotated[
     list[str] | None,
@@ -25,48 +26,42 @@ def decontaminate(
             "comma-separated, each name=path or a bare path"
         ),
     ] = None,
-    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+    quiet: cli.QuietOption = False,
 ) -> None:
     """Check the kept tasks of materialized batches again, every field, against the benchmarks
     of decontamination_references (or --references) as they are now: a new materialization of
     contamination_recheck per batch; `endless export` then leaves the contaminated ones out."""
-    from endless_assets.settings import Settings, SettingsError
-    from endless_assets.store.lake import Lake
-
     overrides = {"decontamination_references": references}
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
+    settings = cli.resolved_settings(**overrides)
     if not settings.decontamination.references.strip():
-        _fail(
+        cli._fail(
             "no reference set to check against: set decontamination_references "
             "(ENDLESS_DECONTAMINATION_REFERENCES) or give --references"
         )
-    lake = Lake(settings.run.data_dir)
-    known = lake.batches("filtered_dataset")
+    data = cli.lake(settings)
+    known = data.batches("filtered_dataset")
     chosen = batch or known
     missing = sorted(set(chosen) - set(known))
     if missing:
-        _fail(
+        cli._fail(
             f"no filtered_dataset partition for batch(es) {', '.join(missing)} "
             f"(materialized: {', '.join(known) or 'none'})"
         )
     if not chosen:
-        _fail("no batch has a filtered dataset yet: run one first (endless run)")
+        cli._fail("no batch has a filtered dataset yet: run one first (endless run)")
     failed = []
     for key in chosen:
-        result = _recheck(key, overrides, "WARNING" if quiet else "INFO")
+        result = _recheck(key, overrides, cli.log_level(quiet))
         if not result.success:
             failed.append(key)
-            err.print(f"batch {key}: the recheck run {result.run_id} failed")
+            cli.err.print(f"batch {key}: the recheck run {result.run_id} failed")
             continue
-        _print_batch(lake, key)
+        _print_batch(data, key)
     if failed:
         raise typer.Exit(1)
 
 
-def _recheck(batch: str, overrides: dict, log_level: str):
+def _recheck(batch: str, overrides: dict, level: str):
     import dagster as dg
 
     from endless_assets.defs.partitions import imported_batches
@@ -81,7 +76,7 @@ def _recheck(batch: str, overrides: dict, log_level: str):
         batch,
         overrides,
         launched_by="endless decontaminate",
-        log_level=log_level,
+        log_level=level,
         dynamic_partitions=imported_batches.name if imported else None,
     )
 
@@ -92,8 +87,8 @@ def _print_batch(lake, batch: str) -> None:
     rows = lake.read("contamination_recheck", batch)
     bad = rows.filter(pl.col("status") == "rejected")
     sets = rows["reference_sets"][0] if len(rows) else "the reference sets"
-    out.print(
+    cli.out.print(
         f"batch {batch}: {len(rows)} kept task(s) checked against {sets}: {len(bad)} contaminated"
     )
     for row in bad.sort("task_id").to_dicts():
-        out.print(f"  {row['task_id']}: {row['reject_reason']}")
+        cli.out.print(f"  {row['task_id']}: {row['reject_reason']}")

@@ -4,7 +4,7 @@ the run's check that every engine of the pool answers and accepts the run's limi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -103,27 +103,30 @@ def setup() -> None:
     out.print(f"base image {image.tag} {state}; on engine(s): {', '.join(names)}")
 
 
+def _all_option(help: str) -> Any:
+    return Annotated[bool, typer.Option("--all", help=help)]
+
+
+def _on_every_engine(work: Callable[[Any], Any], settings: Any = None) -> list[Any]:
+    """`work(client)` on every engine of the pool that answers."""
+    return [work(engine.client) for engine in _sandbox(settings or resolved_settings()).pool.up]
+
+
 @app.command()
-def sweep(
-    all_containers: Annotated[
-        bool, typer.Option("--all", help="also containers of live processes")
-    ] = False,
-) -> None:
+def sweep(all_containers: _all_option("also containers of live processes") = False) -> None:
     """Remove leftover task containers (those whose creating process is gone; services too)
     and episode networks, on every engine, and release the disk budgets mounted for them;
     remove the engine locks of dead processes; mark the runs whose process is gone failed and
     free their Dagster pool slots."""
+    from endless_assets.cli.runs import reap_dead_runs
     from endless_assets.sandbox.engine import leftovers
 
-    sandbox = _sandbox(resolved_settings())  # which swept once already: counted in the totals
-    for engine in sandbox.pool.up:
-        leftovers.sweep(engine.client, everything=all_containers)
+    # (the sandbox swept once already as it started: counted in the totals)
+    _on_every_engine(lambda client: leftovers.sweep(client, everything=all_containers))
     done = leftovers.totals()
     loops = f", detached {done.loops} loop device(s)" if done.loops else ""
     locks = f", removed {done.locks} engine lock(s) of dead processes" if done.locks else ""
     locks += f", removed {done.networks} episode network(s)" if done.networks else ""
-    from endless_assets.cli.runs import reap_dead_runs
-
     runs = reap_dead_runs()
     failed = f", marked {runs} run(s) whose process is gone failed" if runs else ""
     out.print(
@@ -135,25 +138,17 @@ def sweep(
 
 
 @app.command()
-def prune(
-    everything: Annotated[
-        bool, typer.Option("--all", help="also the images of kept tasks")
-    ] = False,
-) -> None:
+def prune(everything: _all_option("also the images of kept tasks") = False) -> None:
     """Remove cached task images (rebuilt from their Dockerfiles when needed again), on every
     engine."""
+    from endless_assets.cli.app import lake
     from endless_assets.sandbox.image.images import prune_task_images
     from endless_assets.store.catalog import query
-    from endless_assets.store.lake import Lake
 
     settings = resolved_settings()
     keep: set[str] = set()
     if not everything:
-        kept = query(
-            Lake(settings.run.data_dir),
-            "select distinct image_tag from filtered_dataset where kept",
-        )
-        keep = set(kept["image_tag"].to_list()) if len(kept) else set()
-    sandbox = _sandbox(settings)
-    removed = sum(prune_task_images(e.client, keep) for e in sandbox.pool.up)
+        kept = query(lake(settings), "select distinct image_tag from filtered_dataset where kept")
+        keep = set(kept["image_tag"].to_list())
+    removed = sum(_on_every_engine(lambda client: prune_task_images(client, keep), settings))
     out.print(f"removed {removed} cached task image(s); kept {len(keep)} of kept tasks")

@@ -10,15 +10,8 @@ from typing import Annotated
 import polars as pl
 import typer
 
-from endless_assets.cli.app import (
-    OutputFormat,
-    _fail,
-    app,
-    err,
-    out,
-    print_frame,
-    resolved_settings,
-)
+from endless_assets.cli import app as cli
+from endless_assets.cli.app import app
 from endless_assets.cli.engines import check_engines
 
 _DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
@@ -34,12 +27,12 @@ def run(
         ),
     ] = None,
     tasks: Annotated[int | None, typer.Option(help="tasks in the batch")] = None,
-    k: Annotated[int | None, typer.Option(help="solver attempts per task")] = None,
+    k: cli.KOption = None,
     generator: Annotated[str | None, typer.Option(help="procedural | llm")] = None,
-    solver: Annotated[str | None, typer.Option(help="oracle | noop | chat")] = None,
-    workers: Annotated[int | None, typer.Option(help="tasks in parallel per stage")] = None,
+    solver: cli.SolverOption = None,
+    workers: cli.WorkersOption = None,
     seed: Annotated[int | None, typer.Option(help="salt for the batch's seeds")] = None,
-    quiet: Annotated[bool, typer.Option(help="only warnings from Dagster")] = False,
+    quiet: cli.QuietOption = False,
     submit: Annotated[
         bool,
         typer.Option(
@@ -57,8 +50,8 @@ def run(
         ),
     ] = False,
     format: Annotated[
-        OutputFormat, typer.Option("--format", "-f", help="how --plan prints its estimate")
-    ] = OutputFormat.table,
+        cli.OutputFormat, typer.Option("--format", "-f", help="how --plan prints its estimate")
+    ] = cli.OutputFormat.table,
 ) -> None:
     """Materialize one batch end to end through Dagster and print its funnel."""
     from endless_assets.launch import launch_batch
@@ -72,11 +65,12 @@ def run(
         "workers": workers,
         "seed": seed,
     }
-    settings = resolved_settings(**overrides)
+    settings = cli.resolved_settings(**overrides)
     from endless_assets.cli.plan import print_costs, print_plan, print_short
+    from endless_assets.llm.preflight import endpoint_for, require_model
 
-    if plan:
-        _named_models(settings)
+    if plan:  # a plan asks no endpoint, but a model the run would need must be named
+        _each_role(settings, endpoint_for)
         print_plan(settings, batch, format)
         return
     from endless_assets.cli.submit import open_instance, submit_batch, submit_sharded
@@ -91,7 +85,7 @@ def run(
     sharded = ""
     if shards > 1:  # (a task's shard is a hash of its id: shards are about even, not exactly)
         sharded = f", in {shards} shard runs of about {-(-settings.run.tasks // shards)} tasks"
-    err.print(
+    cli.err.print(
         f"[bold]endless run[/] batch {batch}: {settings.run.tasks} tasks{sharded}, generator "
         f"{settings.generator.kind}, solver {settings.solver.policy} "
         f"(k={settings.solver.attempts}), "
@@ -105,7 +99,8 @@ def run(
         else:
             submit_batch(batch, overrides)
         return
-    _preflight(settings)
+    _each_role(settings, require_model)  # named, and served where the endpoint lists models
+    check_engines(settings)
     print_short(settings, batch)
     started = time.monotonic()
     claim = _claim(settings.run.data_dir, batch)
@@ -113,29 +108,27 @@ def run(
         result = launch_batch(
             batch,
             overrides,
-            log_level="WARNING" if quiet else "INFO",
+            log_level=cli.log_level(quiet),
             shards=shards,
-            progress=err.print,
+            progress=cli.err.print,
         )
     finally:
         claim.close()
     wall = time.monotonic() - started
     if result.interrupted:
-        _fail(
+        cli._fail(
             f"interrupted: run {result.run_id} stopped and marked failed; `endless run` with the "
             "same date goes on from what it finished",
             code=130,
         )
     print_funnel(settings.run.data_dir, batch)
-    if not result.success:
-        _fail(
-            f"run {result.run_id} failed at step(s) {', '.join(result.failed_steps) or '?'}; "
-            "see the log above or the run in the UI (`dg dev`)",
-            code=1,
-        )
+    cli.check_run(result, "the run in the UI (`dg dev`)")
     print_costs(settings.run.data_dir, batch)
-    kept = _kept(settings.run.data_dir, batch)
-    out.print(
+    from endless_assets.store.catalog import query
+
+    sql = "select count(*) as n from filtered_dataset where batch = ? and kept"
+    kept = query(cli.lake(settings), sql, [batch])["n"].sum()
+    cli.out.print(
         f"[bold green]batch {batch} done[/] in {wall:.0f} s: {kept} verified tasks kept "
         f"(run {result.run_id})"
     )
@@ -156,9 +149,11 @@ def _batch_key(date: str | None) -> str:
     except ValueError:
         day = None
     if day is None:
-        _fail(f"--date must be YYYY-MM-DD, got {date!r}")
+        cli._fail(f"--date must be YYYY-MM-DD, got {date!r}")
     if not FLOOR <= day.isoformat() <= today():
-        _fail(f"--date {date} is not a batch: batches run from {FLOOR} to {today()} (today UTC)")
+        cli._fail(
+            f"--date {date} is not a batch: batches run from {FLOOR} to {today()} (today UTC)"
+        )
     return day.isoformat()
 
 
@@ -173,40 +168,26 @@ def _claim(data_dir: str, batch: str):
     try:
         claim = batch_lock.acquire(where, batch, holder="endless run", kind="launch")
     except batch_lock.BatchBusy as exc:
-        _fail(str(exc))
+        cli._fail(str(exc))
     except OSError as exc:
-        _fail(f"the data directory {where} cannot be written: {exc.strerror or exc}")
+        cli._fail(f"the data directory {where} cannot be written: {exc.strerror or exc}")
     try:
         batch_lock.check_free(where, batch)
     except batch_lock.BatchBusy as exc:
         claim.close()
-        _fail(str(exc))
+        cli._fail(str(exc))
     return claim
 
 
-def _named_models(settings) -> None:
-    """A plan asks no endpoint, but a model the run would need must be named."""
-    from endless_assets.llm.preflight import endpoint_for, roles_in_use
+def _each_role(settings, check) -> None:
+    """`check(settings, role)` for every model role the run uses; a SettingsError: one line, exit
+    2 (fail fast, with the reason, on what would otherwise fail inside the run)."""
+    from endless_assets.llm.preflight import roles_in_use
     from endless_assets.settings import SettingsError
 
     for role in roles_in_use(settings):
-        try:
-            endpoint_for(settings, role)
-        except SettingsError as exc:
-            _fail(str(exc))
-
-
-def _preflight(settings) -> None:
-    """Fail fast, with the reason, on what would otherwise fail inside the run."""
-    from endless_assets.llm.preflight import require_model, roles_in_use
-    from endless_assets.settings import SettingsError
-
-    for role in roles_in_use(settings):  # named, and served where the endpoint lists models
-        try:
-            require_model(settings, role)
-        except SettingsError as exc:
-            _fail(str(exc))
-    check_engines(settings)
+        with cli.failing(SettingsError):
+            check(settings, role)
 
 
 def print_funnel(
@@ -219,6 +200,7 @@ def print_funnel(
 ) -> None:
     """A batch's funnel, why its tasks did not survive (stages after `after_stage`), its
     learnable share and its draw: each table that has rows."""
+    from endless_assets.store.catalog import query
     from endless_assets.store.funnel import COUNTS
     from endless_assets.store.lake import Lake
 
@@ -249,56 +231,30 @@ def print_funnel(
         ),
     )
     for i, (sql, params, title) in enumerate(tables):
-        _print_rows(lake, sql, params, title, always=i == 0)
-
-
-def _print_rows(lake, sql: str, params: list, title: str, *, always: bool = False) -> None:
-    """The query's rows as a table under `title`; nothing when there are none (unless
-    `always`)."""
-    from endless_assets.store.catalog import query
-
-    rows = query(lake, sql, params)
-    if len(rows) or always:
-        print_frame(rows, title=title)
-
-
-def _kept(data_dir: str, batch: str) -> int:
-    from endless_assets.store.catalog import query
-    from endless_assets.store.lake import Lake
-
-    frame = query(
-        Lake(data_dir),
-        "select count(*) as n from filtered_dataset where batch = ? and kept",
-        [batch],
-    )
-    return int(frame["n"][0]) if len(frame) else 0
+        rows = query(lake, sql, params)
+        if len(rows) or i == 0:  # (the funnel always; the others when they have rows)
+            cli.print_frame(rows, title=title)
 
 
 @app.command()
 def sql(
     query_text: Annotated[str, typer.Argument(metavar="QUERY", help="SQL over the catalog")],
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
+    format: cli.FormatOption = cli.OutputFormat.table,
 ) -> None:
     """Run a SQL query over every materialized batch (DuckDB views over the Parquet lake)."""
     from endless_assets.store.catalog import CatalogError, query
-    from endless_assets.store.lake import Lake
 
-    lake = Lake(resolved_settings().run.data_dir)
-    try:
-        frame = query(lake, query_text)
-    except CatalogError as exc:
-        _fail(str(exc))
-    print_frame(frame, format)
+    with cli.failing(CatalogError):
+        frame = query(cli.lake(), query_text)
+    cli.print_frame(frame, format)
 
 
 @app.command()
-def settings(
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.table,
-) -> None:
+def settings(format: cli.FormatOption = cli.OutputFormat.table) -> None:
     """Print every setting, by group, with its environment variable, default and current value."""
     from endless_assets.settings import FIELDS
 
-    current = resolved_settings().as_dict()
+    current = cli.resolved_settings().as_dict()
     frame = pl.DataFrame(
         {
             "group": [f.group for f in FIELDS],
@@ -309,14 +265,12 @@ def settings(
             "meaning": [f.help for f in FIELDS],
         }
     )
-    print_frame(frame, format)
+    cli.print_frame(frame, format)
 
 
 @app.command()
 def catalog() -> None:
     """Rebuild data/endless.duckdb (views over the lake); normally automatic."""
     from endless_assets.store.catalog import rebuild_catalog
-    from endless_assets.store.lake import Lake
 
-    path = rebuild_catalog(Lake(resolved_settings().run.data_dir))
-    out.print(f"catalog rebuilt: {path}")
+    cli.out.print(f"catalog rebuilt: {rebuild_catalog(cli.lake())}")

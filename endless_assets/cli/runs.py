@@ -5,33 +5,37 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from endless_assets.cli.app import err
 
 
-def _home() -> Path | None:
-    """The DAGSTER_HOME instance's directory, if there is one yet."""
-    from endless_assets.launch import DEFAULT_DAGSTER_HOME
+@contextmanager
+def _instance() -> Iterator[Any]:
+    """The DAGSTER_HOME instance as it is, or None if there is none yet (`endless run` makes it;
+    the other commands leave a missing one alone)."""
+    import dagster as dg
 
-    home = Path(os.environ.get("DAGSTER_HOME") or DEFAULT_DAGSTER_HOME).expanduser().resolve()
-    return home if (home / "dagster.yaml").exists() else None
+    from endless_assets.launch import dagster_home
+
+    home = dagster_home()
+    if not (home / "dagster.yaml").exists():
+        yield None
+        return
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        yield instance
 
 
 def reap_dead_runs() -> int:
-    """Mark failed the runs of the DAGSTER_HOME instance whose process is gone and free their
-    Dagster pool slots, one line each on stderr; how many. (The instance is opened as it is:
-    `endless run` has made it; the other commands leave a missing one alone.)"""
-    import dagster as dg
-
+    """Mark failed the runs whose process is gone and free their Dagster pool slots, one line
+    each on stderr; how many."""
     from endless_assets.runs import dead_runs
 
-    home = _home()
-    if home is None:
-        return 0
-    os.environ["DAGSTER_HOME"] = str(home)
-    with dg.DagsterInstance.get() as instance:
-        reaped = dead_runs.reap(instance)
+    with _instance() as instance:
+        reaped = dead_runs.reap(instance) if instance is not None else []
     for one in reaped:
         err.print(
             f"run {one.run_id}: its process ({one.owner}) is gone: marked failed, its pool "
@@ -43,19 +47,15 @@ def reap_dead_runs() -> int:
 
 def dead_runs_found() -> list[tuple[str, str]]:
     """(run id, owner) of the in-progress runs whose process is gone, without changing them."""
-    import dagster as dg
     from dagster._core.storage.dagster_run import RunsFilter
 
     from endless_assets import processes
     from endless_assets.runs import dead_runs
 
-    home = _home()
-    if home is None:
-        return []
-    os.environ["DAGSTER_HOME"] = str(home)
     found = []
-    with dg.DagsterInstance.get() as instance:
-        for record in instance.get_run_records(RunsFilter(statuses=dead_runs.IN_PROGRESS)):
+    with _instance() as instance:
+        in_progress = RunsFilter(statuses=dead_runs.IN_PROGRESS)
+        for record in instance.get_run_records(in_progress) if instance is not None else []:
             owner = dead_runs.owner_of(instance, record.dagster_run)
             if processes.alive(owner) is False:
                 found.append((record.dagster_run.run_id, owner))

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from endless_assets.cli.app import _fail, app, err
-
-Repeated = Annotated[list[str] | None, typer.Option()]
+from endless_assets.cli.app import _fail, app, err, failing, lake, resolved_settings
 
 
 @app.command()
@@ -58,8 +56,6 @@ def serve(
     from endless_assets.serve.hub import Hub
     from endless_assets.serve.record import EpisodeLog
     from endless_assets.serve.tasks import SelectionError, TaskSet, select_tasks, selection_filter
-    from endless_assets.settings import Settings, SettingsError
-    from endless_assets.store.lake import Lake
 
     if not 0 <= port <= 65535:
         _fail(f"--port must be 0-65535, got {port}")
@@ -67,34 +63,20 @@ def serve(
         _fail(f"--max-sessions must be at least 1, got {max_sessions}")
     if not idle_seconds > 0:
         _fail(f"--idle-seconds must be more than 0, got {idle_seconds}")
-    overrides = {
-        "max_turns": max_turns,
-        "command_timeout": command_timeout,
-        "episode_seconds": episode_seconds,
-    }
-    try:
-        settings = Settings.resolve(**overrides)
-    except SettingsError as exc:
-        _fail(str(exc))
-    lake = Lake(settings.run.data_dir)
+    settings = resolved_settings(
+        max_turns=max_turns, command_timeout=command_timeout, episode_seconds=episode_seconds
+    )
+    data = lake(settings)
     condition = selection_filter(where, batch, category, difficulty, learnable)
-    try:
-        tasks = TaskSet(select_tasks(lake, condition), seed=seed)
-    except SelectionError as exc:
-        _fail(str(exc))
+    with failing(SelectionError):
+        tasks = TaskSet(select_tasks(data, condition), seed=seed)
     try:
         sock = listen(host, port)
     except OSError as exc:
         _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     sandbox = _sandbox(settings)  # (after a kill -9, this start removes what that server left)
     limits = settings.solver.limits()
-    hub = Hub(
-        sandbox,
-        tasks,
-        limits,
-        max_sessions=max_sessions,
-        episodes=EpisodeLog(lake),
-    )
+    hub = Hub(sandbox, tasks, limits, max_sessions=max_sessions, episodes=EpisodeLog(data))
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
 
@@ -107,7 +89,7 @@ def serve(
         sys.stdout.flush()
 
     def stopped() -> None:
-        err.print(f"endless serve stopped: {hub.summary()}, in {lake.root / 'served_episodes'}")
+        err.print(f"endless serve stopped: {hub.summary()}, in {data.root / 'served_episodes'}")
 
     try:
         run_server(hub, sock, idle_seconds=idle_seconds, ready=ready, stopped=stopped)

@@ -10,7 +10,7 @@ import typer
 from rich.rule import Rule
 from rich.text import Text
 
-from endless_assets.cli.app import _fail, app, out, print_frame, resolved_settings
+from endless_assets.cli.app import _fail, app, failing, lake, out, print_frame
 from endless_assets.solver_id import SolverId
 
 THOUGHT_CHARS = 1200
@@ -35,11 +35,9 @@ def show(
     full: Annotated[bool, typer.Option(help="print thoughts and outputs in full")] = False,
 ) -> None:
     """Show a task's solver rollouts, or one trajectory turn by turn."""
-    from endless_assets.store.lake import Lake
-
-    lake = Lake(resolved_settings().run.data_dir)
+    data = lake()
     rows = _rows(
-        lake,
+        data,
         "select * from solver_rollouts where task_id = ? order by policy, model, rollout_idx",
         [task_id],
     )
@@ -47,9 +45,9 @@ def show(
         rows = [r for r in rows if r["model"] == model]
     if not rows:
         where = f" by model {model!r}" if model is not None else ""
-        _fail(f"no rollouts of task {task_id!r}{where} in {lake.root}")
+        _fail(f"no rollouts of task {task_id!r}{where} in {data.root}")
     if rollout is None:
-        _list(lake, task_id, rows)
+        _list(data, task_id, rows)
         return
     chosen = [r for r in rows if r["rollout_idx"] == rollout]
     if not chosen:
@@ -62,17 +60,14 @@ def show(
     if messages:
         out.print_json(row["messages"] or "[]")
         return
-    _trajectory(lake, row, full)
+    _trajectory(data, row, full)
 
 
 def _rows(lake: Any, sql: str, params: list[Any]) -> list[dict[str, Any]]:
     from endless_assets.store.catalog import CatalogError, query
 
-    try:
+    with failing(CatalogError):
         return query(lake, sql, params).to_dicts()
-    except CatalogError as exc:
-        _fail(str(exc))
-        raise
 
 
 def _instruction(lake: Any, task_id: str) -> str:

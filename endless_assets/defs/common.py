@@ -1,16 +1,13 @@
-"""Helpers shared by the stage assets: their checks, and a stage's plain metadata as the UI's
-values."""
+"""The checks the stage assets share, and a stage's result as a materialization."""
 
-from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pandera.polars as pa
 import polars as pl
 
-from endless_assets.stages.stage_run import Counts, Markdown, StageResult
+from endless_assets.defs.metadata import ui_metadata
+from endless_assets.stages.stage_run import StageResult
 from endless_assets.store.schemas import TABLES
 
 
@@ -40,85 +37,29 @@ def validate(
     context: dg.AssetExecutionContext | None = None,
 ) -> dg.AssetCheckResult:
     """Validate against the pandera model. An invalid frame fails the step: nothing is written,
-    the partition already stored stays as it was, and the check is recorded as failed with the
-    errors (the asset page shows it like any other check result)."""
+    the stored partition stays as it was, and the check is recorded as failed with the errors."""
+    key = asset_key(table, prefix)
     try:
         TABLES[table].validate(frame, lazy=True)
     except pa.errors.SchemaErrors as exc:
         errors = dg.MetadataValue.md(f"```\n{str(exc)[:8000]}\n```")
-        if context is not None:
-            context.log_event(
-                dg.AssetCheckEvaluation(
-                    asset_key=asset_key(table, prefix),
-                    check_name="matches_schema",
-                    passed=False,
-                    severity=dg.AssetCheckSeverity.ERROR,
-                    metadata={"errors": errors, "rows": len(frame)},
-                )
-            )
+        if context is not None:  # (severity ERROR, the default)
+            failed = {"errors": errors, "rows": len(frame)}
+            context.log_event(dg.AssetCheckEvaluation(key, "matches_schema", False, failed))
         raise dg.Failure(
             description=f"{table} does not match its schema; nothing was written",
             metadata={"errors": errors},
         ) from exc
     return dg.AssetCheckResult(
-        check_name="matches_schema",
-        asset_key=asset_key(table, prefix),
-        passed=True,
-        metadata={"rows": len(frame)},
+        check_name="matches_schema", asset_key=key, passed=True, metadata={"rows": len(frame)}
     )
-
-
-def counts_table(counts: Counter, key: str, count: str = "tasks") -> dg.TableMetadataValue:
-    """A count per key (most common first) as a metadata table the UI shows with its schema."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord({key: str(k), count: n}) for k, n in counts.most_common()],
-        schema=dg.TableSchema(
-            columns=[dg.TableColumn(key, "string"), dg.TableColumn(count, "int")]
-        ),
-    )
-
-
-def frame_table(frame: pl.DataFrame, limit: int | None = None) -> dg.TableMetadataValue:
-    """A small frame (its first `limit` rows) as a metadata table, its schema from the frame's
-    types; a value that is not a number or a flag is shown as text, a missing one as ""."""
-    kinds = {pl.Int64: "int", pl.Int32: "int", pl.UInt32: "int", pl.Float64: "float"}
-    columns = [
-        dg.TableColumn(name, kinds.get(dtype, "bool" if dtype == pl.Boolean else "string"))
-        for name, dtype in frame.schema.items()
-    ]
-
-    def cell(v: Any) -> Any:
-        return v if isinstance(v, int | float | bool) else ("" if v is None else str(v))
-
-    rows = frame.head(limit) if limit is not None else frame
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord({k: cell(v) for k, v in row.items()}) for row in rows.to_dicts()],
-        schema=dg.TableSchema(columns=columns),
-    )
-
-
-def ui_metadata(plain: dict[str, Any]) -> dict[str, Any]:
-    """A stage's metadata (stages/stage_run.py) as Dagster shows it: counts and frames as
-    tables, markdown rendered, numbers and text as they are."""
-    shown: dict[str, Any] = {}
-    for key, value in plain.items():
-        if isinstance(value, Counts):
-            value = counts_table(value.counts, value.key, value.count)
-        elif isinstance(value, pl.DataFrame):
-            value = frame_table(value)
-        elif isinstance(value, Markdown):
-            value = dg.MetadataValue.md(str(value))
-        elif isinstance(value, Path):
-            value = dg.MetadataValue.path(str(value))
-        shown[key] = value
-    return shown
 
 
 def stage_result(
     context: dg.AssetExecutionContext, result: StageResult, prefix: Sequence[str] = ()
 ) -> dg.MaterializeResult:
-    """A stage's table, validated against its schema (an invalid one fails the step: nothing is
-    written), with its schema check, its invariants check when it has one, and its metadata."""
+    """A stage's table, validated against its schema (an invalid one fails the step), with its
+    schema check, its invariants check when it has one, and its metadata."""
     table = result.frame()
     checks = [validate(result.table, table, prefix, context=context)]
     if result.violations is not None:

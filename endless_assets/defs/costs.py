@@ -1,7 +1,6 @@
-"""A batch's cost, estimated and measured (stages/costs.py does the arithmetic): the
-`filtered_dataset` step records the batch's `batch_costs` rows from what the Dagster instance
-says each stage's steps did, and the `plan_batch` job shows the estimate for the settings in the
-launchpad, running nothing and writing nothing to the lake."""
+"""A batch's measured cost (stages/costs.py does the arithmetic): the `filtered_dataset` step
+records the batch's `batch_costs` rows from what the Dagster instance says each stage's steps did.
+The estimate before a run is plan.py's."""
 
 import time
 from datetime import UTC, datetime
@@ -10,16 +9,9 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from endless_assets.defs.common import frame_table
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import StageSpec
-from endless_assets.stages.costs import (
-    STAGE_TABLES,
-    basis_markdown,
-    estimate_for,
-    record_costs,
-    stage_measures,
-)
+from endless_assets.stages.costs import STAGE_TABLES, record_costs, stage_measures
 
 
 def record_batch_costs(
@@ -76,34 +68,3 @@ def record_batch_costs(
 def _run_times(instance: dg.DagsterInstance, run_id: str) -> tuple[float | None, float | None]:
     record = instance.get_run_record_by_id(run_id)
     return (record.start_time, record.end_time) if record is not None else (None, None)
-
-
-@dg.op(
-    description="Prints what a batch of the settings in `resources.pipeline.config` will cost "
-    "(`endless run --plan`): LLM requests and tokens, containers, engine CPU-seconds and wall "
-    "time per stage, from this instance's history of batches with those settings, or a stated "
-    "prior. Runs nothing and writes nothing to the lake."
-)
-def estimate_batch_cost(context: dg.OpExecutionContext, pipeline: PipelineSettings):
-    settings = pipeline.resolve()
-    planned = estimate_for(settings, pipeline.lake())
-    frame = planned.frame().with_columns(pl.col(pl.Float64).round(2))
-    context.log.info(f"estimate for {settings.run.tasks} tasks:\n{frame.drop('basis')}")
-    return dg.Output(
-        None,
-        metadata={
-            "tasks": settings.run.tasks,
-            "estimate": frame_table(frame.drop("basis")),
-            "basis": dg.MetadataValue.md(basis_markdown(planned)),
-        },
-    )
-
-
-@dg.job(
-    name="plan_batch",
-    description="What a daily_batch run with the same `resources.pipeline.config` will cost, "
-    "before it runs (`endless run --plan`): the estimate is in this run's log and its step's "
-    "output metadata. Runs nothing and writes nothing to the lake.",
-)
-def plan_batch():
-    estimate_batch_cost()

@@ -4,7 +4,8 @@ history it read as two more tables (stages/describe.py does the work)."""
 import dagster as dg
 
 from endless_assets.defs.columns import table_asset
-from endless_assets.defs.common import schema_check_spec, ui_metadata, validate
+from endless_assets.defs.common import schema_check_spec, validate
+from endless_assets.defs.metadata import ui_metadata
 from endless_assets.defs.partitions import batches
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.stages.describe import TABLE, generator_version, run_describe

@@ -1,7 +1,7 @@
 """Drift re-validation: the kept tasks of a batch, their images rebuilt from their Dockerfiles
 without any cached layer, the repeated controls run again (stages/drift.py does the work).
 
-Not part of the daily batch: its own jobs and schedules (defs/jobs.py, the schedules start
+Not part of the daily batch: its own jobs and schedules (defs/revisits.py, the schedules start
 stopped), one for generated batches and one for imported ones. Each run replaces the batch's
 partition of `drift_revalidation`, so the table holds the latest check of every kept task; the
 `drift` view counts them per batch, imported batches included.
@@ -11,7 +11,6 @@ import dagster as dg
 import polars as pl
 
 from endless_assets.defs.common import stage_result
-from endless_assets.defs.environments import imported_build_network
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, IMPORTED, StageSpec
 from endless_assets.stages.drift import run_drift
@@ -44,7 +43,7 @@ def build_drift_revalidation(spec: StageSpec) -> dg.AssetsDefinition:
             task_soundness,
             log=context.log,
             # as the build stage built them: imported Dockerfiles as `build_network` says
-            network=imported_build_network(pipeline, settings) if spec.imported else None,
+            network=pipeline.imported_build_network(settings) if spec.imported else None,
         )
         return stage_result(context, result, spec.prefix)
 

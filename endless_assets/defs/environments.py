@@ -1,15 +1,12 @@
 """The build stage asset: build each task's environment and check its initial state
 (stages/environment.py does the work)."""
 
-import os
-
 import dagster as dg
 import polars as pl
 
 from endless_assets.defs.common import stage_result
 from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.stage_spec import GENERATED, StageSpec
-from endless_assets.settings import FIELDS, Settings
 from endless_assets.stages.environment import run_environments
 
 TABLE = "task_environments"
@@ -30,23 +27,11 @@ def build_task_environments(spec: StageSpec) -> dg.AssetsDefinition:
         task_decontamination: pl.DataFrame,
     ):
         run = spec.run(context, pipeline, TABLE)
-        network = imported_build_network(pipeline, run.settings) if spec.imported else None
+        network = pipeline.imported_build_network(run.settings) if spec.imported else None
         result = run_environments(run, task_descriptions, task_decontamination, network)
         return stage_result(context, result, spec.prefix)
 
     return task_environments
-
-
-def imported_build_network(pipeline: PipelineSettings, settings: Settings) -> bool:
-    """May RUN steps of imported Dockerfiles reach the network? Only if `build_network` is set
-    explicitly (resource config, or its environment variable), not by its default.
-
-    A build with a network reaches the package registries through a proxy of ours, never this
-    host's services or a container (sandbox/image/build_network.py), but whatever else the
-    machine's uplink reaches; an imported Dockerfile is someone else's code."""
-    env = next(f.env for f in FIELDS if f.name == "build_network")
-    explicit = pipeline.build_network is not None or bool(os.environ.get(env, "").strip())
-    return explicit and settings.sandbox.build_network
 
 
 task_environments = build_task_environments(GENERATED)

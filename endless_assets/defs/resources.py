@@ -4,6 +4,7 @@ Every field left unset (None) falls back to its environment variable, then its d
 time (settings.py). The launchpad shows these fields under `resources`.
 """
 
+import os
 from typing import Any
 
 import dagster as dg
@@ -25,6 +26,18 @@ class _PipelineSettingsBase(dg.ConfigurableResource):
 
     def sandbox(self) -> Sandbox:
         return Sandbox(self.resolve().sandbox_config())
+
+    def imported_build_network(self, settings: Settings) -> bool:
+        """May RUN steps of imported Dockerfiles reach the network? Only if `build_network` is
+        set explicitly (here, or its environment variable), not by its default: a build with a
+        network reaches the package registries through a proxy of ours, never this host's
+        services or a container (sandbox/image/build_network.py), but whatever else the
+        machine's uplink reaches; an imported Dockerfile is someone else's code."""
+        field = next(f for f in FIELDS if f.name == "build_network")
+        explicit = getattr(self, field.name) is not None or bool(
+            os.environ.get(field.env, "").strip()
+        )
+        return explicit and settings.sandbox.build_network
 
 
 def _described(f: Field) -> Any:

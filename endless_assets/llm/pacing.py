@@ -69,10 +69,9 @@ def queue_clock(clock: QueueClock | None = None) -> Iterator[QueueClock]:
 
 @dataclass(frozen=True)
 class Ticket:
-    """One request's slot: when it was granted and what was in flight then."""
+    """One request's slot: how long it waited and what was in flight when it was granted."""
 
     seq: int
-    granted: float
     waited: float
     busy: int  # requests in flight (abandoned ones included) when it was granted
     limit: int  # the limit when it was granted
@@ -121,7 +120,7 @@ class Pacer:
             self._seq += 1
             self._in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self._in_flight + len(self._ghosts))
-            ticket = Ticket(self._seq, now, now - asked, busy, self._slots())
+            ticket = Ticket(self._seq, now - asked, busy, self._slots())
             self.queue_seconds += ticket.waited
         clock = _clock.get()
         if clock is not None:

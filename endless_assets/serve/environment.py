@@ -33,10 +33,9 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from endless_assets.agent.episode import observation_text
+from endless_assets.agent.episode import RESULT_FIELDS, observation_text
 from endless_assets.agent.policies import Action
 from endless_assets.models import Task
-from endless_assets.sandbox.containers.shell import CommandResult
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.serve.episode import Finished, Ready, ServedEpisode
 from endless_assets.serve.errors import BadRequest, NotNow, Unavailable
@@ -60,8 +59,13 @@ def _check_reset(**fields: Any) -> None:
             raise BadRequest(f"reset's {name} must be {kind.__name__}, got {value!r}")
     if fields["model"] is not None and not isinstance(fields["model"], str):
         raise BadRequest(f"reset's model must be a string, got {fields['model']!r}")
-    if fields["split"] not in (None, SPLIT):
-        raise SelectionError(f"unknown split {fields['split']!r}: this server has {SPLIT!r}")
+    if fields["split"] is not None:
+        _check_split(fields["split"])
+
+
+def _check_split(split: str) -> None:
+    if split != SPLIT:
+        raise SelectionError(f"unknown split {split!r}: this server has {SPLIT!r}")
 
 
 class NoEpisode(NotNow):
@@ -209,14 +213,14 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         return [SPLIT]
 
     def num_tasks(self, split: str) -> int:
-        self._check_split(split)
+        _check_split(split)
         return len(self.hub.tasks)
 
     def list_tasks(self, split: str) -> list[dict[str, Any]]:
         return self.get_task_range(split)
 
     def get_task(self, split: str, index: int) -> dict[str, Any]:
-        self._check_split(split)
+        _check_split(split)
         if not 0 <= index < len(self.hub.tasks):
             raise SelectionError(f"index {index} is outside 0..{len(self.hub.tasks) - 1}")
         return self.hub.tasks.describe(index)
@@ -224,7 +228,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
     def get_task_range(
         self, split: str, start: int | None = None, stop: int | None = None
     ) -> list[dict[str, Any]]:
-        self._check_split(split)
+        _check_split(split)
         return [self.hub.tasks.describe(i) for i in range(len(self.hub.tasks))[start:stop]]
 
     # -- helpers -------------------------------------------------------------------------------
@@ -241,10 +245,6 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
             with self._lock:
                 self._calls -= 1
                 self._last_call = time.monotonic()
-
-    def _check_split(self, split: str) -> None:
-        if split != SPLIT:
-            raise SelectionError(f"unknown split {split!r}: this server has {SPLIT!r}")
 
     def _end_episode(self, reason: str) -> None:
         episode = self.episode
@@ -282,23 +282,9 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation, Termi
         shown = isinstance(event, Ready) or episode.reward is not None  # (not a failed one)
         before = ""  # what the command just sent showed, when a budget then ended the episode
         if shown and last is not None and last.kind == "command":
-            result = CommandResult(
-                last.output,
-                last.exit_code,
-                last.timed_out,
-                last.original_bytes,
-                last.truncated,
-                last.seconds,
-                note=last.note,
-            )
-            before = observation_text(result, self.hub.limits.output_cap) + "\n"
+            before = observation_text(last.result(), self.hub.limits.output_cap) + "\n"
             fields.update(
-                output=last.output,
-                exit_code=last.exit_code,
-                timed_out=last.timed_out,
-                truncated=last.truncated,
-                original_bytes=last.original_bytes,
-                note=last.note,
+                {name: getattr(last, name) for name in RESULT_FIELDS if name != "seconds"}
             )
         if isinstance(event, Ready):
             text = episode.task.instruction if event.turn is None else event.observation or ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from endless_assets.settings.declare import setting
+from endless_assets.settings.declare import endpoint, setting
 
 
 @dataclass(frozen=True)
@@ -51,28 +51,23 @@ class SoundnessSettings:
         "soundness: runs of each control (disagreeing: flaky)",
         name="soundness_repeats",
     )
-    # Key: ENDLESS_AUDITOR_API_KEY, else the solver's (ENDLESS_SOLVER_API_KEY, OPENAI_API_KEY).
+    # Keys: ENDLESS_AUDITOR_API_KEY, else the solver's; ENDLESS_REFERENCE_JUDGE_API_KEY, else
+    # the auditor's.
     auditor_model: str = setting(
         "", "ENDLESS_AUDITOR_MODEL", "soundness: cheat rollout and judge model (empty: skipped)"
     )
-    auditor_base_url: str = setting(
-        "",
-        "ENDLESS_AUDITOR_BASE_URL",
-        "endpoint of auditor_model (empty: the solver's)",
-        operational=True,
+    auditor_base_url: str = endpoint(
+        "ENDLESS_AUDITOR_BASE_URL", "endpoint of auditor_model (empty: the solver's)"
     )
-    # Key: ENDLESS_REFERENCE_JUDGE_API_KEY, else the auditor's.
     reference_judge_model: str = setting(
         "",
         "ENDLESS_REFERENCE_JUDGE_MODEL",
         "soundness: a stronger model that judges the same requests as auditor_model, to "
         "measure the judge's agreement with it (empty: no calibration)",
     )
-    reference_judge_base_url: str = setting(
-        "",
+    reference_judge_base_url: str = endpoint(
         "ENDLESS_REFERENCE_JUDGE_BASE_URL",
         "endpoint of reference_judge_model (empty: the auditor's)",
-        operational=True,
     )
 
 

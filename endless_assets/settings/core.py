@@ -81,12 +81,7 @@ class Settings:
         values: dict[str, Any] = {}
         sources: dict[str, tuple[str, Any]] = {}
         for f in FIELDS:
-            raw = explicit.get(f.name)
-            source = "config"
-            if raw is None:
-                raw, source = os.environ.get(f.env), f.env
-            if (raw is None or raw == "") and f.fallback_env:
-                raw, source = os.environ.get(f.fallback_env), f.fallback_env
+            raw, source = _raw(f, explicit.get(f.name))
             if is_unset(f, raw):
                 continue
             values[f.name] = parse(f, raw, source)
@@ -112,9 +107,7 @@ class Settings:
     def resolve_field(cls, name: str) -> Settings:
         """The settings with only `name` read from the environment (the rest defaults)."""
         f = BY_NAME[name]
-        raw, source = os.environ.get(f.env), f.env
-        if (raw is None or raw == "") and f.fallback_env:
-            raw, source = os.environ.get(f.fallback_env), f.fallback_env
+        raw, source = _raw(f)
         if is_unset(f, raw):
             return cls()
         value = parse(f, raw, source)
@@ -181,19 +174,19 @@ class Settings:
         return {f.name: self.value(f.name) for f in FIELDS if not f.operational}
 
 
+def _raw(f: Field, raw: Any = None, source: str = "config") -> tuple[Any, str]:
+    """A setting's raw value: `raw` as given, else its variable's, else (empty) its fallback's;
+    and where it came from."""
+    if raw is None:
+        raw, source = os.environ.get(f.env), f.env
+    if (raw is None or raw == "") and f.fallback_env:
+        raw, source = os.environ.get(f.fallback_env), f.fallback_env
+    return raw, source
+
+
 def _field(group: str, f: Any) -> Field:
-    return Field(
-        f.metadata["name"] or f.name,
-        f.metadata["env"],
-        f.default,
-        KINDS[f.type],
-        f.metadata["help"],
-        f.metadata["choices"],
-        f.metadata["fallback_env"],
-        group,
-        f.metadata["operational"],
-        f.name,
-    )
+    declared = {**f.metadata, "name": f.metadata["name"] or f.name}
+    return Field(**declared, default=f.default, kind=KINDS[f.type], group=group, attr=f.name)
 
 
 FIELDS: tuple[Field, ...] = tuple(

@@ -42,6 +42,12 @@ def setting(
     return dataclass_field(default=default, metadata=meta)
 
 
+def endpoint(env: str, help: str, *, fallback_env: str = "", name: str = "") -> Any:
+    """An OpenAI-compatible endpoint's URL (operational). Its API key is read from the
+    environment when a client is made: never a setting, never stored."""
+    return setting("", env, help, fallback_env=fallback_env, operational=True, name=name)
+
+
 @dataclass(frozen=True)
 class Field:
     """A declared setting: `name` is its public name (config, flags, docs); its value is

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from endless_assets.settings.declare import setting
+from endless_assets.settings.declare import endpoint, setting
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,9 @@ class GeneratorSettings:
     model: str = setting(
         "", "ENDLESS_GENERATOR_MODEL", "model name for the llm generator", name="generator_model"
     )
-    # The API key is read from OPENAI_API_KEY when a client is made; never a setting, never stored.
-    base_url: str = setting(
-        "",
+    base_url: str = endpoint(  # (its key: OPENAI_API_KEY)
         "OPENAI_BASE_URL",
         "OpenAI-compatible endpoint of the generator (empty: api.openai.com)",
-        operational=True,
         name="generator_base_url",
     )
     task_temperature: float = setting(
@@ -49,44 +46,23 @@ class GeneratorSettings:
     )
 
 
+def _transport(default: Any, name: str, help: str) -> Any:
+    """An operational setting `llm_<name>` (ENDLESS_LLM_<NAME>)."""
+    return setting(
+        default, f"ENDLESS_LLM_{name.upper()}", help, operational=True, name=f"llm_{name}"
+    )
+
+
 @dataclass(frozen=True)
 class LLMSettings:
     """Every LLM client's transport (generator, solver, auditor, judge alike)."""
 
-    concurrency: int = setting(
-        32,
-        "ENDLESS_LLM_CONCURRENCY",
-        "LLM requests in flight",
-        operational=True,
-        name="llm_concurrency",
-    )
-    timeout: float = setting(
-        300.0,
-        "ENDLESS_LLM_TIMEOUT",
-        "seconds per LLM request",
-        operational=True,
-        name="llm_timeout",
-    )
-    retries: int = setting(
-        6,
-        "ENDLESS_LLM_RETRIES",
-        "retries on 429/5xx/connection errors",
-        operational=True,
-        name="llm_retries",
-    )
-    cache: bool = setting(
-        True,
-        "ENDLESS_LLM_CACHE",
-        "reuse cached replies on re-runs",
-        operational=True,
-        name="llm_cache",
-    )
-    backoff: float = setting(
-        0.5,
-        "ENDLESS_LLM_BACKOFF",
-        "seconds before the first retry; doubles per retry, at most 30",
-        operational=True,
-        name="llm_backoff",
+    concurrency: int = _transport(32, "concurrency", "LLM requests in flight")
+    timeout: float = _transport(300.0, "timeout", "seconds per LLM request")
+    retries: int = _transport(6, "retries", "retries on 429/5xx/connection errors")
+    cache: bool = _transport(True, "cache", "reuse cached replies on re-runs")
+    backoff: float = _transport(
+        0.5, "backoff", "seconds before the first retry; doubles per retry, at most 30"
     )
 
     def client_options(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from endless_assets.models import EpisodeLimits, KeepRule
-from endless_assets.settings.declare import setting
+from endless_assets.settings.declare import endpoint, setting
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,10 @@ class SolverSettings:
     model: str = setting(
         "", "ENDLESS_SOLVER_MODEL", "model name for the chat solver", name="solver_model"
     )
-    # Its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY.
-    base_url: str = setting(
-        "",
+    base_url: str = endpoint(  # (its key: ENDLESS_SOLVER_API_KEY, else OPENAI_API_KEY)
         "ENDLESS_SOLVER_BASE_URL",
         "OpenAI-compatible endpoint of the solver (empty: the generator's)",
         fallback_env="OPENAI_BASE_URL",
-        operational=True,
         name="solver_base_url",
     )
     temperature: float = setting(

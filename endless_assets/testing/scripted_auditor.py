@@ -17,39 +17,28 @@ alignment reply has no verdict). `calls` counts requests per (seed, probe).
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from typing import Any
 
 from endless_assets.stages.soundness.audit_replies import AuditPrompts
 from endless_assets.testing.scripted_model import ScriptedTask
-from endless_assets.testing.scripted_server import Reply
+from endless_assets.testing.scripted_server import Reply, ScriptedResponder
 
 ISSUE = "the test demands the lines in upper case; the instruction never asks for that"
 
 
-class ScriptedAuditor:
-    """A responder for `ScriptedServer`: see the module docstring. Thread-safe."""
+class ScriptedAuditor(ScriptedResponder):
+    """A responder for `ScriptedServer`: see the module docstring."""
 
     def __init__(
-        self,
-        behaviours: dict[int, set[str]] | None = None,
-        *,
-        prompts: AuditPrompts | None = None,
+        self, behaviours: dict[int, set[str]] | None = None, *, prompts: AuditPrompts | None = None
     ) -> None:
-        self.behaviours = behaviours or {}
+        super().__init__(behaviours)
         self.prompts = prompts or AuditPrompts.load()
-        self.calls: Counter[tuple[int, str]] = Counter()
-        self._lock = threading.Lock()
 
     def __call__(self, request: dict[str, Any]) -> Reply:
         messages = request.get("messages", [])
         kind = self.prompts.kind_of(messages) or "?"
-        seed = int(request.get("seed", 0))
-        with self._lock:
-            self.calls[(seed, kind)] += 1
-            call = self.calls[(seed, kind)]
-        flags = self.behaviours.get(seed, set())
+        seed, call, flags = self.count(request, kind)
         task = ScriptedTask.from_seed(seed)
         if kind == "cheat_system":
             turn = sum(1 for m in messages if m.get("role") == "assistant")
@@ -68,7 +57,7 @@ class ScriptedAuditor:
             if "misaligned" in flags:
                 return Reply(self._verdict("It checks upper case.", "misaligned", flags, ISSUE))
             return Reply(self._verdict("Every requirement is checked.", "aligned", flags))
-        return Reply(status=400, body={"error": {"message": "the script has no such prompt"}})
+        return self.unknown()
 
     def _cheat(self, task: ScriptedTask, flags: set[str], turn: int) -> str:
         if "cheats" not in flags or turn >= 1:

@@ -25,13 +25,11 @@ that can drift). `every` gives flags to every task.
 from __future__ import annotations
 
 import random
-import threading
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from endless_assets.generation.llm.prompts import PromptSet
-from endless_assets.testing.scripted_server import Reply
+from endless_assets.testing.scripted_server import Reply, ScriptedResponder
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qu", "fi", "do", "gu"]
 ACTIONS = {
@@ -169,8 +167,8 @@ class ScriptedTask:
         return "\n".join(lines) + "\n"
 
 
-class ScriptedTaskModel:
-    """A responder for `ScriptedServer`: see the module docstring. Thread-safe."""
+class ScriptedTaskModel(ScriptedResponder):
+    """A responder for `ScriptedServer`: see the module docstring."""
 
     def __init__(
         self,
@@ -181,22 +179,15 @@ class ScriptedTaskModel:
         latency: float = 0.0,
         prompts: PromptSet | None = None,
     ) -> None:
+        super().__init__(behaviours, every)
         self.base_image = base_image
-        self.behaviours = behaviours or {}
-        self.every = every or set()
         self.latency = latency
         self.prompts = prompts or PromptSet.load()
-        self.calls: Counter[tuple[int, str]] = Counter()
-        self._lock = threading.Lock()
 
     def __call__(self, request: dict[str, Any]) -> Reply:
         messages = request.get("messages", [])
         stage = self.prompts.stage_of(messages)
-        seed = int(request.get("seed", 0))
-        with self._lock:
-            self.calls[(seed, stage or "?")] += 1
-            call = self.calls[(seed, stage or "?")]
-        flags = self.behaviours.get(seed, set()) | self.every
+        seed, call, flags = self.count(request, stage or "?")
         task = ScriptedTask.from_seed(seed)
         repair = any(m.get("role") == "assistant" for m in messages)
         retry = "(Note: " in str(messages[-1].get("content", "")) if messages else False
@@ -215,7 +206,7 @@ class ScriptedTaskModel:
             # No language on the fence: real models do that too.
             test = task.completion_test(passes, frozenset(flags))
             return self._reply(f"Here it is.\n\n```\n{test}```\n")
-        return Reply(status=400, body={"error": {"message": "the script has no such prompt"}})
+        return self.unknown()
 
     def _reply(self, text: str, finish_reason: str = "stop") -> Reply:
         return Reply(text, delay=self.latency, finish_reason=finish_reason)

@@ -18,6 +18,7 @@ import contextlib
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +37,29 @@ class Reply:
 
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
+
+
+class ScriptedResponder:
+    """What the scripted models share: their behaviours per task seed, and `calls`, the requests
+    counted per (seed, prompt). Thread-safe."""
+
+    def __init__(self, behaviours: dict[int, set[str]] | None, every: set[str] | None = None):
+        self.behaviours = behaviours or {}
+        self.every = every or set()
+        self.calls: Counter[tuple[int, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def count(self, request: dict[str, Any], kind: str) -> tuple[int, int, set[str]]:
+        """The request's task seed, which call of its kind this is, and the task's flags."""
+        seed = int(request.get("seed", 0))
+        with self._lock:
+            self.calls[(seed, kind)] += 1
+            call = self.calls[(seed, kind)]
+        return seed, call, self.behaviours.get(seed, set()) | self.every
+
+    @staticmethod
+    def unknown() -> Reply:
+        return Reply(status=400, body={"error": {"message": "the script has no such prompt"}})
 
 
 class _Server(ThreadingHTTPServer):

@@ -14,11 +14,11 @@ import dagster as dg
 import pytest
 
 from endless_assets.definitions import defs
-from endless_assets.defs.columns import readable_type
 from endless_assets.defs.partitions import imported_batches
 from endless_assets.stages.describe import generator_version
 from endless_assets.stages.rollouts import solver_version
 from endless_assets.store.schemas import TABLES
+from endless_assets.store.schemas.readable import readable_type
 
 GRAPH = defs.resolve_asset_graph()
 TABLE_ASSETS = sorted(  # (sorted: every xdist worker must collect the same tests, in order)

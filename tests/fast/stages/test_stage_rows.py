@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from endless_assets.agent.episode import Rollout
-from endless_assets.defs.common import ui_metadata
+from endless_assets.defs.metadata import ui_metadata
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.models import HARNESS_ERROR, OK, REJECTED, KeepRule, Task, score_task
 from endless_assets.solver_id import SolverId

@@ -25,12 +25,12 @@ import endless_assets.definitions as definitions
 from endless_assets.defs.drift import imported_drift_revalidation
 from endless_assets.defs.imports import IMPORT_OP, IMPORTED_ASSETS
 from endless_assets.defs.io_manager import ParquetLakeIOManager
-from endless_assets.defs.jobs import (
+from endless_assets.defs.partitions import imported_batches
+from endless_assets.defs.resources import PipelineSettings
+from endless_assets.defs.revisits import (
     drift_revalidation_schedule,
     imported_drift_revalidation_schedule,
 )
-from endless_assets.defs.partitions import imported_batches
-from endless_assets.defs.resources import PipelineSettings
 from endless_assets.defs.soundness import imported_task_soundness
 from endless_assets.models import task_seed
 from endless_assets.store.catalog import query
