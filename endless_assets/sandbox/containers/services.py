@@ -195,11 +195,17 @@ def _await_ready(running: RunningService, service: Service) -> None:
     deadline = time.monotonic() + service.ready_seconds
     code, out = -1, ""
     while True:
-        if not running.running():
+        try:
+            alive = running.running()
+            code, out = running.exec(service.ready) if alive else (code, out)
+        except SandboxError:  # the exec found it stopped (it exited since we looked), or not
+            alive = running.running()
+            if alive:
+                raise
+        if not alive:
             raise ServiceFailed(
                 f"service {service.name} exited before it was ready; its log:\n{running.log_tail()}"
             )
-        code, out = running.exec(service.ready)
         if code == 0:
             return
         if time.monotonic() > deadline:
