@@ -18,8 +18,9 @@ PROBE = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/',
 FETCH = "import urllib.request; print(urllib.request.urlopen('http://web:8080/').status)"
 
 
-def test_each_episodes_services_run_on_the_engine_of_its_agent_container(tmp_path, sandbox):
-    with ExtraEngine(tmp_path / "e2") as extra:
+def test_each_episodes_services_run_on_the_engine_of_its_agent_container(tmp_path_factory, sandbox):
+    # (a short root: its containerd's socket path must fit in 107 bytes)
+    with ExtraEngine(tmp_path_factory.mktemp("sp") / "e") as extra:
         pool = Sandbox(SandboxConfig(engines=(EngineSpec(LOCAL, 1), EngineSpec(extra.url, 1))))
         assert len(pool.ensure_base()) == 2
         web = Service(
