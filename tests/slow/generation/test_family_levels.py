@@ -8,18 +8,15 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from family_cells import validate_cells
 
 from endless_assets.generation.llm.prompts import PromptSet
 from endless_assets.generation.procedural import ProceduralGenerator
 from endless_assets.generation.procedural.base import LEVELS, FamilyTask, level_name
 from endless_assets.generation.procedural.families import ALL_FAMILIES
-from endless_assets.stages.completion import check_completion_test
-from endless_assets.stages.environment import build_environment
 from endless_assets.stages.soundness.script_steps import split_steps
-from endless_assets.stages.soundness.stage import check_soundness
 from endless_assets.taxonomy import Taxonomy
 
 NAMES = [f.name for f in ALL_FAMILIES]
@@ -181,24 +178,7 @@ def test_the_llm_task_prompt_asks_for_the_level_with_concrete_guidance():
 def outcomes(sandbox):
     """Every family at levels 1, 3 and 6 through the environment stage, the completion check
     and the soundness probes (one repeat), two tasks at a time."""
-    gen = ProceduralGenerator(sandbox.base.tag)
-
-    def run(cell):
-        name, level = cell
-        draft, _ = gen.describe_cell("test-levels", level, 500 + level, name, level)
-        env = build_environment(draft, gen, sandbox)
-        if env.status != "ok":
-            return env, None, None
-        comp = check_completion_test(draft, env.image_tag, gen, sandbox)
-        if comp.status != "ok":
-            return env, comp, None
-        task = draft.model_copy(update={"completion_test": comp.completion_test})
-        sound = check_soundness(task, env.image_tag, sandbox, repeats=1, earlier_reference=True)
-        return env, comp, sound
-
-    cells = [(name, level) for name in NAMES for level in BUILT_LEVELS]
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip(cells, pool.map(run, cells), strict=True))
+    return validate_cells(sandbox, NAMES, BUILT_LEVELS, "test-levels", 500)
 
 
 @pytest.mark.docker

@@ -7,16 +7,13 @@ deal as they always did."""
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from family_cells import validate_cells
 
 from endless_assets.generation.procedural import SERVICES_SINCE, ProceduralGenerator
 from endless_assets.generation.procedural.base import LEVELS
 from endless_assets.generation.procedural.families import ALL_FAMILIES, SERVICE_FAMILIES
-from endless_assets.stages.completion import check_completion_test
-from endless_assets.stages.environment import build_environment
-from endless_assets.stages.soundness.stage import check_soundness
 
 NAMES = [f.name for f in SERVICE_FAMILIES]
 BUILT_LEVELS = (1, 3, 6)
@@ -46,26 +43,9 @@ def test_batches_from_the_cutover_deal_the_service_families_and_earlier_ones_do_
 
 @pytest.fixture(scope="module")
 def outcomes(sandbox):
-    """Every service family at levels 1, 3 and 6 through the environment stage, the completion
-    check and the soundness probes (one repeat), two tasks at a time."""
-    gen = ProceduralGenerator(sandbox.base.tag)
-
-    def run(cell):
-        name, level = cell
-        draft, _ = gen.describe_cell("test-services", level, 700 + level, name, level)
-        env = build_environment(draft, gen, sandbox)
-        if env.status != "ok":
-            return env, None, None
-        comp = check_completion_test(draft, env.image_tag, gen, sandbox)
-        if comp.status != "ok":
-            return env, comp, None
-        task = draft.model_copy(update={"completion_test": comp.completion_test})
-        sound = check_soundness(task, env.image_tag, sandbox, repeats=1, earlier_reference=True)
-        return env, comp, sound
-
-    cells = [(name, level) for name in NAMES for level in BUILT_LEVELS]
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip(cells, pool.map(run, cells), strict=True))
+    """Every service family at levels 1, 3 and 6 through the environment stage, the completion check
+    and the soundness probes (one repeat), two tasks at a time."""
+    return validate_cells(sandbox, NAMES, BUILT_LEVELS, "test-services", 700)
 
 
 @pytest.mark.docker

@@ -1,0 +1,35 @@
+"""Procedural families' cells (family, level) through the environment stage, the completion
+check and the soundness probes (one repeat), two tasks at a time: what the families' level
+tests assert on."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from endless_assets.generation.procedural import ProceduralGenerator
+from endless_assets.stages.completion import check_completion_test
+from endless_assets.stages.environment import build_environment
+from endless_assets.stages.soundness.stage import check_soundness
+
+
+def validate_cells(sandbox, names, levels, batch: str, seed: int) -> dict:
+    """{(name, level): (environment, completion check or None, soundness or None)}: each cell
+    described in `batch` with seed `seed + level`, stopping at its first rejection."""
+    gen = ProceduralGenerator(sandbox.base.tag)
+
+    def run(cell):
+        name, level = cell
+        draft, _ = gen.describe_cell(batch, level, seed + level, name, level)
+        env = build_environment(draft, gen, sandbox)
+        if env.status != "ok":
+            return env, None, None
+        comp = check_completion_test(draft, env.image_tag, gen, sandbox)
+        if comp.status != "ok":
+            return env, comp, None
+        task = draft.model_copy(update={"completion_test": comp.completion_test})
+        sound = check_soundness(task, env.image_tag, sandbox, repeats=1, earlier_reference=True)
+        return env, comp, sound
+
+    cells = [(name, level) for name in names for level in levels]
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(cells, pool.map(run, cells), strict=True))
