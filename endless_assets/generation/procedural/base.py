@@ -85,7 +85,8 @@ class Family(Generic[P]):
         return task
 
     def sample(self, rng: random.Random) -> P:
-        raise NotImplementedError
+        """The unleveled draw: one of the first three levels, unless a family has its own mix."""
+        return self.sample_level(rng, rng.choice([1, 2, 3]))
 
     def sample_level(self, rng: random.Random, level: int) -> P:
         raise NotImplementedError

@@ -19,7 +19,7 @@ from docker.models.containers import Container
 
 from endless_assets.sandbox.containers import changes, identity, pristine, read_only
 from endless_assets.sandbox.containers.identity import DEFAULT, AgentIdentity
-from endless_assets.sandbox.containers.seccomp import PROFILE_JSON
+from endless_assets.sandbox.containers.seccomp import confined_host_config
 from endless_assets.sandbox.containers.services import RESOLVER, ServiceSet
 from endless_assets.sandbox.containers.startup import (
     COMMAND,
@@ -286,19 +286,15 @@ def task_container(
     try:
         podman.check_limits(client)
         engine = provider_for(client)
-        host_config = api.create_host_config(
-            init=True,
+        host_config = confined_host_config(
+            client,
+            memory=limits.memory,
+            cpus=limits.cpus,
+            pids=limits.pids,
+            caps=KEEP_CAPS,
             network_mode=network or "none",
             **({"dns": RESOLVER} if network else {}),
-            mem_limit=limits.memory,
-            memswap_limit=limits.memory,
-            nano_cpus=int(limits.cpus * 1e9),
-            pids_limit=limits.pids,
-            cap_drop=["ALL"],
-            cap_add=KEEP_CAPS,
-            security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],
             tmpfs=VERIFIER_TMPFS,
-            privileged=False,
             log_config={"type": "none", "config": {}},
             ulimits=[
                 docker.types.Ulimit(

@@ -12,6 +12,11 @@ are filtered with their own numbers (the sub-architectures), not let through.
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from docker import DockerClient
+
+from endless_assets.sandbox.engine.provider import provider_for
 
 EPERM, ENOSYS = 1, 38
 
@@ -129,3 +134,24 @@ def profile() -> dict:
 PROFILE_JSON = json.dumps(profile(), separators=(",", ":"))
 # Docker's form (the profile inline); each engine's provider (provider.py) gives its own.
 SECURITY_OPT = f"seccomp={PROFILE_JSON}"
+
+
+def confined_host_config(
+    client: DockerClient, *, memory: str, cpus: float, pids: int, caps: list[str], **rest: Any
+) -> dict:
+    """The host config of every container we start (a task's, a verifier, a service): under an
+    init, within its limits, every capability dropped but `caps`, no new privileges, this
+    profile, never privileged; `rest` adds to it (network, tmpfs, logs, ulimits, volumes)."""
+    engine = provider_for(client)
+    return client.api.create_host_config(
+        init=True,
+        mem_limit=memory,
+        memswap_limit=memory,
+        nano_cpus=int(cpus * 1e9),
+        pids_limit=pids,
+        cap_drop=["ALL"],
+        cap_add=caps,
+        security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],
+        privileged=False,
+        **rest,
+    )

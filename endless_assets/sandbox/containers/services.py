@@ -28,7 +28,7 @@ import docker.errors
 from docker import DockerClient
 
 from endless_assets.models import Service
-from endless_assets.sandbox.containers.seccomp import PROFILE_JSON
+from endless_assets.sandbox.containers.seccomp import confined_host_config
 from endless_assets.sandbox.containers.startup import ContainerExited, limit_disk, remove_by_name
 from endless_assets.sandbox.engine import disk, podman
 from endless_assets.sandbox.engine.client import (
@@ -155,17 +155,13 @@ def _start(
 ) -> RunningService:
     api = client.api
     engine = provider_for(client)
-    host_config = api.create_host_config(
-        init=True,
+    host_config = confined_host_config(
+        client,
+        memory=service.memory,
+        cpus=service.cpus,
+        pids=service.pids,
+        caps=SERVICE_CAPS,
         network_mode=network,
-        mem_limit=service.memory,
-        memswap_limit=service.memory,
-        nano_cpus=int(service.cpus * 1e9),
-        pids_limit=service.pids,
-        cap_drop=["ALL"],
-        cap_add=SERVICE_CAPS,
-        security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],
-        privileged=False,
         dns=RESOLVER,
         log_config={"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
         ulimits=list(engine.ulimits()),

@@ -76,9 +76,6 @@ class HttpUpstream(Family[Plan]):
     name = "http_upstream"
     category = "service configuration"
 
-    def sample(self, rng: random.Random) -> Plan:
-        return self.sample_level(rng, rng.choice([1, 2, 3]))
-
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         count = by_level(level, 1, 1, 2, 2, 3, 4)
         pool = by_level(level, DEFECTS[:1], DEFECTS[:2], DEFECTS[:3], DEFECTS, DEFECTS, DEFECTS)

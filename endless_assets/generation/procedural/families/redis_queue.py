@@ -69,9 +69,6 @@ class RedisQueue(Family[Plan]):
     name = "redis_queue"
     category = "data pipeline with error recovery"
 
-    def sample(self, rng: random.Random) -> Plan:
-        return self.sample_level(rng, rng.choice([1, 2, 3]))
-
     def sample_level(self, rng: random.Random, level: int) -> Plan:
         project = rng.choice(PROJECTS)
         names = [f"jobs:{project}:urgent", f"jobs:{project}"] if level >= 5 else [f"jobs:{project}"]
