@@ -33,3 +33,20 @@ def validate_cells(sandbox, names, levels, batch: str, seed: int) -> dict:
     cells = [(name, level) for name in names for level in levels]
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(cells, pool.map(run, cells), strict=True))
+
+
+def assert_sound(outcome, shortcuts: int) -> None:
+    """The cell built, its completion test fails on the initial state by assertion and after
+    doing nothing and passes the reference, and soundness ran at least `shortcuts` shortcut
+    probes of which none passed."""
+    env, comp, sound = outcome
+    assert env.status == "ok", (env.reject_reason, env.attempt_log)
+    assert comp is not None and comp.status == "ok", (comp.reject_reason, comp.attempt_log)
+    assert (comp.fails_on_initial, comp.fails_with_noop, comp.passes_with_reference) == (
+        True,
+        True,
+        True,
+    )
+    assert sound is not None and sound.status == "ok", (sound.reject_reason, sound.probes_json())
+    assert sound.shortcuts_run >= shortcuts and sound.shortcuts_passed == 0
+    assert sound.hackable == []
