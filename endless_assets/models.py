@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -177,6 +177,7 @@ class KeepRule:
 AGENT_USER = "user"
 AGENT_HOME = "/home/user"
 SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"  # a DNS label: what the agent reaches it by
+SERVICE_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # a compose service name (`my_db`, `DB`)
 RESERVED_NAMES = ("agent", "localhost")
 
 
@@ -201,6 +202,8 @@ class Service(BaseModel):
     disk: str = "1g"  # what it may write (the disk budget, as the agent's `disk` setting)
     # The services that must be ready before this one starts (compose's depends_on).
     after: list[str] = Field(default_factory=list)
+    # More names it is reached by (an imported compose name that is not a DNS label).
+    aliases: list[Annotated[str, Field(pattern=SERVICE_ALIAS)]] = Field(default_factory=list)
 
     @field_validator("context_files")
     @classmethod
@@ -270,9 +273,10 @@ class Task(BaseModel):
     @field_validator("services")
     @classmethod
     def _unique_services(cls, services: list[Service]) -> list[Service]:
-        names = [s.name for s in services]
-        if len(set(names)) != len(names):
-            raise ValueError(f"service names must be unique, got {names}")
+        names = [n for s in services for n in (s.name, *s.aliases)]
+        lowered = [n.lower() for n in names]  # (the engine's resolver ignores case)
+        if len(set(lowered)) != len(names) or set(RESERVED_NAMES) & set(lowered):
+            raise ValueError(f"service names and aliases must be unique and not reserved: {names}")
         start_order(services)  # every `after` names a service, and none waits on itself
         return services
 
