@@ -102,7 +102,11 @@ def build_environment(
                 verdict = _initial_verdict(box, env.initial_test, sandbox)
         except ContainerExited as exc:
             outcome.log("container", str(exc))
-            what = "one of the task's services" if isinstance(exc, ServiceFailed) else "a container"
+            what = (
+                "one of the task's services"
+                if isinstance(exc, ServiceFailed)
+                else "a container of it"
+            )
             return Failed(
                 f"container_failed: {exc}",
                 f"The image built, but {what} does not run: {exc}",
