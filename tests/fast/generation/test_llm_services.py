@@ -35,7 +35,13 @@ def test_a_service_category_shows_the_format_and_the_reply_becomes_the_tasks_ser
         task, _ = gen.describe_cell("2026-12-07", 0, SEED, SERVED, level(gen))
         plain, _ = gen.describe_cell("2026-12-07", 1, SEED + 1, "log analysis", level(gen))
         prompts = [r["messages"][-1]["content"] for r in server.requests]
-    assert '<service name="db">' in prompts[0] and f"FROM {BASE}" in prompts[0]
+    assert '<service name="cache">' in prompts[0] and f"FROM {BASE}" in prompts[0]
+    [example] = parse_services(prompts[0], BASE)  # the format shown is the one read
+    assert (example.name, example.command[0], example.environment) == (
+        "cache",
+        "redis-server",
+        {"LANG": "C.UTF-8"},
+    )
     assert "<service" not in prompts[1]
     [web] = task.services
     assert (web.name, web.command) == (
