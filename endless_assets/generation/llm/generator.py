@@ -277,12 +277,15 @@ class LLMGenerator:
             instruction=draft.instruction,
             truth=_truth_text(draft),
             initial_test=test.rstrip("\n"),
-            services="\n"
-            + self.prompts["environment"].render(
-                "services", services=render_services(draft.services)
-            )
-            if draft.services
-            else "",
+            services=self._services("environment", draft),
+        )
+
+    def _services(self, template: str, draft: Task) -> str:
+        """The template's `services` section showing the task's services ("" without any)."""
+        if not draft.services:
+            return ""
+        return "\n" + self.prompts[template].render(
+            "services", services=render_services(draft.services)
         )
 
     # --- the validation stage ---------------------------------------------------------------------
@@ -297,6 +300,7 @@ class LLMGenerator:
             truth=_truth_text(draft),
             dockerfile=(draft.dockerfile or "").rstrip("\n"),
             initial_test=(draft.initial_test or "").rstrip("\n"),
+            services=self._services("completion_test", draft),
         )
         messages = [self._system("completion_test")]
         if previous and feedback:

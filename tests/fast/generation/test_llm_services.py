@@ -127,3 +127,15 @@ def test_rendered_services_parse_back_to_the_same_services():
     services = parse_services(reply, BASE)
     assert services[0].command == ["sh", "-c", 'exec x --flag "a b"']
     assert parse_services(render_services(services), BASE) == services
+
+
+def test_the_completion_test_prompt_shows_the_services_it_may_query():
+    model = ScriptedTaskModel(BASE, {SEED: {"service"}})
+    with ScriptedServer(model) as server:
+        gen = generator(server)
+        draft, _ = gen.describe_cell("2026-12-07", 0, SEED, SERVED, level(gen))
+        built = draft.model_copy(update={"dockerfile": f"FROM {BASE}\n", "initial_test": ""})
+        test, _ = gen.write_completion_test(built, None, None)
+        request = server.requests[-1]["messages"][-1]["content"]
+    assert "def test_" in test
+    assert "the test may query them" in request and '<service name="web">' in request
