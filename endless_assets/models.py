@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -177,6 +177,7 @@ class KeepRule:
 AGENT_USER = "user"
 AGENT_HOME = "/home/user"
 SERVICE_NAME = r"^[a-z][a-z0-9-]{0,30}$"  # a DNS label: what the agent reaches it by
+SERVICE_ALIAS = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"  # a compose service name (`my_db`, `DB`)
 RESERVED_NAMES = ("agent", "localhost")
 
 
@@ -199,6 +200,10 @@ class Service(BaseModel):
     cpus: float = Field(default=0.5, gt=0, le=4)
     pids: int = Field(default=256, ge=16, le=4096)
     disk: str = "1g"  # what it may write (the disk budget, as the agent's `disk` setting)
+    # The services that must be ready before this one starts (compose's depends_on).
+    after: list[str] = Field(default_factory=list)
+    # More names it is reached by (an imported compose name that is not a DNS label).
+    aliases: list[Annotated[str, Field(pattern=SERVICE_ALIAS)]] = Field(default_factory=list)
 
     @field_validator("context_files")
     @classmethod
@@ -268,9 +273,11 @@ class Task(BaseModel):
     @field_validator("services")
     @classmethod
     def _unique_services(cls, services: list[Service]) -> list[Service]:
-        names = [s.name for s in services]
-        if len(set(names)) != len(names):
-            raise ValueError(f"service names must be unique, got {names}")
+        names = [n for s in services for n in (s.name, *s.aliases)]
+        lowered = [n.lower() for n in names]  # (the engine's resolver ignores case)
+        if len(set(lowered)) != len(names) or set(RESERVED_NAMES) & set(lowered):
+            raise ValueError(f"service names and aliases must be unique and not reserved: {names}")
+        start_order(services)  # every `after` names a service, and none waits on itself
         return services
 
     @field_validator("binary_files", "context_files")
@@ -286,8 +293,10 @@ class Task(BaseModel):
 
     @property
     def task_id(self) -> str:
-        """Stable id: a hash of batch, index and content (the services too, where there are
-        any: a one-container task's id is as it always was), so a re-run reproduces it."""
+        """Stable id: a hash of batch, index and content (the services' names too, where there
+        are any: a one-container task's id is as it always was), so a re-run reproduces it.
+        Like the task's Dockerfile, what the build stage may repair (a service's Dockerfile,
+        command, readiness) is not in it."""
         return task_id_for(self.batch, self.index, self.instruction, self.truth, self.services)
 
     def services_json(self) -> str:
@@ -331,6 +340,26 @@ class Task(BaseModel):
         }
 
 
+def start_order(services: Sequence[Service]) -> list[list[Service]]:
+    """The services in waves: each wave's `after` names only services of earlier waves.
+    ValueError naming an unknown name or a cycle."""
+    known = {s.name for s in services}
+    for s in services:
+        unknown = sorted(set(s.after) - known)
+        if unknown:
+            raise ValueError(f"service {s.name} starts after {', '.join(unknown)}: no such service")
+    waves: list[list[Service]] = []
+    placed: set[str] = set()
+    while len(placed) < len(services):
+        wave = [s for s in services if s.name not in placed and set(s.after) <= placed]
+        if not wave:
+            stuck = sorted(s.name for s in services if s.name not in placed)
+            raise ValueError(f"services {', '.join(stuck)} wait on each other (a cycle in after)")
+        waves.append(wave)
+        placed |= {s.name for s in wave}
+    return waves
+
+
 def is_context_path(path: str) -> bool:
     """A build-context file path: relative, inside the context, not the Dockerfile itself (the
     one rule the parser, the model and the importers apply)."""
@@ -343,11 +372,11 @@ def task_id_for(
     index: int,
     instruction: str,
     truth: dict[str, Any],
-    services: Sequence[BaseModel] = (),
+    services: Sequence[Service] = (),
 ) -> str:
     parts: list[Any] = [batch, index, instruction, truth]
     if services:  # only then: every one-container task keeps its id
-        parts.append([s.model_dump() for s in services])
+        parts.append([s.name for s in services])
     payload = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
     return "et-" + hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -1,9 +1,10 @@
 """The task taxonomy: categories x complexity levels x scenario personas, kept as data.
 
-`prompts/taxonomy.yaml` holds the paper's three axes (62 categories, 6 complexity levels, 54
-personas) with optional weights; the complexity levels are ranked, simplest first, and each carries
-guidance for the model. The describe stage draws one entry per axis for every task, seeded by the
-task's seed, so a batch always draws the same mix.
+`prompts/taxonomy.yaml` holds the paper's three axes (62 categories and 3 of ours, 6 complexity
+levels, 54 personas) with optional weights; a category marked `services: true` needs a service
+beside the agent's container, and its prompt shows how to declare one. The complexity levels are
+ranked, simplest first, and each carries guidance for the model. The describe stage draws one
+entry per axis for every task, seeded by the task's seed, so a batch always draws the same mix.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Entry:
     name: str
     weight: float = 1.0
     hint: str = ""
+    services: bool = False  # a category whose tasks need a service (a database, a server)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Draw:
     scenario: str
     level: int = 0
     levels: int = 0  # how many complexity levels there are
+    services: bool = False  # the category's tasks need a service: the prompt shows the format
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class Taxonomy:
             scenario.name,
             level,
             len(self.complexities),
+            category.services,
         )
 
     def draw_cell(self, seed: int, category: str, complexity: str) -> Draw:
@@ -96,7 +100,8 @@ class Taxonomy:
             raise TaxonomyError(f"no taxonomy cell ({category!r}, {complexity!r})")
         level, entry = levels[complexity]
         drawn = self.draw(seed)
-        return Draw(category, complexity, entry.hint, drawn.scenario, level, len(levels))
+        served = categories[category].services
+        return Draw(category, complexity, entry.hint, drawn.scenario, level, len(levels), served)
 
     def level_of(self, complexity: str) -> int | None:
         """The rank (1 = simplest) of the complexity with this name, None for a name that is
@@ -115,7 +120,7 @@ def _entries(path: Path, axis: str, raw: Any) -> tuple[Entry, ...]:
             item = {"name": item}
         if not isinstance(item, dict):
             raise TaxonomyError(f"{where} must be a name or a mapping with `name`, got {item!r}")
-        extra = set(item) - {"name", "weight", "hint"}
+        extra = set(item) - {"name", "weight", "hint", "services"}
         if extra:
             raise TaxonomyError(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
         name = str(item.get("name") or "").strip()
@@ -127,7 +132,10 @@ def _entries(path: Path, axis: str, raw: Any) -> tuple[Entry, ...]:
             raise TaxonomyError(f"{where} ({name}): weight must be a number") from None
         if weight < 0:
             raise TaxonomyError(f"{where} ({name}): weight must be 0 or more, got {weight}")
-        entries.append(Entry(name, weight, str(item.get("hint") or "").strip()))
+        services = item.get("services", False)
+        if not isinstance(services, bool):
+            raise TaxonomyError(f"{where} ({name}): services must be true or false")
+        entries.append(Entry(name, weight, str(item.get("hint") or "").strip(), services))
     names = [e.name for e in entries]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

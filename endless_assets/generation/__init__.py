@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from endless_assets.models import Task
+from endless_assets.models import Service, Task
 
 if TYPE_CHECKING:
     from endless_assets.settings import Settings
@@ -45,6 +45,7 @@ class Environment:
     dockerfile: str
     context_files: dict[str, str] = field(default_factory=dict)
     initial_test: str = ""
+    services: list[Service] | None = None  # as a repair left them; None: the draft's
 
 
 class GenerationError(Exception):

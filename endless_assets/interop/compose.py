@@ -15,9 +15,11 @@ every other service becomes a `Service`:
 - `healthcheck.test` (`CMD ...`, `CMD-SHELL ...` or a string) -> its readiness command, within
   `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s); none: ready once
   started (`true`), as Compose's `depends_on` waits for nothing more;
-- `mem_limit`, `cpus`, `pids_limit` -> its limits; `depends_on` accepted (every service is ready
-  before the agent starts); named volumes (`data:/var/lib/x`) left out (the data stays in the
-  container); a few keys that change nothing here are ignored (`IGNORED`).
+- `mem_limit`, `cpus`, `pids_limit` -> its limits; `depends_on` (a list or a map) -> `after`: it
+  starts once those are ready (one on the agent's service is dropped: every service is ready
+  before the agent starts; an unknown name or a cycle is refused); named volumes
+  (`data:/var/lib/x`) left out (the data stays in the container); a few keys that change
+  nothing here are ignored (`IGNORED`).
 
 Exports write it back (`compose_files`): `environment/docker-compose.yaml` with the agent's
 service (`main`, waiting for every service to be healthy) and one service per `Service`, built
@@ -27,7 +29,9 @@ Harbor's docker environment merges it over its own `main` and runs it as it is.
 
 Anything that would reach the host (`HOST_ACCESS`: published ports, bind mounts, privileged,
 host namespaces, added capabilities or devices...) and any other key is refused with one line
-naming the key and the service: imported tasks are untrusted.
+naming the key and the service: imported tasks are untrusted. A service name that is not a DNS
+label (`my_db`, `DB`) becomes one (`my-db`, `db`) and keeps its own name as a second network
+alias, which exports write back as the compose service's name.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import yaml
 
 from endless_assets.interop.dockerfile import replace_base_images
 from endless_assets.interop.import_files import ImportProblem, read_text, read_tree
-from endless_assets.models import Service
+from endless_assets.models import Service, start_order
 from endless_assets.sandbox.image.base_image import base_image_tag
 from endless_assets.sandbox.image.images import decode_context, encode_context
 
@@ -84,6 +88,7 @@ class ServiceSpec:
     limits: dict[str, Any] = field(default_factory=dict)  # memory, cpus, pids
     image: str = ""
     context: str = ""  # its build context, relative to the compose file's directory
+    after: list[str] = field(default_factory=list)  # its depends_on, the agent's left out
 
     def service(self, image_map: dict[str, str]) -> Service:
         """The Service, its FROM mapped; an `image:` with no mapping is refused."""
@@ -93,12 +98,16 @@ class ServiceSpec:
                 f"{self.image}=IMAGE; images are not pulled here)"
             )
         if not self.command:
+            what = f"image {self.image}" if self.image else "its Dockerfile (no CMD)"
             raise ImportProblem(
-                f"service {self.name}: no command (give `command`: the default of the image "
-                "it runs is not known here)"
+                f"service {self.name}: no command: the default command of {what} is not known "
+                "here; add `command:` (what the image runs, e.g. its CMD) to the compose service"
             )
+        name = dns_label(self.name)
         return Service(
-            name=self.name,
+            name=name,
+            aliases=[self.name] if name != self.name else [],
+            after=[dns_label(n) for n in self.after],
             dockerfile=replace_base_images(self.dockerfile, image_map),
             context_files=self.context_files,
             command=self.command,
@@ -107,6 +116,22 @@ class ServiceSpec:
             ready_seconds=self.ready_seconds,
             **self.limits,
         )
+
+
+def dns_label(name: str) -> str:
+    """A compose service name as a DNS label: lower case, `_` and `.` as `-`, at most 31."""
+    label = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")[:31].rstrip("-")
+    return label if label[:1].isalpha() else f"s-{label}"[:31].rstrip("-")
+
+
+def services_of(specs: list[ServiceSpec], image_map: dict[str, str]) -> list[Service]:
+    """The services, FROM mapped, in a start order that exists (ImportProblem if not)."""
+    services = [spec.service(image_map) for spec in specs]
+    try:
+        start_order(services)
+    except ValueError as exc:
+        raise ImportProblem(f"depends_on: {exc}") from None
+    return services
 
 
 def compose_path(directory: Path) -> Path | None:
@@ -233,9 +258,10 @@ def service_spec(
     *,
     max_binary_bytes: int,
     skip: tuple[str, ...] = (),
+    agent: str = "",
 ) -> ServiceSpec:
-    """One service that is not the agent's, read (see the module docstring); `base` is the
-    compose file's directory, `directory` the task's, `skip` names its own files."""
+    """One service that is not the agent's (`agent`), read (see the module docstring); `base` is
+    the compose file's directory, `directory` the task's, `skip` names its own files."""
     check_keys(name, config)
     build, image = config.get("build"), str(config.get("image") or "")
     context_files: dict[str, str] = {}
@@ -287,6 +313,7 @@ def service_spec(
         limits={k: v for k, v in limits.items() if v is not None},
         image=image,
         context=context,
+        after=[str(n) for n in config.get("depends_on") or [] if str(n) != agent],
     )
 
 
@@ -315,16 +342,21 @@ def compose_files(
     """A task's services as files of its environment/ (see the module docstring)."""
     if not services:
         return {}
-    wait = {s.name: {"condition": "service_healthy"} for s in services}
-    compose: dict[str, Any] = {"services": {agent: {"depends_on": wait}}}
+    named = {s.name: (s.aliases or [s.name])[0] for s in services}  # its compose name
+
+    def wait(names: list[str]) -> dict[str, Any]:
+        return {named[n]: {"condition": "service_healthy"} for n in names}
+
+    compose: dict[str, Any] = {"services": {agent: {"depends_on": wait(list(named))}}}
     files: dict[str, tuple[str | bytes, bool]] = {}
     for service in (exported(s, base_image) for s in services):
         root = f"{SERVICES_DIR}/{service.name}"
         files[f"{root}/Dockerfile"] = (service.dockerfile, False)
         for rel, value in service.context_files.items():
             files[f"{root}/{rel}"] = decode_context(value)
-        compose["services"][service.name] = {
+        compose["services"][named[service.name]] = {
             "build": {"context": f"./{root}"},
+            **({"depends_on": wait(service.after)} if service.after else {}),
             "command": [escape(c) for c in service.command],
             "environment": {k: escape(v) for k, v in service.environment.items()},
             "healthcheck": {

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from endless_assets.interop import task_parts
-from endless_assets.interop.compose import compose_files, exported
+from endless_assets.interop.compose import compose_files, exported, services_of
 from endless_assets.interop.output import staged_directory, write_text
 from endless_assets.interop.quality import KEY, QualityRecord, carried, record_of
 from endless_assets.interop.tasks import ExportError
@@ -276,7 +276,7 @@ def _check_written(directory: Path, task: Task, base_image: str, quality: Qualit
         raise ExportError(
             f"task {task.task_id}: the written Harbor task does not read back: {exc}"
         ) from exc
-    services = [spec.service({}) for spec in back.services]
+    services = services_of(back.services, {})
     test = bundle.unpack(back.completion_test)
     if (
         task_parts.verifier(task) is None

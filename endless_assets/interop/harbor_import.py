@@ -282,7 +282,14 @@ def harbor_services(
     agent = configs.pop(AGENT_SERVICE, {})
     check_keys(AGENT_SERVICE, agent, agent=True)
     specs = [
-        service_spec(name, config, environment, directory, max_binary_bytes=max_binary_bytes)
+        service_spec(
+            name,
+            config,
+            environment,
+            directory,
+            max_binary_bytes=max_binary_bytes,
+            agent=AGENT_SERVICE,
+        )
         for name, config in configs.items()
     ]
     without_contexts(files, specs)

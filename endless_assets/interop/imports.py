@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from endless_assets.interop.compose import services_of
 from endless_assets.interop.dockerfile import replace_base_images
 from endless_assets.interop.harbor_import import (
     HarborTask,
@@ -85,7 +86,7 @@ def draft_from_harbor(
     if task.binary_files:
         notes.append("binary files kept as bytes")
     mapped = replace_base_images(task.dockerfile, image_map)
-    services = [spec.service(image_map) for spec in task.services]
+    services = services_of(task.services, image_map)
     if mapped != task.dockerfile or any(s.image for s in task.services):
         notes.append("base image mapped")
     if services:

@@ -149,7 +149,13 @@ def read_tb_dir(directory: Path, *, max_binary_bytes: int = DEFAULT_MAX_BINARY_B
     service, others = _services(directory)
     specs = [
         service_spec(
-            name, config, directory, directory, max_binary_bytes=max_binary_bytes, skip=_OWN_FILES
+            name,
+            config,
+            directory,
+            directory,
+            max_binary_bytes=max_binary_bytes,
+            skip=_OWN_FILES,
+            agent=AGENT_SERVICE,
         )
         for name, config in others.items()
     ]

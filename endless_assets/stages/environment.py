@@ -15,6 +15,7 @@ from endless_assets.generation import Environment, TaskGenerator
 from endless_assets.models import OK, REJECTED, Task
 from endless_assets.sandbox.containers.container import ContainerExited, TaskContainer
 from endless_assets.sandbox.containers.identity import identity_dockerfile
+from endless_assets.sandbox.containers.services import ServiceFailed
 from endless_assets.sandbox.engine.client import SandboxError
 from endless_assets.sandbox.grading.grade import run_pytest
 from endless_assets.sandbox.image.images import encode_context
@@ -36,6 +37,7 @@ class EnvironmentOutcome(RepairOutcome):
     image_tag: str = ""
     image_id: str = ""
     build_seconds: float = 0.0
+    services: str = "[]"  # JSON, as the build used them (a repair may have fixed one)
 
     def columns(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class EnvironmentOutcome(RepairOutcome):
             "image_tag": self.image_tag,
             "image_id": self.image_id,
             "build_seconds": self.build_seconds,
+            "services": self.services,
         }
 
 
@@ -76,11 +79,13 @@ def build_environment(
         context = encode_context(env.context_files, draft.binary_files, draft.executable_files)
         outcome.dockerfile, outcome.initial_test = dockerfile, env.initial_test
         outcome.context_files = context
+        services = draft.services if env.services is None else env.services
+        outcome.services = draft.model_copy(update={"services": services}).services_json()
         build = sandbox.build(
             dockerfile,
             context,
-            network=network or (served and bool(draft.services)),  # (installs their clients)
-            services=draft.services,
+            network=network or (served and bool(services)),  # (installs their clients)
+            services=services,
             service_network=served,
         )
         outcome.build_seconds += build.seconds
@@ -97,9 +102,14 @@ def build_environment(
                 verdict = _initial_verdict(box, env.initial_test, sandbox)
         except ContainerExited as exc:
             outcome.log("container", str(exc))
+            what = (
+                "one of the task's services"
+                if isinstance(exc, ServiceFailed)
+                else "a container of it"
+            )
             return Failed(
                 f"container_failed: {exc}",
-                f"The image built, but a container of it does not run: {exc}",
+                f"The image built, but {what} does not run: {exc}",
             )
         if verdict.passed:
             outcome.log("initial_test")

@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from endless_assets.models import OK, Task
+from endless_assets.models import OK, Service, Task
 
 
 def draft_from_row(row: dict[str, Any]) -> Task:
@@ -24,11 +24,15 @@ def ok_drafts(descriptions: pl.DataFrame) -> list[Task]:
 
 
 def draft_with_environment(draft: Task, env_row: dict[str, Any]) -> Task:
+    """The draft with what the build stage built: its Dockerfile, files, initial test and the
+    services as built (a repair may have fixed one, never renamed it: the id stays)."""
+    built = [Service.model_validate(s) for s in json.loads(env_row.get("services") or "[]")]
     return draft.model_copy(
         update={
             "dockerfile": env_row["dockerfile"],
             "context_files": json.loads(env_row["context_files"] or "{}"),
             "initial_test": env_row["initial_test"],
+            "services": built or draft.services,
         }
     )
 

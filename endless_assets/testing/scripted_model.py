@@ -19,7 +19,9 @@ initial state), `reference_fails` (a reference solution that writes the wrong ou
 empty: hackable), `completion_flaky` (a completion test that fails every other time it runs in a
 container: a deterministic stand-in for one that fails at random half the time), `fetch_input:<url>`
 (the Dockerfile downloads input.txt from `url` at build time instead of copying it: a dependency
-that can drift). `every` gives flags to every task.
+that can drift), `service` (the task declares a service `web`, a small HTTP server),
+`service_fails_once` (that service's first command exits at once; the build stage's repair resends
+its block fixed). `every` gives flags to every task.
 """
 
 from __future__ import annotations
@@ -166,6 +168,18 @@ class ScriptedTask:
             lines.append(f"RUN echo 'preparing {self.project}' && exit 3")
         return "\n".join(lines) + "\n"
 
+    def service(self, base_image: str, broken: bool = False) -> str:
+        """A `<service>` block: an HTTP server named web serving a page that names the task
+        (`broken`: its command runs a script the image does not have, so it exits at once)."""
+        command = "python3 /srv/app.py" if broken else "python3 -m http.server 8080 -d /srv/www"
+        probe = "import urllib.request as u; u.urlopen('http://127.0.0.1:8080/', timeout=2)"
+        return (
+            f'<service name="web">\ncommand: {command}\nready: python3 -c "{probe}"\n'
+            f"ready_seconds: 20\nenv: PAGE_OWNER={self.project}\n```dockerfile\n"
+            f"FROM {base_image}\nRUN mkdir -p /srv/www && echo {self.word} > /srv/www/index.html\n"
+            "```\n</service>\n"
+        )
+
 
 class ScriptedTaskModel(ScriptedResponder):
     """A responder for `ScriptedServer`: see the module docstring."""
@@ -231,6 +245,8 @@ class ScriptedTaskModel(ScriptedResponder):
             parts.append(f"<solution>\n```bash\n{solution}")
             return self._reply("".join(parts), finish_reason="length")
         parts.append(f"<solution>\n```bash\n{solution}```\n</solution>\n")
+        if flags & {"service", "service_fails_once"}:
+            parts.append(task.service(self.base_image, broken="service_fails_once" in flags))
         if "think" in flags:
             parts.append("\nLet me know if you want a harder variant.\n")
         return self._reply("".join(parts))
@@ -242,6 +258,8 @@ class ScriptedTaskModel(ScriptedResponder):
         if "bad_from_once" in flags and not retry and not repair:
             dockerfile = task.dockerfile("ubuntu:22.04")
             return self._reply(f"```dockerfile\n{dockerfile}```\n{files}")
+        if repair and "service_fails_once" in flags:  # resend only the service, fixed
+            return self._reply(f"The server script was missing.\n\n{task.service(self.base_image)}")
         fail = "build_always_fails" in flags or ("build_fails_once" in flags and not repair)
         fetch = next((f.split(":", 1)[1] for f in flags if f.startswith("fetch_input:")), "")
         dockerfile = task.dockerfile(self.base_image, fail=fail, fetch_from=fetch)

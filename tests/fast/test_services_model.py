@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from endless_assets.interop.quality import QualityRecord
-from endless_assets.models import Service, Task, task_id_for
+from endless_assets.models import Service, Task, start_order, task_id_for
 from endless_assets.store.columns import task_columns
 
 BASE = "endless-base:test"
@@ -48,11 +48,13 @@ def test_a_one_container_task_keeps_the_id_and_stored_form_it_always_had():
     assert Task.model_validate_json(plain.stored_json()) == plain
 
 
-def test_services_enter_the_id_and_survive_the_stored_form():
+def test_service_names_enter_the_id_and_the_services_survive_the_stored_form():
     with_db = task(services=[service()])
     assert with_db.task_id != task().task_id
-    other = task(services=[service(command=["sleep", "1000"])])
-    assert other.task_id != with_db.task_id
+    assert task(services=[service("cache")]).task_id != with_db.task_id
+    # What the build stage may repair is not in the id, as the task's own Dockerfile is not.
+    repaired = task(services=[service(command=["sleep", "1000"], ready="true")])
+    assert repaired.task_id == with_db.task_id
     back = Task.model_validate_json(with_db.stored_json())
     assert back.services == with_db.services and back.task_id == with_db.task_id
 
@@ -107,3 +109,33 @@ def test_the_quality_record_names_the_services():
     )
     assert none.services is None
     assert QualityRecord.from_dict(named.as_dict()) == named
+
+
+def test_services_start_in_waves_after_those_they_wait_for():
+    db, cache = service("db"), service("cache")
+    web = service("web", after=["db", "cache"])
+    proxy = service("proxy", after=["web"])
+    waves = start_order([proxy, web, db, cache])
+    assert [[s.name for s in w] for w in waves] == [["db", "cache"], ["web"], ["proxy"]]
+
+
+@pytest.mark.parametrize(
+    ("services", "message"),
+    [
+        ([("web", ["ghost"])], "service web starts after ghost: no such service"),
+        ([("a", ["b"]), ("b", ["a"])], "services a, b wait on each other"),
+        ([("a", ["a"])], "services a wait on each other"),
+    ],
+)
+def test_an_unknown_or_circular_after_is_refused_naming_it(services, message):
+    with pytest.raises(ValidationError, match=message):
+        task(services=[service(name, after=after) for name, after in services])
+
+
+def test_an_alias_is_a_compose_name_unique_in_the_task_and_not_reserved():
+    assert service("my-db", aliases=["my_db", "DB.main"]).aliases == ["my_db", "DB.main"]
+    with pytest.raises(ValidationError):
+        service("db", aliases=["bad name"])
+    for aliases in (["Agent"], ["WEB"]):
+        with pytest.raises(ValidationError, match="unique and not reserved"):
+            task(services=[service("db", aliases=aliases), service("web")])

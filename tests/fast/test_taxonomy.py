@@ -12,7 +12,9 @@ from endless_assets.taxonomy import Taxonomy, TaxonomyError
 
 def test_the_shipped_taxonomy_has_the_papers_axes():
     taxonomy = Taxonomy.load()
-    assert len(taxonomy.categories) == 62
+    assert len(taxonomy.categories) == 62 + 3  # and ours whose tasks need services
+    served = [e.name for e in taxonomy.categories if e.services]
+    assert len(served) == 3 and "message queues and caches" in served
     assert len(taxonomy.complexities) == 6
     assert len(taxonomy.scenarios) == 54
     assert "SQLite database operations via CLI" in {e.name for e in taxonomy.categories}
@@ -29,6 +31,16 @@ def test_draws_are_seeded_by_batch_and_index():
     assert first != other_day
     assert len({d.category for d in first}) > 40
     assert {d.complexity for d in first} == {e.name for e in taxonomy.complexities}
+
+
+def test_a_draw_of_a_service_category_says_it_needs_services():
+    taxonomy = Taxonomy.load()
+    served = next(e.name for e in taxonomy.categories if e.services)
+    grade = taxonomy.complexities[0].name
+    assert taxonomy.draw_cell(7, served, grade).services
+    assert not taxonomy.draw_cell(7, "log analysis", grade).services
+    draws = [taxonomy.draw(task_seed("2026-05-01", i)) for i in range(400)]
+    assert {d.services for d in draws} == {True, False}
 
 
 def write(tmp_path, text: str):
@@ -68,6 +80,10 @@ def test_weights_steer_the_draws(tmp_path):
         ),
         ("categories: [a]\ncomplexities: [b]\nscenarios: [c]\npersonas: [d]\n", "unknown key"),
         ("categories: [a\n", "not valid YAML"),
+        (
+            "categories: [{name: a, services: yes please}]\ncomplexities: [b]\nscenarios: [c]\n",
+            r"categories\[0\] \(a\): services must be true or false",
+        ),
     ],
 )
 def test_a_bad_taxonomy_names_the_file_and_the_entry(tmp_path, text, message):

@@ -32,6 +32,13 @@ from endless_assets.generation.parsing import (
     parse_task,
     parse_test,
 )
+from endless_assets.generation.service_blocks import (
+    parse_services,
+    read_repair,
+    render_environment,
+    render_services,
+    without_services,
+)
 from endless_assets.llm.client import ChatClient, ChatReply, LLMRequestError
 from endless_assets.llm.preflight import reply_cache, require_model
 from endless_assets.models import Task
@@ -169,6 +176,9 @@ class LLMGenerator:
             "level": str(draw.level),
             "levels": str(draw.levels),
             "scenario": draw.scenario,
+            "services": "\n" + self.prompts["task"].render("services", base_image=self.base_image)
+            if draw.services
+            else "",
         }
 
     def _describe(
@@ -180,7 +190,8 @@ class LLMGenerator:
         messages = [self._system("task"), {"role": "user", "content": request}]
         reply = self._ask(messages, self.task_temperature, seed, usage, code="request_refused")
         with self._unusable(reply, usage, code="unusable_task"):
-            parsed = parse_task(reply.text)
+            services = parse_services(reply.text, self.base_image)
+            parsed = parse_task(without_services(reply.text))
         try:
             task = new_task(
                 self,
@@ -193,6 +204,7 @@ class LLMGenerator:
                 instruction=parsed.instruction,
                 truth={"text": parsed.truth},
                 reference_solution=parsed.solution,
+                services=services,
             )
         except ValidationError as exc:
             raise _error(f"unusable_task: {exc.errors()[0]['msg']}", usage) from exc
@@ -247,7 +259,7 @@ class LLMGenerator:
         messages = [
             self._system("environment"),
             {"role": "user", "content": self._environment_request(draft, previous.initial_test)},
-            {"role": "assistant", "content": _render_environment(previous)},
+            {"role": "assistant", "content": render_environment(previous)},
             {
                 "role": "user",
                 "content": self.prompts["repair"].render(
@@ -257,15 +269,7 @@ class LLMGenerator:
         ]
         reply = self._ask(messages, self.test_temperature, draft.seed, usage)
         with self._unusable(reply, usage, partial=previous):
-            parsed = parse_environment(
-                reply.text, self.base_image, allow_test=True, known_files=previous.context_files
-            )
-        files = {**previous.context_files, **parsed.files}
-        return Environment(
-            parsed.dockerfile or previous.dockerfile,
-            files,
-            parsed.initial_test or previous.initial_test,
-        )
+            return read_repair(reply.text, self.base_image, previous, draft.services)
 
     def _environment_request(self, draft: Task, test: str) -> str:
         return self.prompts["environment"].render(
@@ -273,6 +277,15 @@ class LLMGenerator:
             instruction=draft.instruction,
             truth=_truth_text(draft),
             initial_test=test.rstrip("\n"),
+            services=self._services("environment", draft),
+        )
+
+    def _services(self, template: str, draft: Task) -> str:
+        """The template's `services` section showing the task's services ("" without any)."""
+        if not draft.services:
+            return ""
+        return "\n" + self.prompts[template].render(
+            "services", services=render_services(draft.services)
         )
 
     # --- the validation stage ---------------------------------------------------------------------
@@ -287,6 +300,7 @@ class LLMGenerator:
             truth=_truth_text(draft),
             dockerfile=(draft.dockerfile or "").rstrip("\n"),
             initial_test=(draft.initial_test or "").rstrip("\n"),
+            services=self._services("completion_test", draft),
         )
         messages = [self._system("completion_test")]
         if previous and feedback:
@@ -381,10 +395,3 @@ def _coded(code: str, message: str) -> str:
 def _truth_text(draft: Task) -> str:
     text = draft.truth.get("text")
     return str(text) if text else draft.truth_json()
-
-
-def _render_environment(env: Environment) -> str:
-    parts = [f"```dockerfile\n{env.dockerfile.rstrip()}\n```"]
-    for path, content in sorted(env.context_files.items()):
-        parts.append(f'<file path="{path}">\n{content}</file>')
-    return "\n\n".join(parts) + "\n"

@@ -3,7 +3,8 @@
 Each episode gets its own bridge network, `internal` (no route out) and without an address on
 this host's side of the bridge (`inhibit_ipv4`: nothing of the host's is reachable from it, even
 where the engine runs without iptables), with the owner and project labels every container
-carries. The services start on it in parallel, each reached by its name (a network alias), with
+carries. The services start on it in parallel (in waves where one comes `after` others: it
+starts once they are ready), each reached by its name and its `aliases` (network aliases), with
 its own limits, all capabilities dropped but the few a service needs to drop its own privileges,
 `no-new-privileges` and our seccomp profile; every container on the network resolves names
 through the engine's resolver, whose upstream is the container's own loopback (nothing outside
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import docker.errors
 from docker import DockerClient
 
-from endless_assets.models import Service
+from endless_assets.models import Service, start_order
 from endless_assets.sandbox.containers.seccomp import confined_host_config
 from endless_assets.sandbox.containers.startup import ContainerExited, limit_disk, remove_by_name
 from endless_assets.sandbox.engine import disk, podman
@@ -129,14 +130,18 @@ def running_services(
     ready; ServiceFailed naming the first that is not. All removed when the block ends."""
     with ExitStack() as stack:
         network = stack.enter_context(episode_network(client, labels))
-        names = [f"endless-{uuid.uuid4().hex[:12]}" for _ in services]
-        stack.callback(_remove_all, client, names)  # before any exists: a partial start too
-        with ThreadPoolExecutor(max(1, len(services))) as pool:
-            futures = [
-                pool.submit(_start, client, network, name, service, tag, labels)
-                for name, (service, tag) in zip(names, services, strict=True)
-            ]
-            started = [f.result() for f in futures]  # (every start has ended by then)
+        names = {s.name: f"endless-{uuid.uuid4().hex[:12]}" for s, _ in services}
+        stack.callback(_remove_all, client, list(names.values()))  # a partial start too
+        tags = {s.name: tag for s, tag in services}
+        started: list[RunningService] = []
+        # In waves: a service starts once those it comes `after` are ready.
+        for wave in start_order([s for s, _ in services]):
+            with ThreadPoolExecutor(len(wave)) as pool:
+                futures = [
+                    pool.submit(_start, client, network, names[s.name], s, tags[s.name], labels)
+                    for s in wave
+                ]
+                started += [f.result() for f in futures]  # (every start has ended by then)
         yield ServiceSet(network, {s.name: s for s in started})
 
 
@@ -166,7 +171,7 @@ def _start(
         log_config={"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}},
         ulimits=list(engine.ulimits()),
     )
-    endpoint = api.create_endpoint_config(aliases=[service.name])
+    endpoint = api.create_endpoint_config(aliases=[service.name, *service.aliases])
     with engine_failure(f"starting service {service.name}"):
         created = api.create_container(
             image,

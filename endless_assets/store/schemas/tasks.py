@@ -66,6 +66,7 @@ class TaskEnvironments(pa.DataFrameModel):
     attempts: pl.Int64 = col("build-and-test rounds made (repairs included)", ge=0)
     attempt_log: pl.Utf8 = col(ATTEMPT_LOG)
     build_seconds: pl.Float64 = col("seconds spent building images", ge=0)
+    services: pl.Utf8 = col(SERVICES + "; as built: a repair may have fixed one")
     seconds: pl.Float64 = col(SECONDS, ge=0)
     status: pl.Utf8 = col(STATUS, isin=STATUSES)
     reject_reason: pl.Utf8 = col("why: build_failed, initial_test_failed, ... (empty when ok)")

@@ -112,6 +112,7 @@ def test_a_harbor_compose_task_imports_with_its_services_beside_the_agents_conta
     assert web.dockerfile == "FROM endless-redis:local\nENTRYPOINT []\n"
     assert web.command == ["/bin/sh", "-c", "exec python3 -m http.server 8000"]
     assert (web.ready, web.memory) == ("true", "256m")  # no healthcheck: ready once started
+    assert (db.after, cache.after, web.after) == ([], [], ["db"])  # main's depends_on: dropped
 
 
 @pytest.mark.parametrize(
@@ -150,12 +151,60 @@ def test_an_image_with_no_mapping_or_no_known_command_is_refused_naming_the_serv
         "service cache: image redis:7 is not mapped (add --base-image-map redis:7=IMAGE"
     )
     harbor_task(tmp_path / "u", "services:\n  kv:\n    image: redis:7\n")
-    assert imported(tmp_path / "u").reason.startswith("service kv: no command (give `command`")
+    assert imported(tmp_path / "u").reason == (
+        "service kv: no command: the default command of image redis:7 is not known here; add "
+        "`command:` (what the image runs, e.g. its CMD) to the compose service"
+    )
 
 
-def test_a_service_name_that_is_no_dns_label_is_refused(tmp_path):
-    harbor_task(tmp_path / "t", "services:\n  my_db:\n    image: redis:7\n    command: [x]\n")
-    assert "name" in imported(tmp_path / "t").reason
+def test_a_compose_name_that_is_no_dns_label_becomes_one_and_stays_an_alias(tmp_path):
+    compose = (
+        "services:\n  main:\n    depends_on: [my_db]\n  my_db:\n    image: redis:7\n"
+        "    command: [x]\n  Web.App:\n    image: redis:7\n    command: [y]\n"
+        "    depends_on: {my_db: {condition: service_healthy}}\n"
+    )
+    harbor_task(tmp_path / "t", compose)
+    task = imported(tmp_path / "t").draft
+    db, web = task.services
+    assert (db.name, db.aliases, web.name, web.aliases) == (
+        "my-db",
+        ["my_db"],
+        "web-app",
+        ["Web.App"],
+    )
+    assert web.after == ["my-db"]
+    (directory,) = export_harbor([task], tmp_path / "h", base_image="reg/base:1")
+    compose = yaml.safe_load((directory / "environment/docker-compose.yaml").read_text())
+    assert compose["services"]["Web.App"]["depends_on"] == {
+        "my_db": {"condition": "service_healthy"}
+    }
+    back = imported(directory, image_map={})
+    assert back.draft is not None, back.reason
+    assert [(s.name, s.aliases, s.after) for s in back.draft.services] == [
+        ("my-db", ["my_db"], []),
+        ("web-app", ["Web.App"], ["my-db"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("services", "reason"),
+    [
+        (
+            "  a:\n    image: redis:7\n    command: [x]\n    depends_on: [ghost]\n",
+            "depends_on: service a starts after ghost: no such service",
+        ),
+        (
+            "  a:\n    image: redis:7\n    command: [x]\n    depends_on: [b]\n"
+            "  b:\n    image: redis:7\n    command: [x]\n    depends_on: [a]\n",
+            "depends_on: services a, b wait on each other (a cycle in after)",
+        ),
+    ],
+)
+def test_depends_on_an_unknown_service_or_in_a_cycle_is_refused_in_one_line(
+    tmp_path, services, reason
+):
+    harbor_task(tmp_path / "t", "services:\n" + services)
+    assert imported(tmp_path / "t").reason == reason
 
 
 def test_healthcheck_forms_give_the_readiness_command():

@@ -190,3 +190,24 @@ def test_a_process_killed_with_its_services_up_leaves_nothing_after_the_next_swe
     assert sandbox.client.api.networks(filters={"label": [f"{PROJECT_LABEL}=endless"]}) is not None
     with pytest.raises(docker.errors.NotFound):
         sandbox.client.networks.get("endless-net-never-made")
+
+
+def test_a_service_after_another_starts_once_it_is_ready_and_aliases_resolve(sandbox):
+    # db serves only after 3 s; app exits at once if db does not answer when it starts.
+    db = web(
+        sandbox.base.tag,
+        name="db",
+        aliases=["my_db"],
+        command=["sh", "-c", "sleep 3; exec " + " ".join(SERVE)],
+    )
+    check = "import socket; socket.create_connection(('my_db', 8080), timeout=2).close()"
+    app = web(
+        sandbox.base.tag,
+        name="app",
+        after=["db"],
+        command=["sh", "-c", f'python3 -c "{check}" && exec ' + " ".join(SERVE)],
+    )
+    with sandbox.container(build(sandbox, app, db), labels={"role": "svc-order"}) as box:
+        assert box.services.dead() == []
+        assert as_agent(box, "-c", FETCH, "http://my_db:8080/") == "hello-from-web"
+        assert as_agent(box, "-c", FETCH, "http://app:8080/") == "hello-from-web"
