@@ -169,6 +169,7 @@ def test_the_llm_task_prompt_asks_for_the_level_with_concrete_guidance():
         level=str(draw.level),
         levels=str(draw.levels),
         scenario=draw.scenario,
+        services="",
     )
     assert 'level 6 of 6, "set of 5-10 commands"' in text
     assert draw.complexity_hint in text
