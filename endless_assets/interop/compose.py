@@ -18,26 +18,23 @@ every other service becomes a `Service`:
 - `mem_limit`, `cpus`, `pids_limit` -> its limits; `depends_on` (a list or a map) -> `after`: it
   starts once those are ready (one on the agent's service is dropped: every service is ready
   before the agent starts; an unknown name or a cycle is refused); named volumes
-  (`data:/var/lib/x`) left out (the data stays in the container); a few keys that change
-  nothing here are ignored (`IGNORED`).
+  (`data:/var/lib/x`) left out (the data stays in the container); bind mounts of the task's own
+  files, `env_file` and `build.args`: compose_inputs.py; `ports` are not published (services
+  are reached by name, never from this host) and `network_mode: none` is what the agent's
+  container has anyway; a few other keys that change nothing here are ignored (`IGNORED`).
 
-Exports write it back (`compose_files`): `environment/docker-compose.yaml` with the agent's
-service (`main`, waiting for every service to be healthy) and one service per `Service`, built
-from `environment/services/<name>/` (its Dockerfile FROM the export's base image), with its
-command, environment, readiness as a `CMD-SHELL` healthcheck polled every second and its limits;
-Harbor's docker environment merges it over its own `main` and runs it as it is.
+Exports write it back: compose_export.py.
 
-Anything that would reach the host (`HOST_ACCESS`: published ports, bind mounts, privileged,
-host namespaces, added capabilities or devices...) and any other key is refused with one line
-naming the key and the service: imported tasks are untrusted. A service name that is not a DNS
-label (`my_db`, `DB`) becomes one (`my-db`, `db`) and keeps its own name as a second network
-alias, which exports write back as the compose service's name.
+Anything that would reach the host (`HOST_ACCESS`: bind mounts of anything but the task's own
+files, privileged, host namespaces, added capabilities or devices...) and any other key is
+refused with one line naming the key and the service: imported tasks are untrusted. A service
+name that is not a DNS label (`my_db`, `DB`) becomes one (`my-db`, `db`) and keeps its own name
+as a second network alias, which exports write back as the compose service's name.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -46,28 +43,28 @@ from typing import Any
 
 import yaml
 
+from endless_assets.interop.compose_inputs import env_files, mounted, with_build_args
 from endless_assets.interop.dockerfile import replace_base_images
 from endless_assets.interop.import_files import ImportProblem, read_text, read_tree
 from endless_assets.models import Service, start_order
-from endless_assets.sandbox.image.base_image import base_image_tag
-from endless_assets.sandbox.image.images import decode_context, encode_context
+from endless_assets.sandbox.image.images import encode_context
 
 COMPOSE_NAMES = ("docker-compose.yaml", "docker-compose.yml")
 SERVICES_DIR = "services"  # exports: environment/services/<name>/ is a service's build context
 HOST_ACCESS = {
-    "ports", "privileged", "network_mode", "cap_add", "devices", "pid", "ipc", "uts",
+    "privileged", "network_mode", "cap_add", "devices", "pid", "ipc", "uts",
     "userns_mode", "security_opt", "volumes_from", "cgroup_parent", "cgroup", "runtime", "gpus",
-    "device_cgroup_rules", "env_file", "secrets", "configs", "sysctls", "extends",
+    "device_cgroup_rules", "secrets", "configs", "sysctls", "extends",
 }  # fmt: skip
 IGNORED = {
-    "container_name", "restart", "expose", "labels", "hostname", "init", "tty", "stdin_open",
-    "logging", "deploy", "networks", "pull_policy", "platform", "stop_signal",
+    "container_name", "restart", "expose", "ports", "labels", "hostname", "init", "tty",
+    "stdin_open", "logging", "deploy", "networks", "pull_policy", "platform", "stop_signal",
     "stop_grace_period", "links", "extra_hosts", "tmpfs", "shm_size", "ulimits", "dns",
     "mem_reservation", "memswap_limit", "cpu_shares", "oom_score_adj", "domainname", "scale",
 }  # fmt: skip
 HANDLED = {
     "build", "image", "command", "entrypoint", "environment", "healthcheck", "depends_on",
-    "working_dir", "user", "mem_limit", "cpus", "pids_limit", "volumes",
+    "working_dir", "user", "mem_limit", "cpus", "pids_limit", "volumes", "env_file",
 }  # fmt: skip
 _CMD = re.compile(r"^\s*CMD\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
@@ -154,28 +151,16 @@ def read_services(path: Path, where: Path) -> dict[str, dict[str, Any]]:
 def check_keys(name: str, config: dict[str, Any], agent: bool = False) -> None:
     """Refuse what would reach the host, and every key not understood here."""
     for key in config:
+        if key == "network_mode" and config[key] == "none":
+            continue
         if key in HOST_ACCESS:
             raise ImportProblem(
                 f"service {name}: `{key}` is refused (imported tasks get no access to the host)"
             )
         if key not in HANDLED | IGNORED and not str(key).startswith("x-"):
             raise ImportProblem(f"service {name}: `{key}` is not supported")
-    for volume in config.get("volumes") or []:
-        if _binds(volume):
-            raise ImportProblem(
-                f"service {name}: volume {volume} mounts a host path (refused: imported tasks "
-                "get no access to the host)"
-            )
-        if agent:
-            raise ImportProblem(f"service {name}: volumes of the agent's service are refused")
-
-
-def _binds(volume: Any) -> bool:
-    """Whether a volume mounts something of the host's (a named or anonymous one does not)."""
-    if isinstance(volume, dict):
-        return volume.get("type") not in ("volume", "tmpfs")
-    source, sep, _ = str(volume).partition(":")
-    return bool(sep) and source.startswith((".", "/", "~", "$"))
+    if agent and config.get("volumes"):
+        raise ImportProblem(f"service {name}: volumes of the agent's service are refused")
 
 
 def argv(value: Any, where: str) -> list[str]:
@@ -268,7 +253,7 @@ def service_spec(
     context = ""
     if build:
         build = {"context": build} if isinstance(build, str) else build
-        unknown = sorted(set(build) - {"context", "dockerfile"})
+        unknown = sorted(set(build) - {"context", "dockerfile", "args"})
         if unknown:
             raise ImportProblem(f"service {name}: build `{unknown[0]}` is not supported")
         root = (base / str(build.get("context") or ".")).resolve()
@@ -283,10 +268,16 @@ def service_spec(
         files.text.pop(compose_path(root).name if compose_path(root) else "", None)
         context_files = encode_context(files.text, files.binary, sorted(files.executable))
         context, image = root.relative_to(base.resolve()).as_posix(), ""
+        dockerfile = with_build_args(dockerfile, env_map(build.get("args")))
     elif image:
         dockerfile = f"FROM {image}\n"
     else:
         raise ImportProblem(f"service {name}: neither `build` nor `image`")
+    mounts, copies = mounted(
+        name, config.get("volumes"), base, directory, max_binary_bytes=max_binary_bytes
+    )
+    context_files |= mounts
+    dockerfile = "\n".join([dockerfile.rstrip(), *copies]) + "\n"
     for key, line in (("user", "USER"), ("working_dir", "WORKDIR")):
         if config.get(key):
             dockerfile = f"{dockerfile.rstrip()}\n{line} {config[key]}\n"
@@ -308,7 +299,8 @@ def service_spec(
         command=command,
         ready=ready,
         ready_seconds=seconds,
-        environment=env_map(config.get("environment")),
+        environment=env_files(name, config.get("env_file"), base, directory)
+        | env_map(config.get("environment")),
         context_files=context_files,
         limits={k: v for k, v in limits.items() if v is not None},
         image=image,
@@ -324,56 +316,3 @@ def without_contexts(files: Any, specs: list[ServiceSpec]) -> None:
         for rel in [r for r in part if r.startswith(prefixes)]:
             del part[rel]
     files.executable = {r for r in files.executable if not r.startswith(prefixes)}
-
-
-def exported(service: Service, base_image: str) -> Service:
-    """A service as its export reads back: FROM `base_image`, whole seconds to be ready."""
-    return service.model_copy(
-        update={
-            "dockerfile": replace_base_images(service.dockerfile, {base_image_tag(): base_image}),
-            "ready_seconds": float(math.ceil(service.ready_seconds)),
-        }
-    )
-
-
-def compose_files(
-    services: list[Service], base_image: str, agent: str = "main"
-) -> dict[str, tuple[str | bytes, bool]]:
-    """A task's services as files of its environment/ (see the module docstring)."""
-    if not services:
-        return {}
-    named = {s.name: (s.aliases or [s.name])[0] for s in services}  # its compose name
-
-    def wait(names: list[str]) -> dict[str, Any]:
-        return {named[n]: {"condition": "service_healthy"} for n in names}
-
-    compose: dict[str, Any] = {"services": {agent: {"depends_on": wait(list(named))}}}
-    files: dict[str, tuple[str | bytes, bool]] = {}
-    for service in (exported(s, base_image) for s in services):
-        root = f"{SERVICES_DIR}/{service.name}"
-        files[f"{root}/Dockerfile"] = (service.dockerfile, False)
-        for rel, value in service.context_files.items():
-            files[f"{root}/{rel}"] = decode_context(value)
-        compose["services"][named[service.name]] = {
-            "build": {"context": f"./{root}"},
-            **({"depends_on": wait(service.after)} if service.after else {}),
-            "command": [escape(c) for c in service.command],
-            "environment": {k: escape(v) for k, v in service.environment.items()},
-            "healthcheck": {
-                "test": ["CMD-SHELL", escape(service.ready)],
-                "interval": "1s",
-                "timeout": "10s",
-                "retries": int(service.ready_seconds),
-            },
-            "init": True,
-            "mem_limit": service.memory,
-            "cpus": service.cpus,
-            "pids_limit": service.pids,
-        }
-    text = yaml.safe_dump(compose, sort_keys=False, default_flow_style=False)
-    files[COMPOSE_NAMES[0]] = ("# Written by endless: the task's services.\n" + text, False)
-    return files
-
-
-def escape(text: str) -> str:
-    return text.replace("$", "$$")  # Compose would interpolate it

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from endless_assets.interop import task_parts
-from endless_assets.interop.compose import compose_files, exported, services_of
+from endless_assets.interop.compose import services_of
+from endless_assets.interop.compose_export import compose_files, exported
 from endless_assets.interop.output import staged_directory, write_text
 from endless_assets.interop.quality import KEY, QualityRecord, carried, record_of
 from endless_assets.interop.tasks import ExportError

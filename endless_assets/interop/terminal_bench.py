@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from endless_assets.interop import task_parts
-from endless_assets.interop.compose import compose_files
+from endless_assets.interop.compose_export import compose_files
 from endless_assets.interop.harbor import (
     AGENT_TIMEOUT_SEC,
     GRADER_FILE,

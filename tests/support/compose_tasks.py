@@ -2,7 +2,9 @@
 task with a Redis service from Debian's packages (`build:`, a CMD healthcheck, an environment
 list, a named volume), a Harbor task with an `image:` service mapped to our base image (an
 entrypoint, an environment map, a CMD-SHELL healthcheck, `depends_on` with a condition), and a
-Terminal-Bench 1.x task whose `server` is built beside `client` (no healthcheck)."""
+Terminal-Bench 1.x task whose `server` is built beside `client` (no healthcheck), and a Harbor
+task whose `web` service takes the task's own files: a bind-mounted directory, an `env_file`, a
+build argument (and a published port, which is not published)."""
 
 from __future__ import annotations
 
@@ -101,6 +103,27 @@ mkdir -p /tmp/www && printf '%s\\n' "$MOTD" > /tmp/www/motd
 exec python3 -m http.server 7000 --directory /tmp/www
 """
 
+MOUNTS_COMPOSE = """\
+services:
+  web:
+    build:
+      context: ./web
+      args: {PORT: "8090"}
+    command: ["/start.sh"]
+    env_file: web.env
+    ports: ["8090:8090"]
+    volumes: ["./site:/srv/site:ro"]
+    healthcheck:
+      test: ["CMD", "python3", "-c", "import socket; socket.create_connection(('web', 8090))"]
+      interval: 1s
+      retries: 60
+"""
+MOUNTS_MOTD = "from-the-mount\nfrom-the-env-file"
+MOUNTS_START = """\
+#!/bin/sh
+cp -r /srv/site /tmp/www && printf '%s\\n' "$GREETING" >> /tmp/www/motd.txt
+exec python3 -m http.server "$PORT" --directory /tmp/www
+"""
 
 TEST_SH = """\
 #!/bin/bash
@@ -168,9 +191,27 @@ def tb_task(root: Path) -> None:
     write(root, "solution.sh", "#!/bin/bash\n" + solve, 0o755)
 
 
+def mounts_task(root: Path) -> None:
+    write(root, "instruction.md", "Save http://web:8090/motd.txt to /home/user/motd.txt.\n")
+    write(root, "environment/Dockerfile", AGENT_DOCKERFILE)
+    write(root, "environment/docker-compose.yaml", MOUNTS_COMPOSE)
+    dockerfile = "FROM ubuntu:22.04\nARG PORT=80\nENV PORT=$PORT\nCOPY start.sh /start.sh\n"
+    write(root, "environment/web/Dockerfile", dockerfile)
+    write(root, "environment/web/start.sh", MOUNTS_START, 0o755)
+    write(root, "environment/web.env", "GREETING=from-the-env-file\n")
+    write(root, "environment/site/motd.txt", "from-the-mount\n")
+    test = "def test_motd():\n    text = open('/home/user/motd.txt').read().strip()\n"
+    test += f"    assert text == {MOUNTS_MOTD!r}\n"
+    write(root, "tests/test_outputs.py", test)
+    write(root, "tests/test.sh", TEST_SH, 0o755)
+    fetch = FETCH.replace("hostname", "motd.txt").format(host="web:8090")
+    write(root, "solution/solve.sh", f'python3 -c "{fetch}" > /home/user/motd.txt\n')
+
+
 def source_tasks(root: Path) -> list[str]:
-    """The three directories under `root`; their names."""
+    """The four directories under `root`; their names."""
     redis_task(root / "harbor_redis")
     http_task(root / "harbor_http")
     tb_task(root / "tb_server")
-    return ["harbor_redis", "harbor_http", "tb_server"]
+    mounts_task(root / "harbor_mounts")
+    return ["harbor_redis", "harbor_http", "tb_server", "harbor_mounts"]

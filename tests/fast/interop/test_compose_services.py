@@ -18,7 +18,7 @@ from endless_assets.interop.imports import import_tasks
 from endless_assets.interop.terminal_bench import export_terminal_bench
 from endless_assets.models import Service
 from endless_assets.sandbox.image.base_image import base_image_tag
-from endless_assets.sandbox.image.images import EXECUTABLE_PREFIX
+from endless_assets.sandbox.image.images import EXECUTABLE_PREFIX, decode_context
 
 BASE = "endless-base:test"
 MAP = {"ubuntu:22.04": BASE, "redis:7": "endless-redis:local"}
@@ -118,17 +118,19 @@ def test_a_harbor_compose_task_imports_with_its_services_beside_the_agents_conta
 @pytest.mark.parametrize(
     ("service", "reason"),
     [
-        ("ports: ['8080:80']", "service extra: `ports` is refused (imported tasks get no access"),
         ("privileged: true", "service extra: `privileged` is refused"),
         ("network_mode: host", "service extra: `network_mode` is refused"),
         ("cap_add: [NET_ADMIN]", "service extra: `cap_add` is refused"),
-        ("volumes: ['/etc:/host']", "service extra: volume /etc:/host mounts a host path"),
-        ("volumes: ['./data:/data']", "service extra: volume ./data:/data mounts a host path"),
-        ("volumes: [{type: bind, source: /, target: /h}]", "service extra: volume {'type': 'bind'"),
-        ("env_file: .env", "service extra: `env_file` is refused"),
+        ("volumes: ['/etc:/host']", "service extra: volume /etc is not a path inside the task"),
+        ("volumes: ['../../x:/data']", "service extra: volume ../../x is not a path inside the"),
+        ("volumes: ['$HOME:/h']", "service extra: volume $HOME is not a path inside the task"),
+        ("volumes: ['./nothing:/data']", "service extra: volume ./nothing:/data: ./nothing does"),
+        ("volumes: [{type: bind, source: /, target: /h}]", "service extra: volume / is not a"),
+        ("env_file: /etc/passwd", "service extra: env_file /etc/passwd is not a path inside"),
+        ("env_file: [missing.env]", "service extra: env_file missing.env does not exist"),
         ("stdin_only: 1", "service extra: `stdin_only` is not supported"),
         ("build: ../../elsewhere", "service extra: build context ../../elsewhere is not in"),
-        ("build: {context: ./db, args: {A: 1}}", "service extra: build `args` is not supported"),
+        ("build: {context: ./db, target: x}", "service extra: build `target` is not supported"),
     ],
 )
 def test_a_compose_key_that_reaches_the_host_or_is_unknown_is_refused_naming_it(
@@ -138,6 +140,47 @@ def test_a_compose_key_that_reaches_the_host_or_is_unknown_is_refused_naming_it(
     harbor_task(tmp_path / "t", COMPOSE.replace("volumes:\n  pgdata", extra + "volumes:\n  pgdata"))
     outcome = imported(tmp_path / "t")
     assert outcome.draft is None and outcome.reason.startswith(reason), outcome.reason
+
+
+MOUNTS = """\
+services:
+  main: {network_mode: none}
+  db:
+    build: {context: ./db, args: {VERSION: "15", GREETING: a b}}
+    env_file: [db.env, {path: optional.env, required: false}]
+    environment: {PGPORT: "5433"}
+    ports: ["5432:5432"]
+    volumes:
+      - ./init.sql:/docker-entrypoint-initdb.d/init.sql:ro
+      - ./conf:/etc/db/conf.d
+      - {type: bind, source: ./db/start.sh, target: /usr/local/bin/start}
+      - pgdata:/var/lib/postgresql/data
+"""
+
+
+def test_task_files_mounted_into_a_service_env_files_and_build_args_become_its_image(tmp_path):
+    harbor_task(tmp_path / "t", MOUNTS)
+    write(tmp_path / "t", "environment/db/Dockerfile", 'FROM ubuntu:22.04\nARG VERSION=14\n'
+          'ARG GREETING="hi there"\nARG OTHER\nCMD ["/start.sh"]\n')  # fmt: skip
+    write(tmp_path / "t", "environment/init.sql", "CREATE TABLE t (x int);\n")
+    write(tmp_path / "t", "environment/conf/a.conf", "port 5433\n")
+    write(tmp_path / "t", "environment/conf/sub/b.bin", b"\x00\xff")
+    write(tmp_path / "t", "environment/db.env", "# comment\nexport USER_A='ann'\nPGPORT=1\n\n")
+    outcome = imported(tmp_path / "t")
+    assert outcome.draft is not None, outcome.reason
+    (db,) = outcome.draft.services
+    assert db.dockerfile == (
+        f'FROM {BASE}\nARG VERSION="15"\nARG GREETING="a b"\nARG OTHER\nCMD ["/start.sh"]\n'
+        'COPY [".compose-mounts/0/init.sql", "/docker-entrypoint-initdb.d/init.sql"]\n'
+        'COPY [".compose-mounts/1/", "/etc/db/conf.d"]\n'
+        'COPY [".compose-mounts/2/start.sh", "/usr/local/bin/start"]\n'
+    )
+    files = db.context_files
+    assert files[".compose-mounts/0/init.sql"] == "CREATE TABLE t (x int);\n"
+    assert files[".compose-mounts/1/a.conf"] == "port 5433\n"
+    assert decode_context(files[".compose-mounts/1/sub/b.bin"]) == (b"\x00\xff", False)
+    assert files[".compose-mounts/2/start.sh"].startswith(EXECUTABLE_PREFIX)
+    assert db.environment == {"USER_A": "ann", "PGPORT": "5433"}  # its environment wins
 
 
 def test_the_agents_own_service_may_not_reach_the_host_either(tmp_path):

@@ -76,7 +76,7 @@ def source(tmp_path):
     good_task(src / "no_dockerfile")
     os.remove(src / "no_dockerfile/environment/Dockerfile")
     good_task(src / "compose")
-    write(src / "compose", "environment/docker-compose.yaml", COMPOSE_PORTS)
+    write(src / "compose", "environment/docker-compose.yaml", COMPOSE_HOST)
     good_task(src / "binary_too_big")
     write(src / "binary_too_big", "environment/blob.bin", b"\x00\xff\xfe" * 400_000)
     good_task(src / "two_tests")
@@ -97,7 +97,7 @@ def source(tmp_path):
 
 
 MIB = 2**20
-COMPOSE_PORTS = "services:\n  web:\n    image: nginx\n    ports: ['8080:80']\n"
+COMPOSE_HOST = "services:\n  web:\n    image: nginx\n    privileged: true\n"
 
 
 def by_dir(outcomes):
@@ -119,7 +119,8 @@ def test_good_directories_import_and_each_broken_one_says_why(source):
     expected = {
         "no_instruction": "no instruction.md",
         "no_dockerfile": "no environment/Dockerfile",
-        "compose": "service web: `ports` is refused (imported tasks get no access to the host)",
+        "compose": "service web: `privileged` is refused (imported tasks get no access to the "
+        "host)",
         "binary_too_big": "environment/blob.bin is a binary file of 1.1 MiB, over the 1 MiB "
         "limit (setting max_binary_file_mb)",
         "two_tests": "2 pytest files",

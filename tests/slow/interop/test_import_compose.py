@@ -1,8 +1,9 @@
-"""Multi-service tasks written by hand (compose_tasks.py: Harbor compose files with a Redis
-service from Debian's packages and an `image:` service mapped to our base image, a
-Terminal-Bench task with a `server` beside `client`) imported as one batch through Dagster (real
-Docker, the imported builds given the network for Debian's packages): each comes in with its
-services, is validated with them running and is kept; exported again, it is a compose task."""
+"""Multi-service tasks written by hand (compose_tasks.py: Harbor compose files with a Redis service
+from Debian's packages and an `image:` service mapped to our base image, a Terminal-Bench task with
+a `server` beside `client`, a Harbor task whose service takes the task's files through a bind mount,
+an env_file and a build argument) imported as one batch through Dagster (real Docker, the imported
+builds given the network for Debian's packages): each comes in with its services, is validated with
+them running and is kept; exported again, it is a compose task."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def test_every_compose_task_imports_with_its_services(imported):
         "harbor_redis": ["cache"],
         "harbor_http": ["files-api"],
         "tb_server": ["server"],
+        "harbor_mounts": ["web"],
     }
 
 
@@ -88,7 +90,12 @@ def test_kept_compose_tasks_export_back_as_compose_tasks(imported):
     for compose in out.glob("*/environment/docker-compose.yaml"):
         services = yaml.safe_load(compose.read_text())["services"]
         found[tuple(sorted(services))] = services
-    assert set(found) == {("cache", "main"), ("files-api", "main"), ("main", "server")}
+    assert set(found) == {
+        ("cache", "main"),
+        ("files-api", "main"),
+        ("main", "server"),
+        ("main", "web"),
+    }
     assert found[("cache", "main")]["cache"]["healthcheck"]["test"] == [
         "CMD-SHELL",
         "redis-cli ping",
