@@ -15,13 +15,15 @@ every other service becomes a `Service`:
 - `healthcheck.test` (`CMD ...`, `CMD-SHELL ...` or a string) -> its readiness command, within
   `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s); none: ready once
   started (`true`), as Compose's `depends_on` waits for nothing more;
-- `mem_limit`, `cpus`, `pids_limit` -> its limits; `depends_on` (a list or a map) -> `after`: it
-  starts once those are ready (one on the agent's service is dropped: every service is ready
-  before the agent starts; an unknown name or a cycle is refused); named volumes
-  (`data:/var/lib/x`) left out (the data stays in the container); bind mounts of the task's own
-  files, `env_file` and `build.args`: compose_inputs.py; `ports` are not published (services
-  are reached by name, never from this host) and `network_mode: none` is what the agent's
-  container has anyway; a few other keys that change nothing here are ignored (`IGNORED`).
+- `mem_limit`, `cpus`, `pids_limit` (or `deploy.resources.limits`) -> its limits;
+  `depends_on` (a list or a map) -> `after`: it starts once those are ready (one on the agent's
+  service is dropped: every service is ready before the agent starts; an unknown name or a
+  cycle is refused); named volumes (`data:/var/lib/x`) left out (the data stays in the
+  container); bind mounts of the task's own files, `env_file` and `build.args`:
+  compose_inputs.py; `ports` are not published (services are reached by name, never from this
+  host) and `network_mode: none` is what the agent's container has anyway; the agent's
+  service's harness log mounts (`${A}:${B}`, as Harbor's and Terminal-Bench's templates write)
+  are dropped; a few other keys that change nothing here are ignored (`IGNORED`).
 
 Exports write it back: compose_export.py.
 
@@ -66,6 +68,7 @@ HANDLED = {
     "build", "image", "command", "entrypoint", "environment", "healthcheck", "depends_on",
     "working_dir", "user", "mem_limit", "cpus", "pids_limit", "volumes", "env_file",
 }  # fmt: skip
+_HARNESS_MOUNT = re.compile(r"^\$\{\w+\}:\$\{\w+\}(:r[ow])?$")  # the harness's own log mounts
 _CMD = re.compile(r"^\s*CMD\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -159,7 +162,8 @@ def check_keys(name: str, config: dict[str, Any], agent: bool = False) -> None:
             )
         if key not in HANDLED | IGNORED and not str(key).startswith("x-"):
             raise ImportProblem(f"service {name}: `{key}` is not supported")
-    if agent and config.get("volumes"):
+    mounts = [v for v in config.get("volumes") or [] if not _HARNESS_MOUNT.match(str(v))]
+    if agent and mounts:
         raise ImportProblem(f"service {name}: volumes of the agent's service are refused")
 
 
@@ -288,10 +292,12 @@ def service_spec(
         command = argv(entrypoint, f"service {name}: entrypoint") + command
     command = command or default_command(dockerfile)
     ready, seconds = readiness(name, config.get("healthcheck"))
+    deployed = ((config.get("deploy") or {}).get("resources") or {}).get("limits") or {}
+    given = {k: v for k, v in {**deployed, **config}.items() if "${" not in str(v)}
     limits = {
-        "memory": str(config["mem_limit"]) if "mem_limit" in config else None,
-        "cpus": float(config["cpus"]) if "cpus" in config else None,
-        "pids": int(config["pids_limit"]) if "pids_limit" in config else None,
+        "memory": str(given.get("mem_limit") or given.get("memory") or "") or None,
+        "cpus": float(given["cpus"]) if "cpus" in given else None,
+        "pids": int(given.get("pids_limit") or given.get("pids") or 0) or None,
     }
     return ServiceSpec(
         name=name,

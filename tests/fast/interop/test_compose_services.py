@@ -144,8 +144,11 @@ def test_a_compose_key_that_reaches_the_host_or_is_unknown_is_refused_naming_it(
 
 MOUNTS = """\
 services:
-  main: {network_mode: none}
+  main:
+    network_mode: none
+    volumes: ["${HOST_VERIFIER_LOGS_PATH}:${ENV_VERIFIER_LOGS_PATH}"]
   db:
+    deploy: {resources: {limits: {cpus: "1.5", memory: 768M}}}
     build: {context: ./db, args: {VERSION: "15", GREETING: a b}}
     env_file: [db.env, {path: optional.env, required: false}]
     environment: {PGPORT: "5433"}
@@ -159,6 +162,7 @@ services:
 
 
 def test_task_files_mounted_into_a_service_env_files_and_build_args_become_its_image(tmp_path):
+    """(and the agent's service's harness log mounts are dropped, deploy limits are kept)"""
     harbor_task(tmp_path / "t", MOUNTS)
     write(tmp_path / "t", "environment/db/Dockerfile", 'FROM ubuntu:22.04\nARG VERSION=14\n'
           'ARG GREETING="hi there"\nARG OTHER\nCMD ["/start.sh"]\n')  # fmt: skip
@@ -181,6 +185,7 @@ def test_task_files_mounted_into_a_service_env_files_and_build_args_become_its_i
     assert decode_context(files[".compose-mounts/1/sub/b.bin"]) == (b"\x00\xff", False)
     assert files[".compose-mounts/2/start.sh"].startswith(EXECUTABLE_PREFIX)
     assert db.environment == {"USER_A": "ann", "PGPORT": "5433"}  # its environment wins
+    assert (db.cpus, db.memory) == (1.5, "768M")
 
 
 def test_the_agents_own_service_may_not_reach_the_host_either(tmp_path):
