@@ -4,8 +4,10 @@ One block per service: `key: value` lines (`command:` the argv, split as a shell
 the service's PID 1; `ready:` a shell command that exits 0 once it serves; optional
 `ready_seconds:`, `after:` names of services it waits for, and `env: KEY=VALUE` lines) and one
 ```dockerfile block FROM the base image, checked as a task's is (it has no build-context files:
-it writes what it needs with RUN). Every problem is one line naming the service and what is
-wrong. Nothing here runs what it reads.
+it writes what it needs with RUN). What models add around those is read through: a `- ` or
+`* ` bullet, a key in backquotes, `environment`/`depends_on`/`healthcheck`/`cmd` for `env`/
+`after`/`ready`/`command`, and lines of prose (no `key:` at their start). Every problem is one
+line naming the service and what is wrong. Nothing here runs what it reads.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ _SERVICE_TAG = re.compile(
 )
 _FENCED = re.compile(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1[ \t]*$", re.S | re.M)
 KEYS = ("command", "ready", "ready_seconds", "after", "env")
+SYNONYMS = {"environment": "env", "depends_on": "after", "healthcheck": "ready", "cmd": "command"}
+_KEY_LINE = re.compile(r"^\s*(?:[-*]\s+)?`?(?P<key>[A-Za-z_]+)`?\s*:(?P<value>.*)$")
 
 
 def without_services(text: str) -> str:
@@ -64,11 +68,12 @@ def _service(name: str, body: str, base_image: str) -> Service:
         raise ParseError(f"{where}: no ```dockerfile block (FROM {base_image}, then its RUN steps)")
     fields: dict[str, object] = {"name": name, "environment": {}, "after": []}
     for line in _FENCED.sub("", body).splitlines():
-        if not line.strip():
-            continue
-        key, sep, value = line.partition(":")
-        key, value = key.strip().lower(), value.strip()
-        if not sep or key not in KEYS:
+        found = _KEY_LINE.match(line)
+        if not found:
+            continue  # a blank line or prose
+        key, value = found["key"].lower(), found["value"].strip()
+        key = SYNONYMS.get(key, key)
+        if key not in KEYS:
             raise ParseError(
                 f"{where}: unexpected line {line.strip()[:80]!r} (lines are "
                 + ", ".join(f"{k}:" for k in KEYS)

@@ -119,6 +119,17 @@ def test_a_bad_service_block_is_one_line_naming_the_service_and_what_is_wrong(re
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_bullets_backquoted_keys_synonyms_and_prose_around_the_keys_are_read_through():
+    reply = block(
+        "Redis, as the queue the worker drains.\n- `command`: redis-server --port 6379\n"
+        "* healthcheck: redis-cli ping\nenvironment: A=1\ndepends_on: \n"
+        f"It keeps nothing on disk.\n{DOCKER}"
+    )
+    (service,) = parse_services(reply, BASE)
+    assert service.command == ["redis-server", "--port", "6379"]
+    assert (service.ready, service.environment) == ("redis-cli ping", {"A": "1"})
+
+
 def test_rendered_services_parse_back_to_the_same_services():
     reply = block(
         "command: sh -c 'exec x --flag \"a b\"'\nready: nc -z 127.0.0.1 5\n"
