@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +100,7 @@ run_coordinator:
   runs:
     # Twice the Docker steps the engines take at once: while one run's Docker stage holds an
     # engine, another run generates its tasks or filters its dataset.
-    max_concurrent_runs: {{runs}}
+    max_concurrent_runs: {{max_concurrent_runs}}
   pools:
     # Steps wait for a slot inside their run (which may then start its other steps).
     granularity: op
@@ -142,19 +142,11 @@ def pg_url() -> str | None:
 
 
 def sqlite_yaml(size: Sizing) -> str:
-    return SQLITE_YAML.format(
-        engines=size.engines, slots=size.slots, workers=size.workers, docker_pool=size.docker_pool
-    )
+    return SQLITE_YAML.format(**asdict(size))
 
 
 def postgres_yaml(size: Sizing) -> str:
-    return POSTGRES_YAML.format(
-        runs=size.max_concurrent_runs,
-        engines=size.engines,
-        slots=size.slots,
-        workers=size.workers,
-        docker_pool=size.docker_pool,
-    )
+    return POSTGRES_YAML.format(**asdict(size))
 
 
 def driver_url(url: str) -> str:
