@@ -288,9 +288,7 @@ def task_container(
         engine = provider_for(client)
         host_config = confined_host_config(
             client,
-            memory=limits.memory,
-            cpus=limits.cpus,
-            pids=limits.pids,
+            limits,
             caps=KEEP_CAPS,
             network_mode=network or "none",
             **({"dns": RESOLVER} if network else {}),

@@ -12,7 +12,7 @@ are filtered with their own numbers (the sub-architectures), not let through.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from docker import DockerClient
 
@@ -136,19 +136,27 @@ PROFILE_JSON = json.dumps(profile(), separators=(",", ":"))
 SECURITY_OPT = f"seccomp={PROFILE_JSON}"
 
 
+class Bounds(Protocol):
+    """What a container may use: container.Limits, a models.Service."""
+
+    memory: str
+    cpus: float
+    pids: int
+
+
 def confined_host_config(
-    client: DockerClient, *, memory: str, cpus: float, pids: int, caps: list[str], **rest: Any
+    client: DockerClient, bounds: Bounds, *, caps: list[str], **rest: Any
 ) -> dict:
     """The host config of every container we start (a task's, a verifier, a service): under an
-    init, within its limits, every capability dropped but `caps`, no new privileges, this
+    init, within its `bounds`, every capability dropped but `caps`, no new privileges, this
     profile, never privileged; `rest` adds to it (network, tmpfs, logs, ulimits, volumes)."""
     engine = provider_for(client)
     return client.api.create_host_config(
         init=True,
-        mem_limit=memory,
-        memswap_limit=memory,
-        nano_cpus=int(cpus * 1e9),
-        pids_limit=pids,
+        mem_limit=bounds.memory,
+        memswap_limit=bounds.memory,
+        nano_cpus=int(bounds.cpus * 1e9),
+        pids_limit=bounds.pids,
         cap_drop=["ALL"],
         cap_add=caps,
         security_opt=["no-new-privileges", engine.seccomp_option(PROFILE_JSON)],

@@ -162,9 +162,7 @@ def _start(
     engine = provider_for(client)
     host_config = confined_host_config(
         client,
-        memory=service.memory,
-        cpus=service.cpus,
-        pids=service.pids,
+        service,
         caps=SERVICE_CAPS,
         network_mode=network,
         dns=RESOLVER,
