@@ -13,8 +13,9 @@ every other service becomes a `Service`:
 - `environment` (a list of `K=V` or a map; a bare `K`, Compose's pass-through of this host's
   variable, is dropped) -> its environment; `user`, `working_dir` -> `USER` / `WORKDIR` lines;
 - `healthcheck.test` (`CMD ...`, `CMD-SHELL ...` or a string) -> its readiness command, within
-  `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s); none: ready once
-  started (`true`), as Compose's `depends_on` waits for nothing more;
+  `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s) but never under
+  60 s (a service that never answers still fails; one on a busy machine gets time); none: ready
+  once started (`true`), as Compose's `depends_on` waits for nothing more;
 - `mem_limit`, `cpus`, `pids_limit` (or `deploy.resources.limits`) -> its limits;
   `depends_on` (a list or a map) -> `after`: it starts once those are ready (one on the agent's
   service is dropped: every service is ready before the agent starts; an unknown name or a
@@ -68,6 +69,7 @@ HANDLED = {
     "build", "image", "command", "entrypoint", "environment", "healthcheck", "depends_on",
     "working_dir", "user", "mem_limit", "cpus", "pids_limit", "volumes", "env_file",
 }  # fmt: skip
+READY_FLOOR = 60.0  # seconds: a loaded machine starts a service slower than its author's did
 _HARNESS_MOUNT = re.compile(r"^\$\{\w+\}:\$\{\w+\}(:r[ow])?$")  # the harness's own log mounts
 _CMD = re.compile(r"^\s*CMD\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
@@ -222,7 +224,7 @@ def readiness(name: str, health: Any) -> tuple[str, float]:
         raise ImportProblem(f"service {name}: healthcheck test {test} is not CMD or CMD-SHELL")
     seconds = _seconds(health.get("start_period"), 0.0)
     seconds += int(health.get("retries") or 3) * _seconds(health.get("interval"), 30.0)
-    return unescape(command), min(600.0, max(1.0, seconds))
+    return unescape(command), min(600.0, max(READY_FLOOR, seconds))
 
 
 def default_command(dockerfile: str) -> list[str]:

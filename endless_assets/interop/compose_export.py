@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from endless_assets.interop.compose import COMPOSE_NAMES, SERVICES_DIR
+from endless_assets.interop.compose import COMPOSE_NAMES, READY_FLOOR, SERVICES_DIR
 from endless_assets.interop.dockerfile import replace_base_images
 from endless_assets.models import Service
 from endless_assets.sandbox.image.base_image import base_image_tag
@@ -23,11 +23,12 @@ from endless_assets.sandbox.image.images import decode_context
 
 
 def exported(service: Service, base_image: str) -> Service:
-    """A service as its export reads back: FROM `base_image`, whole seconds to be ready."""
+    """A service as its export reads back: FROM `base_image`, whole seconds to be ready (at
+    least compose.READY_FLOOR, as imports give every service)."""
     return service.model_copy(
         update={
             "dockerfile": replace_base_images(service.dockerfile, {base_image_tag(): base_image}),
-            "ready_seconds": float(math.ceil(service.ready_seconds)),
+            "ready_seconds": float(max(READY_FLOOR, math.ceil(service.ready_seconds))),
         }
     )
 

@@ -103,7 +103,7 @@ def test_a_harbor_compose_task_imports_with_its_services_beside_the_agents_conta
     assert db.context_files["start.sh"].startswith(EXECUTABLE_PREFIX)
     assert base64.b64decode(db.context_files["seed.bin"].split(":", 1)[1]) == b"\x00\x01\x02"
     assert db.environment == {"POSTGRES_PASSWORD": "secret"}  # this host's PASS_THROUGH: never
-    assert (db.ready, db.ready_seconds) == ("pg_isready -h localhost", 25.0)
+    assert (db.ready, db.ready_seconds) == ("pg_isready -h localhost", 60.0)  # 25 s: at least 60
     assert cache.dockerfile == "FROM endless-redis:local\n"
     assert cache.command == ["redis-server", "--save", "", "--port", "6380"]
     assert cache.ready == "redis-cli -p 6380 ping | grep -q PONG && test $HOME"
@@ -343,7 +343,7 @@ def test_a_task_with_services_exports_to_harbor_as_a_compose_task_and_reads_back
     assert os.access(directory / "environment/services/db/run.sh", os.X_OK)
     back = imported(directory, image_map={}).draft
     assert [s.name for s in back.services] == ["db", "web"]
-    assert back.services[0].ready_seconds == 31.0 and back.services[0].command[1] == "$HOME"
+    assert back.services[0].ready_seconds == 60.0 and back.services[0].command[1] == "$HOME"
     assert back.context_files == task.context_files  # services/ is not the agent's
 
 
@@ -355,6 +355,6 @@ def test_a_task_with_services_exports_to_terminal_bench_beside_client_and_reads_
     assert compose["services"]["client"]["command"] == ["sh", "-c", "sleep infinity"]
     back = imported(directory, fmt="terminal-bench", image_map={}).draft
     assert back.services == [
-        s.model_copy(update={"ready_seconds": 31.0 if s.name == "db" else 60.0})
+        s.model_copy(update={"ready_seconds": 60.0})  # 30.5 s: at least 60 on import
         for s in task.services
     ]
