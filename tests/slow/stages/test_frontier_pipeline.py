@@ -1,10 +1,10 @@
 """Consecutive daily batches drawn by the frontier sampler over the LLM generator's whole taxonomy
-(62 categories x 6 complexities, 372 cells), through real Dagster runs, real Docker, a scripted
-model writing the tasks and a chat solver over real HTTP whose skill per category and
-complexity the platform never sees: the learnable share of kept tasks rises above the uniform
-draw's by the second batch, each batch records what its draw expected next to what was
-measured, every drawn cell is the one described; a batch drawn again reproduces its draw; the
-oracle degrades a procedural draw, said once."""
+(the paper's 62 categories and 3 with services x 6 complexities, 390 cells), through real Dagster
+runs, real Docker, a scripted model writing the tasks and a chat solver over real HTTP whose skill
+per category and complexity the platform never sees: the learnable share of kept tasks rises above
+the uniform draw's by the second batch, each batch records what its draw expected next to what was
+measured, every drawn cell is the one described; a batch drawn again reproduces its draw; the oracle
+degrades a procedural draw, said once."""
 
 from __future__ import annotations
 
@@ -156,9 +156,9 @@ def test_the_learnable_share_rises_above_the_uniform_draws_by_the_second_batch(f
     later = shares.filter(pl.col("batch") >= DAYS[1])
     assert second > baseline + 0.1
     assert later["learnable"].sum() / later["kept"].sum() >= 0.6
-    # The floor goes to cells no batch before drew, from the whole taxonomy's 372.
+    # The floor goes to cells no batch before drew, from the whole taxonomy's 390.
     cells = {(c.name, x.name) for c in TAXONOMY.categories for x in TAXONOMY.complexities}
-    assert set(draws.select("category", "complexity").rows()) <= cells and len(cells) == 372
+    assert set(draws.select("category", "complexity").rows()) <= cells and len(cells) == 390
     for day in DAYS[1:]:
         before = set(draws.filter(pl.col("batch") < day)["cell"])
         drawn = draws.filter(pl.col("batch") == day)
