@@ -21,7 +21,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 DAEMONS = ("dockerd", "containerd", "containerd-shim-runc-v2", "podman", "conmon")
 
 
-def _machine_busy() -> float:
+def machine_busy() -> float:
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     values = [int(v) for v in fields]
     idle = values[3] + values[4]  # idle + iowait
@@ -70,7 +70,7 @@ class CpuMeter:
         }
 
     def _snapshot(self) -> dict[str, float]:
-        snap = {"machine": _machine_busy(), "this process": time.process_time()}
+        snap = {"machine": machine_busy(), "this process": time.process_time()}
         snap.update(_daemons())
         for name, pid in self.others.items():
             snap[name] = _process_cpu(pid)

@@ -3,8 +3,9 @@
 For `--runs` episodes of a small task (one after another, so nothing else competes for the
 engine), it times: starting the container (with the run's limits: the disk budget's filesystem
 included), starting its resident grader, opening the agent's shell, one command, the verdict,
-and removing the container; and prints the median of each phase and of start + grader + verdict
-+ removal, the lifecycle we keep under 0.5 s. `--warm` takes containers started
+and removing the container; and prints the median of each phase (wall time, and the machine's CPU
+while it ran: where each CPU-second of an episode goes, on an otherwise idle machine) and of start
++ grader + verdict + removal, the lifecycle we keep under 0.5 s. `--warm` takes containers started
 ahead instead (sandbox/containers/warm.py): the start and the grader's start leave the episode's
 clock. `--user root` (or another user of the base image) runs the agent as that user, the way an
 imported task's is (identity.py): a root agent's verdict is a verifier container's. The machine's
@@ -19,7 +20,7 @@ import argparse
 import statistics
 import time
 
-from cpu import CpuMeter
+from cpu import CpuMeter, machine_busy
 
 from endless_assets.sandbox.containers.container import Limits
 from endless_assets.sandbox.containers.identity import identity_dockerfile
@@ -46,10 +47,12 @@ def main() -> None:
     build = sandbox.build(dockerfile, {})
     assert build.ok, build.log
     phases: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
 
-    def record(name: str, since: float) -> float:
-        now = time.monotonic()
-        phases.setdefault(name, []).append(now - since)
+    def record(name: str, since: tuple[float, float]) -> tuple[float, float]:
+        now = (time.monotonic(), machine_busy())
+        phases.setdefault(name, []).append(now[0] - since[0])
+        cpu.setdefault(name, []).append(now[1] - since[1])
         return now
 
     meter = CpuMeter()
@@ -60,7 +63,8 @@ def main() -> None:
         sandbox.close()
     medians = {name: statistics.median(values[1:]) for name, values in phases.items()}
     for name, value in medians.items():
-        print(f"{name:>13}: {value * 1000:6.0f} ms")
+        used = statistics.median(cpu[name][1:])
+        print(f"{name:>13}: {value * 1000:6.0f} ms, machine CPU {used * 1000:5.0f} ms")
     lifecycle = sum(medians[n] for n in ("start", "grader start", "verdict", "removal"))
     print(
         f"start + grader start + verdict + removal: {lifecycle * 1000:.0f} ms "
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace, sandbox: Sandbox, tag: str, record) -> None:
         if args.warm:
             sandbox.expect(tag)
             sandbox.warm.ready(tag, 1)
-        t = time.monotonic()
+        t = (time.monotonic(), machine_busy())
         with sandbox.container(tag, warm=args.warm) as box:
             t = record("start", t)
             start_grader(box)
