@@ -9,13 +9,15 @@ every other service becomes a `Service`:
   must be mapped (the task's images cannot be pulled here); with both, `build:` wins (`image:`
   only names what it builds);
 - `command` / `entrypoint` (a list, or a string split as the shell would) -> its command (an
-  `entrypoint` replaces the image's, as in Compose); neither: the Dockerfile's last `CMD`;
+  `entrypoint` replaces the image's, as in Compose); neither: the Dockerfile's last `CMD`, or
+  without one its last `ENTRYPOINT`;
 - `environment` (a list of `K=V` or a map; a bare `K`, Compose's pass-through of this host's
   variable, is dropped) -> its environment; `user`, `working_dir` -> `USER` / `WORKDIR` lines;
 - `healthcheck.test` (`CMD ...`, `CMD-SHELL ...` or a string) -> its readiness command, within
   `start_period` + `retries` x `interval` (Compose's defaults: 0 s, 3, 30 s) but never under
-  60 s (a service that never answers still fails; one on a busy machine gets time); none: ready
-  once started (`true`), as Compose's `depends_on` waits for nothing more;
+  60 s (a service that never answers still fails; one on a busy machine gets time); none: the
+  Dockerfile's `HEALTHCHECK ... CMD`, else ready once started (`true`), as Compose's
+  `depends_on` waits for nothing more;
 - `mem_limit`, `cpus`, `pids_limit` (or `deploy.resources.limits`) -> its limits;
   `depends_on` (a list or a map) -> `after`: it starts once those are ready (one on the agent's
   service is dropped: every service is ready before the agent starts; an unknown name or a
@@ -72,6 +74,8 @@ HANDLED = {
 READY_FLOOR = 60.0  # seconds: a loaded machine starts a service slower than its author's did
 _HARNESS_MOUNT = re.compile(r"^\$\{\w+\}:\$\{\w+\}(:r[ow])?$")  # the harness's own log mounts
 _CMD = re.compile(r"^\s*CMD\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_ENTRYPOINT = re.compile(r"^\s*ENTRYPOINT\s+(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_HEALTHCHECK = re.compile(r"^\s*HEALTHCHECK\s+(?:--\S+\s+)*CMD\s+(.+?)\s*$", re.I | re.M)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
 _UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -227,18 +231,38 @@ def readiness(name: str, health: Any) -> tuple[str, float]:
     return unescape(command), min(600.0, max(READY_FLOOR, seconds))
 
 
-def default_command(dockerfile: str) -> list[str]:
-    """The Dockerfile's last CMD as argv ([] without one)."""
-    found = _CMD.findall(dockerfile)
-    if not found:
-        return []
+def _argv_of(form: str) -> list[str]:
+    """A Dockerfile instruction's argument: the exec form's list, or the shell form's line."""
     try:
-        parsed = json.loads(found[-1])
+        parsed = json.loads(form)
     except json.JSONDecodeError:
         parsed = None
     if isinstance(parsed, list):
         return [str(p) for p in parsed]
-    return ["/bin/sh", "-c", found[-1]]
+    return ["/bin/sh", "-c", form]
+
+
+def default_command(dockerfile: str) -> tuple[list[str], str]:
+    """What the image runs when compose names no command, and the Dockerfile to run it with: its
+    last CMD (after its ENTRYPOINT, which stays in the image); with no CMD, its last ENTRYPOINT
+    (the Dockerfile then ends `ENTRYPOINT []`: the argv says it all); ([], the Dockerfile) with
+    neither."""
+    commands, entrypoints = _CMD.findall(dockerfile), _ENTRYPOINT.findall(dockerfile)
+    if commands:
+        return _argv_of(commands[-1]), dockerfile
+    if entrypoints and _argv_of(entrypoints[-1]):
+        return _argv_of(entrypoints[-1]), f"{dockerfile.rstrip()}\nENTRYPOINT []\n"
+    return [], dockerfile
+
+
+def image_health(dockerfile: str) -> dict[str, Any] | None:
+    """The Dockerfile's last `HEALTHCHECK ... CMD` as a compose healthcheck (None without)."""
+    found = _HEALTHCHECK.findall(dockerfile)
+    if not found:
+        return None
+    argv = _argv_of(found[-1])
+    command = argv[2] if argv[:2] == ["/bin/sh", "-c"] else shlex.join(argv)
+    return {"test": ["CMD-SHELL", command]}
 
 
 def service_spec(
@@ -292,8 +316,10 @@ def service_spec(
     if entrypoint is not None:
         dockerfile = f"{dockerfile.rstrip()}\nENTRYPOINT []\n"
         command = argv(entrypoint, f"service {name}: entrypoint") + command
-    command = command or default_command(dockerfile)
-    ready, seconds = readiness(name, config.get("healthcheck"))
+    if not command:
+        command, dockerfile = default_command(dockerfile)
+    health = config.get("healthcheck") if "healthcheck" in config else image_health(dockerfile)
+    ready, seconds = readiness(name, health)
     deployed = ((config.get("deploy") or {}).get("resources") or {}).get("limits") or {}
     given = {k: v for k, v in {**deployed, **config}.items() if "${" not in str(v)}
     limits = {

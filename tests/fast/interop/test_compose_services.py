@@ -188,6 +188,34 @@ def test_task_files_mounted_into_a_service_env_files_and_build_args_become_its_i
     assert (db.cpus, db.memory) == (1.5, "768M")
 
 
+IMAGE_DEFAULTS = """\
+services:
+  entry: {build: ./entry}
+  both: {build: ./both}
+"""
+
+
+def test_without_a_command_or_healthcheck_the_dockerfiles_entrypoint_cmd_and_healthcheck_serve(
+    tmp_path,
+):
+    harbor_task(tmp_path / "t", IMAGE_DEFAULTS)
+    entry = 'FROM ubuntu:22.04\nHEALTHCHECK --interval=2s CMD ["redis-cli", "ping"]\n'
+    entry += 'ENTRYPOINT ["redis-server", "--port", "6380"]\n'
+    both = 'FROM ubuntu:22.04\nENTRYPOINT ["/init"]\nCMD exec serve --now\n'
+    both += "HEALTHCHECK CMD test -e /tmp/up || exit 1\n"
+    write(tmp_path / "t", "environment/entry/Dockerfile", entry)
+    write(tmp_path / "t", "environment/both/Dockerfile", both)
+    outcome = imported(tmp_path / "t")
+    assert outcome.draft is not None, outcome.reason
+    first, second = outcome.draft.services
+    assert first.command == ["redis-server", "--port", "6380"]
+    assert first.dockerfile.endswith("ENTRYPOINT []\n")  # the argv says it all
+    assert (first.ready, first.ready_seconds) == ("redis-cli ping", 90.0)  # Docker's 3 x 30 s
+    assert second.command == ["/bin/sh", "-c", "exec serve --now"]  # after the image's /init
+    assert "ENTRYPOINT []" not in second.dockerfile
+    assert second.ready == "test -e /tmp/up || exit 1"
+
+
 def test_the_agents_own_service_may_not_reach_the_host_either(tmp_path):
     harbor_task(tmp_path / "t", "services:\n  main:\n    privileged: true\n")
     assert imported(tmp_path / "t").reason.startswith("service main: `privileged` is refused")
